@@ -1,0 +1,853 @@
+//===- LoomOps.td - Operations of the loom dialect ----------*- tablegen -*-===//
+//
+// Each op documents its semantics, an example, its lifecycle (which pass
+// creates it and which consumes it) and numbered constraints; the verifier
+// (or the type inference that doubles as one) cites them as (C1), (C2), ...
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DIALECT_LOOM_IR_LOOMOPS_TD
+#define LOOM_DIALECT_LOOM_IR_LOOMOPS_TD
+
+include "loom/Dialect/Loom/IR/LoomDialect.td"
+include "loom/Dialect/Loom/IR/LoomEnums.td"
+include "loom/Dialect/Loom/IR/LoomInterfaces.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Loom_FloatTensor : StaticShapeTensorOf<[F64, F32, F16, BF16]>;
+def Loom_IndexTensor : StaticShapeTensorOf<[I64, I32]>;
+def Loom_BoolTensor : StaticShapeTensorOf<[I1]>;
+def Loom_NumericTensor : StaticShapeTensorOf<[F64, F32, F16, BF16, I64, I32, I8]>;
+def Loom_Tensor : StaticShapeTensorOf<[F64, F32, F16, BF16, I64, I32, I8, I1]>;
+def Loom_SeedTensor : TensorRankOf<[I64], [0]>;
+
+//===----------------------------------------------------------------------===//
+// Traits carrying fusion kind and precision class
+//===----------------------------------------------------------------------===//
+
+class Loom_FusionKindTrait<string kind>
+    : ParamNativeOpTrait<"FusionKindTrait", "::loom::FusionKind::" # kind> {
+  let cppNamespace = "::loom::OpTrait";
+}
+class Loom_PrecisionTrait<string cls>
+    : ParamNativeOpTrait<"PrecisionClassTrait", "::loom::PrecisionClass::" # cls> {
+  let cppNamespace = "::loom::OpTrait";
+}
+
+def Loom_Pointwise : Loom_FusionKindTrait<"Pointwise">;
+def Loom_Injective : Loom_FusionKindTrait<"Injective">;
+def Loom_ReductionKind : Loom_FusionKindTrait<"Reduction">;
+def Loom_Contraction : Loom_FusionKindTrait<"Contraction">;
+def Loom_Opaque : Loom_FusionKindTrait<"Opaque">;
+
+def Loom_LowPrecision : Loom_PrecisionTrait<"LowPrecision">;
+def Loom_Follow : Loom_PrecisionTrait<"Follow">;
+def Loom_KeepF32 : Loom_PrecisionTrait<"KeepF32">;
+
+// Every loom op reports fusion kind, precision class and cost.
+class Loom_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Loom_Dialect, mnemonic, !listconcat(traits, [
+        FusionKindOpInterface, PrecisionClassOpInterface, CostOpInterface])>;
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+class Loom_UnaryOp<string mnemonic, string formula, Type type = Loom_FloatTensor,
+                   list<Trait> traits = []>
+    : Loom_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
+                                             Loom_Pointwise, Loom_Follow])> {
+  let summary = "Elementwise `" # formula # "`.";
+  let description = "Computes `y = " # formula # "` for every element of "
+    # "`x`.\n\n```mlir\n%y = loom." # mnemonic
+    # " %x : tensor<4x8xf32>\n```\n\n"
+    # "**Lifecycle**: created by the importers and by `loom-autodiff`; "
+    # "grouped by `loom-fuse` into pointwise kernels.\n\n"
+    # "**Constraints**:\n\n"
+    # "1. (C1) `x` and `y` have the same type.\n"
+    # "2. (C2) the element type is " # type.summary # ".\n";
+  let arguments = (ins type:$x);
+  let results = (outs type:$y);
+  let assemblyFormat = "$x attr-dict `:` type($y)";
+}
+
+class Loom_BinaryOp<string mnemonic, string formula,
+                    Type type = Loom_NumericTensor, list<Trait> traits = []>
+    : Loom_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
+                                             Loom_Pointwise, Loom_Follow])> {
+  let summary = "Elementwise `" # formula # "`.";
+  let description = "Computes `z = " # formula # "` for every pair of "
+    # "elements of `x` and `y`, which have the same shape: broadcasting is "
+    # "explicit (`loom.broadcast_in_dim`).\n\n```mlir\n%z = loom." # mnemonic
+    # " %x, %y : tensor<4x8xf32>\n```\n\n"
+    # "**Lifecycle**: created by the importers and by `loom-autodiff`; "
+    # "grouped by `loom-fuse` into pointwise kernels.\n\n"
+    # "**Constraints**:\n\n"
+    # "1. (C1) `x`, `y` and `z` have the same type.\n"
+    # "2. (C2) the element type is " # type.summary # ".\n";
+  let arguments = (ins type:$x, type:$y);
+  let results = (outs type:$z);
+  let assemblyFormat = "$x `,` $y attr-dict `:` type($z)";
+}
+
+def Loom_AddOp : Loom_BinaryOp<"add", "x + y", Loom_NumericTensor, [Commutative]>;
+def Loom_SubOp : Loom_BinaryOp<"sub", "x - y">;
+def Loom_MulOp : Loom_BinaryOp<"mul", "x * y", Loom_NumericTensor, [Commutative]>;
+def Loom_DivOp : Loom_BinaryOp<"div", "x / y"> {
+  let description = [{
+    Computes `z = x / y` elementwise. Integer division truncates toward zero
+    (as ONNX `Div` does); division of integers by zero is undefined.
+
+    ```mlir
+    %z = loom.div %x, %y : tensor<4x8xf32>
+    ```
+
+    **Lifecycle**: created by the importers and by `loom-autodiff`; grouped by
+    `loom-fuse` into pointwise kernels.
+
+    **Constraints**:
+
+    1. (C1) `x`, `y` and `z` have the same type.
+    2. (C2) the element type is a float or an integer type.
+  }];
+}
+def Loom_PowOp : Loom_BinaryOp<"pow", "pow(x, y)", Loom_FloatTensor>;
+def Loom_MaxOp : Loom_BinaryOp<"max", "max(x, y)", Loom_NumericTensor, [Commutative]>;
+def Loom_MinOp : Loom_BinaryOp<"min", "min(x, y)", Loom_NumericTensor, [Commutative]>;
+
+def Loom_NegOp : Loom_UnaryOp<"neg", "-x", Loom_NumericTensor>;
+def Loom_AbsOp : Loom_UnaryOp<"abs", "abs(x)", Loom_NumericTensor>;
+def Loom_ExpOp : Loom_UnaryOp<"exp", "exp(x)">;
+def Loom_LogOp : Loom_UnaryOp<"log", "log(x)">;
+def Loom_TanhOp : Loom_UnaryOp<"tanh", "tanh(x)">;
+def Loom_SigmoidOp : Loom_UnaryOp<"sigmoid", "1 / (1 + exp(-x))">;
+def Loom_ReluOp : Loom_UnaryOp<"relu", "max(x, 0)">;
+def Loom_ErfOp : Loom_UnaryOp<"erf", "erf(x)">;
+def Loom_SqrtOp : Loom_UnaryOp<"sqrt", "sqrt(x)">;
+def Loom_RsqrtOp : Loom_UnaryOp<"rsqrt", "1 / sqrt(x)">;
+def Loom_FloorOp : Loom_UnaryOp<"floor", "floor(x)">;
+
+def Loom_GeluOp : Loom_Op<"gelu", [Pure, SameOperandsAndResultType,
+                                   Loom_Pointwise, Loom_Follow]> {
+  let summary = "Gaussian error linear unit.";
+  let description = [{
+    Computes `y = x * Phi(x)` where `Phi` is the standard normal CDF:
+    exactly, `0.5 * x * (1 + erf(x / sqrt(2)))` (`approximate = none`), or
+    with the tanh approximation
+    `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`
+    (`approximate = tanh`). Kept whole so its gradient and kernel are exact
+    and cheap.
+
+    ```mlir
+    %y = loom.gelu %x approximate = tanh : tensor<4x8xf32>
+    ```
+
+    **Lifecycle**: created by the importers (ONNX `Gelu`, or the erf pattern
+    recognised at import); grouped by `loom-fuse` into pointwise kernels.
+
+    **Constraints**:
+
+    1. (C1) `x` and `y` have the same floating-point type.
+  }];
+  let arguments = (ins Loom_FloatTensor:$x,
+      DefaultValuedAttr<Loom_GeluApproximation,
+                        "::loom::GeluApproximation::None">:$approximate);
+  let results = (outs Loom_FloatTensor:$y);
+  let assemblyFormat = "$x (`approximate` `=` $approximate^)? attr-dict `:` type($y)";
+}
+
+def Loom_SelectOp : Loom_Op<"select", [Pure, Loom_Pointwise, Loom_Follow,
+    AllTypesMatch<["on_true", "on_false", "result"]>,
+    AllShapesMatch<["cond", "on_true"]>]> {
+  let summary = "Elementwise choice between two tensors.";
+  let description = [{
+    `result[i] = cond[i] ? on_true[i] : on_false[i]`.
+
+    ```mlir
+    %r = loom.select %c, %a, %b : tensor<4xi1>, tensor<4xf32>
+    ```
+
+    **Lifecycle**: created by the importers (ONNX `Where`) and by
+    `loom-autodiff` (gradients of max/min/relu); pointwise in `loom-fuse`.
+
+    **Constraints**:
+
+    1. (C1) `on_true`, `on_false` and `result` have the same type.
+    2. (C2) `cond` has the shape of `on_true` and element type `i1`.
+  }];
+  let arguments = (ins Loom_BoolTensor:$cond, Loom_Tensor:$on_true,
+                       Loom_Tensor:$on_false);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = [{
+    $cond `,` $on_true `,` $on_false attr-dict `:` type($cond) `,` type($result)
+  }];
+}
+
+def Loom_CompareOp : Loom_Op<"compare", [Pure, Loom_Pointwise, Loom_Follow,
+    SameTypeOperands, AllShapesMatch<["lhs", "result"]>]> {
+  let summary = "Elementwise comparison.";
+  let description = [{
+    `result[i] = lhs[i] <predicate> rhs[i]` with predicate one of `eq`, `ne`,
+    `lt`, `le`, `gt`, `ge`. Comparisons of floats are ordered: any comparison
+    with NaN is false except `ne`. The result carries no gradient.
+
+    ```mlir
+    %m = loom.compare lt, %a, %b : tensor<4xf32> -> tensor<4xi1>
+    ```
+
+    **Lifecycle**: created by the importers (ONNX `Equal`, `Less`, ...);
+    pointwise in `loom-fuse`.
+
+    **Constraints**:
+
+    1. (C1) `lhs` and `rhs` have the same type.
+    2. (C2) `result` has the shape of `lhs` and element type `i1`.
+  }];
+  let arguments = (ins Loom_ComparePredicate:$predicate, Loom_Tensor:$lhs,
+                       Loom_Tensor:$rhs);
+  let results = (outs Loom_BoolTensor:$result);
+  let assemblyFormat = [{
+    $predicate `,` $lhs `,` $rhs attr-dict `:` type($lhs) `->` type($result)
+  }];
+}
+
+def Loom_CastOp : Loom_Op<"cast", [Pure, Loom_Pointwise, Loom_Follow,
+    AllShapesMatch<["x", "y"]>]> {
+  let summary = "Elementwise conversion of the element type.";
+  let description = [{
+    Converts each element to the result's element type: float to float
+    rounds to nearest even; float to integer truncates toward zero; integer
+    to `i1` is `x != 0`; `i1` to a number is 0 or 1.
+
+    ```mlir
+    %y = loom.cast %x : tensor<4xi64> -> tensor<4xf32>
+    ```
+
+    **Lifecycle**: created by the importers (ONNX `Cast`) and by
+    `loom-mixed-precision`; pointwise in `loom-fuse`.
+
+    **Constraints**:
+
+    1. (C1) `x` and `y` have the same shape.
+  }];
+  let arguments = (ins Loom_Tensor:$x);
+  let results = (outs Loom_Tensor:$y);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($y)";
+  let hasFolder = 1;
+}
+
+def Loom_StopGradientOp : Loom_Op<"stop_gradient", [Pure,
+    SameOperandsAndResultType, Loom_Pointwise, Loom_Follow]> {
+  let summary = "Identity that blocks gradients.";
+  let description = [{
+    Returns `x` unchanged; `loom-autodiff` sends no cotangent through it.
+
+    ```mlir
+    %y = loom.stop_gradient %x : tensor<4xf32>
+    ```
+
+    **Lifecycle**: written by users or importers; `loom-autodiff` consumes
+    it; removed before code generation.
+
+    **Constraints**:
+
+    1. (C1) `x` and `y` have the same type.
+  }];
+  let arguments = (ins Loom_Tensor:$x);
+  let results = (outs Loom_Tensor:$y);
+  let assemblyFormat = "$x attr-dict `:` type($y)";
+}
+
+def Loom_ConstantOp : Loom_Op<"constant", [ConstantLike, Pure,
+    AllTypesMatch<["value", "result"]>,
+    Loom_Injective, Loom_Follow]> {
+  let summary = "A constant tensor.";
+  let description = [{
+    A tensor known at compile time. Constants are for small values (shapes,
+    masks, scalars, splats); parameters are function arguments marked
+    `loom.param`, never constants.
+
+    ```mlir
+    %c = loom.constant dense<1.0> : tensor<4xf32>
+    ```
+
+    **Lifecycle**: created by the importers (initializers that are not
+    parameters, ONNX `Constant`, folded shape computations) and by any pass.
+
+    **Constraints**:
+
+    1. (C1) `value` is a dense elements attribute whose type is the result
+       type.
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+def Loom_MatmulOp : Loom_Op<"matmul", [Pure, Loom_Contraction,
+    Loom_LowPrecision, InferTypeOpAdaptor]> {
+  let extraClassDeclaration = [{ int64_t getFlopCount(); }];
+  let summary = "Batched matrix product with transpose flags.";
+  let description = [{
+    `result[b, m, n] = sum_k A[b, m, k] * B[b, k, n]` where `A` is `lhs` (or
+    its last two dimensions swapped when `transpose_a` is set) and `B` is
+    `rhs` (swapped when `transpose_b`). Leading dimensions are batch
+    dimensions. A rank-2 `rhs` is shared by every batch (the common
+    `[B, T, D] x [D, E]` projection) and never materialised per batch.
+
+    ```mlir
+    %y = loom.matmul %x, %w {transpose_b} : (tensor<32x64xf32>, tensor<128x64xf32>) -> tensor<32x128xf32>
+    ```
+
+    **Lifecycle**: created by the importers (ONNX `MatMul`, `Gemm`) and by
+    `loom-autodiff`; `loom-fuse` gives it an epilogue; codegen calls
+    cuBLASLt or BLAS.
+
+    **Constraints**:
+
+    1. (C1) `lhs` has rank >= 2; `rhs` has the rank of `lhs` or rank 2.
+    2. (C2) when `rhs` has the rank of `lhs`, their batch dimensions are
+       equal.
+    3. (C3) the contracting dimensions of `lhs` and `rhs` are equal.
+    4. (C4) `lhs` and `rhs` have the same floating-point element type, which
+       is the element type of `result`.
+    5. (C5) `result` has shape `batch x M x N`.
+  }];
+  let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs,
+                       UnitAttr:$transpose_a, UnitAttr:$transpose_b);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($result)
+  }];
+}
+
+def Loom_Conv2DOp : Loom_Op<"conv2d", [Pure, Loom_Contraction,
+    Loom_LowPrecision, InferTypeOpAdaptor]> {
+  let extraClassDeclaration = [{ int64_t getFlopCount(); }];
+  let summary = "2-D convolution, NCHW input and OIHW filter.";
+  let description = [{
+    `out[n, o, y, x] = sum_{c, i, j} in[n, g*C/G + c, y*sh + i*dh - pt,
+    x*sw + j*dw - pl] * filter[o, c, i, j]` over the group `g` of output
+    channel `o`, with zero padding `[top, left, bottom, right]`. The bias, if
+    any, is a separate broadcast add (which `loom-fuse` folds into the
+    epilogue).
+
+    ```mlir
+    %y = loom.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64}
+        : (tensor<8x1x28x28xf32>, tensor<8x1x3x3xf32>) -> tensor<8x8x28x28xf32>
+    ```
+
+    **Lifecycle**: created by the importers (ONNX `Conv`) and by
+    `loom-autodiff` (input and filter gradients use it, transposed);
+    codegen calls the vendor library or an implicit GEMM.
+
+    **Constraints**:
+
+    1. (C1) `input` and `filter` have rank 4 and the same element type.
+    2. (C2) `strides` and `dilations` have 2 positive entries, `padding` 4
+       non-negative entries.
+    3. (C3) `groups` is positive and divides the input channels and the
+       output channels; filter dimension 1 is input channels / `groups`.
+    4. (C4) the dilated filter fits in the padded input.
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$filter,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $filter attr-dict `:` `(` type($input) `,` type($filter) `)` `->` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Loom_ReduceOp<string mnemonic, string what>
+    : Loom_Op<mnemonic, [Pure, Loom_ReductionKind, Loom_KeepF32,
+                         InferTypeOpAdaptor]> {
+  let summary = "Reduces by " # what # " over the given dimensions.";
+  let description = "Reduces `x` by " # what # " over `dims` (sorted, "
+    # "unique). With `keep_dims` the reduced dimensions stay with size 1; "
+    # "otherwise they are removed. An empty `dims` reduces nothing.\n\n"
+    # "```mlir\n%s = loom." # mnemonic
+    # " %x dims = [1] : tensor<4x8xf32> -> tensor<4xf32>\n```\n\n"
+    # "**Lifecycle**: created by the importers (ONNX `Reduce*`, global "
+    # "pooling) and by `loom-autodiff` (summing broadcast cotangents); "
+    # "`loom-fuse` makes row reductions with their pointwise neighbours.\n\n"
+    # "**Constraints**:\n\n"
+    # "1. (C1) every entry of `dims` is in `[0, rank(x))`.\n"
+    # "2. (C2) `dims` is strictly increasing.\n"
+    # "3. (C3) `result` has the shape of `x` with `dims` removed (or set to 1 "
+    # "with `keep_dims`) and the element type of `x`.\n";
+  let arguments = (ins Loom_NumericTensor:$x, DenseI64ArrayAttr:$dims,
+                       UnitAttr:$keep_dims);
+  let results = (outs Loom_NumericTensor:$result);
+  let assemblyFormat = [{
+    $x `dims` `=` $dims attr-dict `:` type($x) `->` type($result)
+  }];
+}
+
+def Loom_ReduceSumOp : Loom_ReduceOp<"reduce_sum", "sum">;
+def Loom_ReduceMaxOp : Loom_ReduceOp<"reduce_max", "maximum">;
+def Loom_ReduceMinOp : Loom_ReduceOp<"reduce_min", "minimum">;
+def Loom_ReduceMeanOp : Loom_ReduceOp<"reduce_mean", "arithmetic mean">;
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Loom_BroadcastInDimOp : Loom_Op<"broadcast_in_dim", [Pure,
+    Loom_Injective, Loom_Follow]> {
+  let summary = "Broadcasts a tensor to a larger shape.";
+  let description = [{
+    Dimension `i` of `x` becomes dimension `dims[i]` of the result;
+    result dimensions not named in `dims` are new. A dimension of size 1 is
+    repeated to the result's size. This is how the importers make numpy
+    broadcasting explicit.
+
+    ```mlir
+    %y = loom.broadcast_in_dim %b dims = [1] : tensor<8xf32> -> tensor<4x8xf32>
+    ```
+
+    **Lifecycle**: created by the importers and by `loom-autodiff`; fused as
+    a prologue (injective) by `loom-fuse`.
+
+    **Constraints**:
+
+    1. (C1) `dims` has one entry per dimension of `x`.
+    2. (C2) `dims` is strictly increasing and within `[0, rank(result))`.
+    3. (C3) each dimension of `x` is 1 or equal to the result dimension it
+       maps to.
+    4. (C4) `x` and `result` have the same element type.
+  }];
+  let arguments = (ins Loom_Tensor:$x, DenseI64ArrayAttr:$dims);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = [{
+    $x `dims` `=` $dims attr-dict `:` type($x) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Loom_ReshapeOp : Loom_Op<"reshape", [Pure, Loom_Injective, Loom_Follow]> {
+  let summary = "Reinterprets a tensor with another shape.";
+  let description = [{
+    Row-major reshape: the elements keep their order.
+
+    ```mlir
+    %y = loom.reshape %x : tensor<2x16x64xf32> -> tensor<2x16x4x16xf32>
+    ```
+
+    **Lifecycle**: created by the importers (ONNX `Reshape`, `Flatten`,
+    `Squeeze`, `Unsqueeze`); free at codegen (a view of the same buffer).
+
+    **Constraints**:
+
+    1. (C1) `x` and `result` have the same number of elements.
+    2. (C2) `x` and `result` have the same element type.
+  }];
+  let arguments = (ins Loom_Tensor:$x);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Loom_TransposeOp : Loom_Op<"transpose", [Pure, Loom_Injective,
+    Loom_Follow, InferTypeOpAdaptor]> {
+  let summary = "Permutes the dimensions of a tensor.";
+  let description = [{
+    `result` dimension `i` is `x` dimension `perm[i]`.
+
+    ```mlir
+    %y = loom.transpose %x perm = [0, 2, 1, 3] : tensor<2x16x4x16xf32> -> tensor<2x4x16x16xf32>
+    ```
+
+    **Lifecycle**: created by the importers (ONNX `Transpose`) and by
+    `loom-autodiff`; fused as injective by `loom-fuse`, or folded into a
+    matmul's transpose flags.
+
+    **Constraints**:
+
+    1. (C1) `perm` is a permutation of `[0, rank(x))`.
+  }];
+  let arguments = (ins Loom_Tensor:$x, DenseI64ArrayAttr:$perm);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = [{
+    $x `perm` `=` $perm attr-dict `:` type($x) `->` type($result)
+  }];
+}
+
+def Loom_SliceOp : Loom_Op<"slice", [Pure, Loom_Injective, Loom_Follow,
+    InferTypeOpAdaptor]> {
+  let summary = "Static strided slice.";
+  let description = [{
+    Along each dimension `d`, takes indices `start[d], start[d] + stride[d],
+    ...` below `limit[d]`.
+
+    ```mlir
+    %y = loom.slice %x [0:2:1, 64:128:1] : tensor<2x192xf32> -> tensor<2x64xf32>
+    ```
+
+    **Lifecycle**: created by the importers (ONNX `Slice`, `Split`); its
+    gradient pads with zeros.
+
+    **Constraints**:
+
+    1. (C1) `start`, `limit` and `stride` have one entry per dimension.
+    2. (C2) `0 <= start[d] <= limit[d] <= dim(x, d)` and `stride[d] >= 1`.
+  }];
+  let arguments = (ins Loom_Tensor:$x, DenseI64ArrayAttr:$start,
+                       DenseI64ArrayAttr:$limit, DenseI64ArrayAttr:$stride);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = [{
+    $x `start` `=` $start `limit` `=` $limit `stride` `=` $stride attr-dict `:` type($x) `->` type($result)
+  }];
+}
+
+def Loom_ConcatOp : Loom_Op<"concat", [Pure, Loom_Injective, Loom_Follow,
+    InferTypeOpAdaptor]> {
+  let summary = "Concatenates tensors along a dimension.";
+  let description = [{
+    ```mlir
+    %y = loom.concat %a, %b dim = 1 : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
+    ```
+
+    **Lifecycle**: created by the importers (ONNX `Concat`); its gradient
+    is one slice per input.
+
+    **Constraints**:
+
+    1. (C1) there is at least one input.
+    2. (C2) all inputs have the same rank and element type, and `dim` is in
+       `[0, rank)`.
+    3. (C3) all inputs have the same size in every dimension but `dim`.
+  }];
+  let arguments = (ins Variadic<Loom_Tensor>:$inputs, I64Attr:$dim);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = [{
+    $inputs `dim` `=` $dim attr-dict `:` `(` type($inputs) `)` `->` type($result)
+  }];
+}
+
+def Loom_GatherOp : Loom_Op<"gather", [Pure, Loom_Opaque, Loom_Follow,
+    InferTypeOpAdaptor]> {
+  let summary = "Gathers slices of a table along one axis (embedding lookup).";
+  let description = [{
+    `result[p..., i..., s...] = table[p..., indices[i...], s...]` where `p`
+    ranges over the dimensions before `axis` and `s` over those after it.
+    With `axis = 0` and a `[vocab, d]` table this is an embedding lookup.
+    Negative indices count from the end (as in ONNX); out-of-range indices
+    are an error at run time.
+
+    ```mlir
+    %e = loom.gather %wte[%ids] axis = 0 : (tensor<128x64xf32>, tensor<2x16xi64>) -> tensor<2x16x64xf32>
+    ```
+
+    **Lifecycle**: created by the importers (ONNX `Gather`); its gradient is
+    a scatter-add into the table.
+
+    **Constraints**:
+
+    1. (C1) `axis` is in `[0, rank(table))`.
+    2. (C2) `result` has shape `table[:axis] ++ indices ++ table[axis+1:]`
+       and the element type of `table`.
+  }];
+  let arguments = (ins Loom_Tensor:$table, Loom_IndexTensor:$indices,
+                       DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = [{
+    $table `[` $indices `]` `axis` `=` $axis attr-dict `:` `(` type($table) `,` type($indices) `)` `->` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Composite neural-network ops
+//===----------------------------------------------------------------------===//
+
+class Loom_SoftmaxLikeOp<string mnemonic, string formula>
+    : Loom_Op<mnemonic, [Pure, SameOperandsAndResultType, Loom_ReductionKind,
+                         Loom_KeepF32]> {
+  let summary = "`" # formula # "` along one axis.";
+  let description = "Computes `" # formula # "` along `axis`, subtracting "
+    # "the row maximum first for stability.\n\n```mlir\n%y = loom."
+    # mnemonic # " %x axis = 1 : tensor<4x10xf32>\n```\n\n"
+    # "**Lifecycle**: created by the importers; kept whole through "
+    # "`loom-autodiff` (its gradient needs only the output); one row-"
+    # "reduction kernel after `loom-fuse`.\n\n"
+    # "**Constraints**:\n\n"
+    # "1. (C1) `x` and `y` have the same floating-point type.\n"
+    # "2. (C2) `axis` is in `[0, rank(x))`.\n";
+  let arguments = (ins Loom_FloatTensor:$x, I64Attr:$axis);
+  let results = (outs Loom_FloatTensor:$y);
+  let assemblyFormat = "$x `axis` `=` $axis attr-dict `:` type($y)";
+  let hasVerifier = 1;
+}
+
+def Loom_SoftmaxOp : Loom_SoftmaxLikeOp<"softmax", "exp(x_i) / sum_j exp(x_j)">;
+def Loom_LogSoftmaxOp
+    : Loom_SoftmaxLikeOp<"log_softmax", "x_i - log(sum_j exp(x_j))">;
+
+def Loom_LayerNormOp : Loom_Op<"layer_norm", [Pure, Loom_ReductionKind,
+    Loom_KeepF32, AllTypesMatch<["x", "y"]>, AllElementTypesMatch<["x", "scale", "bias"]>]> {
+  let summary = "Layer normalization over the trailing dimensions.";
+  let description = [{
+    Normalizes `x` over dimensions `[axis, rank)`:
+    `y = (x - mean) / sqrt(var + epsilon) * scale + bias`, with the biased
+    variance. `scale` and `bias` have the normalized shape.
+
+    ```mlir
+    %y = loom.layer_norm %x, %g, %b axis = 2 epsilon = 1.0e-05 : (tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
+    ```
+
+    **Lifecycle**: created by the importers (ONNX `LayerNormalization`);
+    kept whole through `loom-autodiff`; one row-reduction kernel after
+    `loom-fuse`.
+
+    **Constraints**:
+
+    1. (C1) `axis` is in `[0, rank(x))`.
+    2. (C2) `scale` and `bias` have shape `x.shape[axis:]`.
+    3. (C3) `epsilon` is positive.
+    4. (C4) `x`, `scale`, `bias` and `y` share one floating-point element
+       type; `x` and `y` have the same type.
+  }];
+  let arguments = (ins Loom_FloatTensor:$x, Loom_FloatTensor:$scale,
+                       Loom_FloatTensor:$bias, I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs Loom_FloatTensor:$y);
+  let assemblyFormat = [{
+    $x `,` $scale `,` $bias `axis` `=` $axis `epsilon` `=` $epsilon attr-dict `:` `(` type($x) `,` type($scale) `,` type($bias) `)` `->` type($y)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_RmsNormOp : Loom_Op<"rms_norm", [Pure, Loom_ReductionKind,
+    Loom_KeepF32, AllTypesMatch<["x", "y"]>, AllElementTypesMatch<["x", "scale"]>]> {
+  let summary = "Root-mean-square normalization over the trailing dimensions.";
+  let description = [{
+    `y = x / sqrt(mean(x^2 over [axis, rank)) + epsilon) * scale`.
+
+    ```mlir
+    %y = loom.rms_norm %x, %g axis = 1 epsilon = 1.0e-06 : (tensor<4x64xf32>, tensor<64xf32>) -> tensor<4x64xf32>
+    ```
+
+    **Lifecycle**: created by the JSON importer (and ONNX
+    `RMSNormalization` where an opset has it); one row-reduction kernel.
+
+    **Constraints**:
+
+    1. (C1) `axis` is in `[0, rank(x))`.
+    2. (C2) `scale` has shape `x.shape[axis:]`.
+    3. (C3) `epsilon` is positive.
+  }];
+  let arguments = (ins Loom_FloatTensor:$x, Loom_FloatTensor:$scale,
+                       I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs Loom_FloatTensor:$y);
+  let assemblyFormat = [{
+    $x `,` $scale `axis` `=` $axis `epsilon` `=` $epsilon attr-dict `:` `(` type($x) `,` type($scale) `)` `->` type($y)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_BatchNormOp : Loom_Op<"batch_norm", [Pure, Loom_Pointwise,
+    Loom_KeepF32, AllTypesMatch<["x", "y"]>,
+    AllTypesMatch<["scale", "bias", "mean", "variance"]>]> {
+  let summary = "Batch normalization with given statistics (inference form).";
+  let description = [{
+    For channel dimension 1:
+    `y = (x - mean[c]) / sqrt(variance[c] + epsilon) * scale[c] + bias[c]`.
+    The statistics are operands: running statistics in evaluation, or the
+    batch statistics `loom.batch_norm_stats` computes when training.
+
+    ```mlir
+    %y = loom.batch_norm %x, %s, %b, %m, %v epsilon = 1.0e-05 : (tensor<8x8x28x28xf32>, tensor<8xf32>) -> tensor<8x8x28x28xf32>
+    ```
+
+    **Lifecycle**: created by the importers (ONNX `BatchNormalization`);
+    pointwise once the statistics are known.
+
+    **Constraints**:
+
+    1. (C1) `x` has rank >= 2.
+    2. (C2) `scale`, `bias`, `mean` and `variance` are 1-D with
+       `dim(x, 1)` elements and the element type of `x`.
+    3. (C3) `epsilon` is positive.
+  }];
+  let arguments = (ins Loom_FloatTensor:$x, Loom_FloatTensor:$scale,
+                       Loom_FloatTensor:$bias, Loom_FloatTensor:$mean,
+                       Loom_FloatTensor:$variance, F32Attr:$epsilon);
+  let results = (outs Loom_FloatTensor:$y);
+  let assemblyFormat = [{
+    $x `,` $scale `,` $bias `,` $mean `,` $variance `epsilon` `=` $epsilon attr-dict `:` `(` type($x) `,` type($scale) `)` `->` type($y)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_BatchNormStatsOp : Loom_Op<"batch_norm_stats", [Pure,
+    Loom_ReductionKind, Loom_KeepF32, InferTypeOpAdaptor]> {
+  let summary = "Per-channel mean and biased variance of a batch.";
+  let description = [{
+    For channel dimension 1, the mean and the biased variance of `x` over all
+    other dimensions. Used with `loom.batch_norm` for training-mode batch
+    normalization.
+
+    ```mlir
+    %m, %v = loom.batch_norm_stats %x : tensor<8x8x28x28xf32> -> tensor<8xf32>, tensor<8xf32>
+    ```
+
+    **Lifecycle**: created by the importers (ONNX `BatchNormalization` with
+    `training_mode = 1`).
+
+    **Constraints**:
+
+    1. (C1) `x` has rank >= 2.
+    2. (C2) `mean` and `variance` are 1-D with `dim(x, 1)` elements and the
+       element type of `x`.
+  }];
+  let arguments = (ins Loom_FloatTensor:$x);
+  let results = (outs Loom_FloatTensor:$mean, Loom_FloatTensor:$variance);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($mean) `,` type($variance)";
+}
+
+class Loom_Pool2DOp<string mnemonic, string what>
+    : Loom_Op<mnemonic, [Pure, Loom_Opaque, Loom_Follow, InferTypeOpAdaptor]> {
+  let summary = "2-D " # what # " pooling over NCHW input.";
+  let description = "Takes the " # what # " over each `kernel` window, moved "
+    # "by `strides`, of the input padded by `padding` (`[top, left, bottom, "
+    # "right]`). Padded elements are ignored by max pooling; average pooling "
+    # "counts them only with `count_include_pad`.\n\n```mlir\n%y = loom."
+    # mnemonic # " %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, "
+    # "padding = array<i64: 0, 0, 0, 0>} : tensor<8x8x28x28xf32> -> "
+    # "tensor<8x8x14x14xf32>\n```\n\n"
+    # "**Lifecycle**: created by the importers (ONNX `MaxPool`, "
+    # "`AveragePool`); one kernel of its own.\n\n"
+    # "**Constraints**:\n\n"
+    # "1. (C1) `x` has rank 4.\n"
+    # "2. (C2) `kernel` and `strides` have 2 positive entries, `padding` 4 "
+    # "non-negative entries, each smaller than the kernel.\n"
+    # "3. (C3) the kernel fits in the padded input.\n";
+  let arguments = (ins Loom_FloatTensor:$x, DenseI64ArrayAttr:$kernel,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       UnitAttr:$count_include_pad);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def Loom_MaxPool2DOp : Loom_Pool2DOp<"max_pool2d", "maximum">;
+def Loom_AvgPool2DOp : Loom_Pool2DOp<"avg_pool2d", "average">;
+
+def Loom_DropoutOp : Loom_Op<"dropout", [Pure, Loom_Pointwise, Loom_Follow,
+    AllTypesMatch<["x", "y"]>]> {
+  let summary = "Inverted dropout with an explicit seed.";
+  let description = [{
+    Zeroes each element with probability `ratio` and scales the others by
+    `1 / (1 - ratio)`. The mask is a pure function of (`seed`, `stream`,
+    element index), so the backward pass and recomputation reproduce it
+    exactly; distinct dropout ops in one graph use distinct `stream`s.
+
+    ```mlir
+    %y = loom.dropout %x, %seed ratio = 1.000000e-01 stream = 0 : tensor<2x16x64xf32>, tensor<i64>
+    ```
+
+    **Lifecycle**: created by the importers (ONNX `Dropout` in training
+    mode; in inference mode it is the identity and no op is made). The seed
+    is a function argument marked `loom.rng_seed`, advanced by the runtime
+    every step.
+
+    **Constraints**:
+
+    1. (C1) `ratio` is in `[0, 1)`.
+    2. (C2) `seed` is a 0-D `i64` tensor.
+  }];
+  let arguments = (ins Loom_FloatTensor:$x, Loom_SeedTensor:$seed,
+                       F32Attr:$ratio, DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs Loom_FloatTensor:$y);
+  let assemblyFormat = [{
+    $x `,` $seed `ratio` `=` $ratio `stream` `=` $stream attr-dict `:` type($y) `,` type($seed)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, Loom_ReductionKind,
+    Loom_KeepF32, InferTypeOpAdaptor]> {
+  let summary = "Softmax cross-entropy between logits and class labels.";
+  let description = [{
+    For logits `[N, C]` (or `[N, C, d...]`, classes on dimension 1) and
+    integer labels `[N]` (or `[N, d...]`):
+    `loss_i = -log_softmax(logits_i)[labels_i]`, then `mean` (over the
+    labels not equal to `ignore_index`), `sum`, or `none` (one loss per
+    label, 0 where ignored). A label outside `[0, C)` that is not
+    `ignore_index` is an error at run time.
+
+    ```mlir
+    %l = loom.cross_entropy %logits, %labels reduction = mean : (tensor<32x10xf32>, tensor<32xi64>) -> tensor<f32>
+    ```
+
+    **Lifecycle**: created by `loomc --loss=cross_entropy` and by the ONNX
+    importer (`SoftmaxCrossEntropyLoss`); kept whole through `loom-autodiff`
+    (its gradient is `softmax - onehot`); one row-reduction kernel.
+
+    **Constraints**:
+
+    1. (C1) `logits` has rank >= 2.
+    2. (C2) `labels` has the shape of `logits` without dimension 1.
+    3. (C3) `result` is 0-D for `mean` and `sum`, and has the shape of
+       `labels` for `none`; its element type is that of `logits`.
+  }];
+  let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels,
+                       DefaultValuedAttr<Loom_Reduction, "::loom::Reduction::Mean">:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `reduction` `=` $reduction attr-dict `:` `(` type($logits) `,` type($labels) `)` `->` type($result)
+  }];
+}
+
+def Loom_MseOp : Loom_Op<"mse", [Pure, Loom_ReductionKind, Loom_KeepF32,
+    InferTypeOpAdaptor]> {
+  let summary = "Mean squared error.";
+  let description = [{
+    `loss = (prediction - target)^2` elementwise, then `mean` over all
+    elements, `sum`, or `none`.
+
+    ```mlir
+    %l = loom.mse %p, %t reduction = mean : (tensor<32x1xf32>, tensor<32x1xf32>) -> tensor<f32>
+    ```
+
+    **Lifecycle**: created by `loomc --loss=mse`; kept whole through
+    `loom-autodiff`.
+
+    **Constraints**:
+
+    1. (C1) `prediction` and `target` have the same type.
+    2. (C2) `result` is 0-D for `mean` and `sum` and has the type of
+       `prediction` for `none`.
+  }];
+  let arguments = (ins Loom_FloatTensor:$prediction, Loom_FloatTensor:$target,
+                       DefaultValuedAttr<Loom_Reduction, "::loom::Reduction::Mean">:$reduction);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $prediction `,` $target `reduction` `=` $reduction attr-dict `:` `(` type($prediction) `,` type($target) `)` `->` type($result)
+  }];
+}
+
+#endif // LOOM_DIALECT_LOOM_IR_LOOMOPS_TD

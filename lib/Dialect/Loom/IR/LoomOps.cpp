@@ -1,0 +1,615 @@
+//===- LoomOps.cpp - Verifiers, type inference and folders of loom ops ----===//
+//
+// Type inference doubles as verification for ops whose result type follows
+// from their operands: MLIR checks the declared result type against the
+// inferred one, so each constraint is checked in exactly one place. The
+// comments `(Cn)` refer to the numbered constraints in LoomOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallBitVector.h"
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+/// Formats a shape as `[2, 3]` for diagnostics.
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleaveComma(shape, os);
+  os << "]";
+  return s;
+}
+
+RankedTensorType ranked(Type type) { return cast<RankedTensorType>(type); }
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// CastOp
+//===----------------------------------------------------------------------===//
+
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  if (getX().getType() == getType())
+    return getX();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// ConstantOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::verify() {
+  // (C1)
+  if (getValue().getType() != getType())
+    return emitOpError("value type ")
+           << getValue().getType() << " differs from result type " << getType();
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+//===----------------------------------------------------------------------===//
+// MatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto lhs = ranked(adaptor.getLhs().getType());
+  auto rhs = ranked(adaptor.getRhs().getType());
+  int64_t rank = lhs.getRank();
+  // (C1)
+  if (rank < 2)
+    return emitOptionalError(loc, "lhs must have rank >= 2, got ", rank);
+  if (rhs.getRank() != rank && rhs.getRank() != 2)
+    return emitOptionalError(loc, "rhs must have the rank of lhs (", rank,
+                             ") or rank 2, got ", rhs.getRank());
+  // (C2)
+  ArrayRef<int64_t> ls = lhs.getShape(), rs = rhs.getShape();
+  if (rhs.getRank() == rank && ls.drop_back(2) != rs.drop_back(2))
+    return emitOptionalError(loc, "batch dimensions differ: lhs ",
+                             shapeStr(ls.drop_back(2)), " vs rhs ",
+                             shapeStr(rs.drop_back(2)));
+  int64_t m = adaptor.getTransposeA() ? ls[rank - 1] : ls[rank - 2];
+  int64_t kl = adaptor.getTransposeA() ? ls[rank - 2] : ls[rank - 1];
+  int64_t r = rhs.getRank();
+  int64_t kr = adaptor.getTransposeB() ? rs[r - 1] : rs[r - 2];
+  int64_t n = adaptor.getTransposeB() ? rs[r - 2] : rs[r - 1];
+  // (C3)
+  if (kl != kr)
+    return emitOptionalError(loc, "contracting dimensions differ: lhs ",
+                             shapeStr(ls), " has K=", kl, ", rhs ",
+                             shapeStr(rs), " has K=", kr);
+  // (C4)
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOptionalError(loc, "lhs and rhs element types differ");
+  // (C5)
+  SmallVector<int64_t> shape(ls.drop_back(2));
+  shape.push_back(m);
+  shape.push_back(n);
+  results.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return success();
+}
+
+int64_t MatmulOp::getFlopCount() {
+  auto lhs = ranked(getLhs().getType());
+  int64_t k = getTransposeA() ? lhs.getShape()[lhs.getRank() - 2]
+                              : lhs.getShape()[lhs.getRank() - 1];
+  return 2 * k * ranked(getType()).getNumElements();
+}
+
+//===----------------------------------------------------------------------===//
+// Conv2DOp
+//===----------------------------------------------------------------------===//
+
+/// Output size of a window op along one dimension, or -1 if it does not fit.
+static int64_t windowOutSize(int64_t in, int64_t padLo, int64_t padHi,
+                             int64_t window, int64_t stride, int64_t dilation) {
+  int64_t effective = (window - 1) * dilation + 1;
+  int64_t padded = in + padLo + padHi;
+  if (padded < effective)
+    return -1;
+  return (padded - effective) / stride + 1;
+}
+
+LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto in = ranked(adaptor.getInput().getType());
+  auto filter = ranked(adaptor.getFilter().getType());
+  // (C1)
+  if (in.getRank() != 4 || filter.getRank() != 4)
+    return emitOptionalError(loc, "input and filter must have rank 4 (NCHW, "
+                                  "OIHW), got ",
+                             in.getRank(), " and ", filter.getRank());
+  if (in.getElementType() != filter.getElementType())
+    return emitOptionalError(loc, "input and filter element types differ");
+  ArrayRef<int64_t> strides = adaptor.getStrides(), pads = adaptor.getPadding(),
+                    dil = adaptor.getDilations();
+  // (C2)
+  if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4)
+    return emitOptionalError(loc, "strides and dilations need 2 entries and "
+                                  "padding 4");
+  if (llvm::any_of(strides, [](int64_t v) { return v < 1; }) ||
+      llvm::any_of(dil, [](int64_t v) { return v < 1; }) ||
+      llvm::any_of(pads, [](int64_t v) { return v < 0; }))
+    return emitOptionalError(loc, "strides and dilations must be positive and "
+                                  "padding non-negative");
+  // (C3)
+  int64_t groups = adaptor.getGroups();
+  int64_t c = in.getDimSize(1), o = filter.getDimSize(0);
+  if (groups < 1 || c % groups != 0 || o % groups != 0)
+    return emitOptionalError(loc, "groups (", groups,
+                             ") must divide input channels (", c,
+                             ") and output channels (", o, ")");
+  if (filter.getDimSize(1) != c / groups)
+    return emitOptionalError(loc, "filter has ", filter.getDimSize(1),
+                             " input channels per group, expected ", c / groups);
+  // (C4)
+  int64_t h = windowOutSize(in.getDimSize(2), pads[0], pads[2],
+                            filter.getDimSize(2), strides[0], dil[0]);
+  int64_t w = windowOutSize(in.getDimSize(3), pads[1], pads[3],
+                            filter.getDimSize(3), strides[1], dil[1]);
+  if (h < 1 || w < 1)
+    return emitOptionalError(loc, "filter ", shapeStr(filter.getShape()),
+                             " does not fit in padded input ",
+                             shapeStr(in.getShape()));
+  results.push_back(RankedTensorType::get({in.getDimSize(0), o, h, w},
+                                          in.getElementType()));
+  return success();
+}
+
+int64_t Conv2DOp::getFlopCount() {
+  auto filter = ranked(getFilter().getType());
+  int64_t macs = filter.getDimSize(1) * filter.getDimSize(2) * filter.getDimSize(3);
+  return 2 * macs * ranked(getType()).getNumElements();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+/// Shared by the reduce ops: (C1) (C2) (C3).
+static LogicalResult inferReduce(std::optional<Location> loc, Type xType,
+                                 ArrayRef<int64_t> dims, bool keepDims,
+                                 SmallVectorImpl<Type> &results) {
+  auto x = ranked(xType);
+  int64_t prev = -1;
+  for (int64_t d : dims) {
+    if (d < 0 || d >= x.getRank())
+      return emitOptionalError(loc, "dimension ", d, " is out of range for rank ",
+                               x.getRank());
+    if (d <= prev)
+      return emitOptionalError(loc, "dims must be strictly increasing");
+    prev = d;
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < x.getRank(); ++i) {
+    if (!llvm::is_contained(dims, i))
+      shape.push_back(x.getDimSize(i));
+    else if (keepDims)
+      shape.push_back(1);
+  }
+  results.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+#define LOOM_REDUCE_INFER(OP)                                                  \
+  LogicalResult OP::inferReturnTypes(MLIRContext *,                            \
+                                     std::optional<Location> loc,              \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &results) {         \
+    return inferReduce(loc, adaptor.getX().getType(), adaptor.getDims(),       \
+                       adaptor.getKeepDims(), results);                        \
+  }
+LOOM_REDUCE_INFER(ReduceSumOp)
+LOOM_REDUCE_INFER(ReduceMaxOp)
+LOOM_REDUCE_INFER(ReduceMinOp)
+LOOM_REDUCE_INFER(ReduceMeanOp)
+#undef LOOM_REDUCE_INFER
+
+//===----------------------------------------------------------------------===//
+// BroadcastInDimOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult BroadcastInDimOp::verify() {
+  auto x = ranked(getX().getType());
+  auto result = ranked(getType());
+  ArrayRef<int64_t> dims = getDims();
+  // (C1)
+  if (static_cast<int64_t>(dims.size()) != x.getRank())
+    return emitOpError("dims has ") << dims.size() << " entries but the operand "
+                                    << "has rank " << x.getRank();
+  // (C2)
+  int64_t prev = -1;
+  for (int64_t d : dims) {
+    if (d <= prev || d >= result.getRank())
+      return emitOpError("dims must be strictly increasing and below the "
+                         "result rank ")
+             << result.getRank();
+    prev = d;
+  }
+  // (C3)
+  for (auto [i, d] : llvm::enumerate(dims)) {
+    int64_t size = x.getDimSize(i);
+    if (size != 1 && size != result.getDimSize(d))
+      return emitOpError("operand dimension ")
+             << i << " (size " << size << ") cannot broadcast to result "
+             << "dimension " << d << " (size " << result.getDimSize(d) << ")";
+  }
+  // (C4)
+  if (x.getElementType() != result.getElementType())
+    return emitOpError("operand and result element types differ");
+  return success();
+}
+
+OpFoldResult BroadcastInDimOp::fold(FoldAdaptor adaptor) {
+  if (getX().getType() == getType())
+    return getX();
+  if (auto splat = dyn_cast_or_null<SplatElementsAttr>(adaptor.getX()))
+    return SplatElementsAttr::get(getType(), splat.getSplatValue<Attribute>());
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// ReshapeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto x = ranked(getX().getType());
+  auto result = ranked(getType());
+  // (C1)
+  if (x.getNumElements() != result.getNumElements())
+    return emitOpError("cannot reshape ")
+           << shapeStr(x.getShape()) << " (" << x.getNumElements()
+           << " elements) to " << shapeStr(result.getShape()) << " ("
+           << result.getNumElements() << " elements)";
+  // (C2)
+  if (x.getElementType() != result.getElementType())
+    return emitOpError("operand and result element types differ");
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getX().getType() == getType())
+    return getX();
+  if (auto dense = dyn_cast_or_null<DenseElementsAttr>(adaptor.getX()))
+    return dense.reshape(getType());
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// TransposeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  auto x = ranked(adaptor.getX().getType());
+  ArrayRef<int64_t> perm = adaptor.getPerm();
+  // (C1)
+  if (static_cast<int64_t>(perm.size()) != x.getRank())
+    return emitOptionalError(loc, "perm has ", perm.size(),
+                             " entries but the operand has rank ", x.getRank());
+  llvm::SmallBitVector seen(perm.size());
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= x.getRank() || seen.test(p))
+      return emitOptionalError(loc, "perm ", shapeStr(perm),
+                               " is not a permutation of [0, ", x.getRank(), ")");
+    seen.set(p);
+    shape.push_back(x.getDimSize(p));
+  }
+  results.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// SliceOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  auto x = ranked(adaptor.getX().getType());
+  ArrayRef<int64_t> start = adaptor.getStart(), limit = adaptor.getLimit(),
+                    stride = adaptor.getStride();
+  size_t rank = x.getRank();
+  // (C1)
+  if (start.size() != rank || limit.size() != rank || stride.size() != rank)
+    return emitOptionalError(loc, "start, limit and stride need ", rank,
+                             " entries each");
+  SmallVector<int64_t> shape;
+  for (size_t d = 0; d < rank; ++d) {
+    // (C2)
+    if (start[d] < 0 || start[d] > limit[d] || limit[d] > x.getDimSize(d) ||
+        stride[d] < 1)
+      return emitOptionalError(loc, "invalid slice [", start[d], ":", limit[d],
+                               ":", stride[d], "] of dimension ", d,
+                               " with size ", x.getDimSize(d));
+    shape.push_back((limit[d] - start[d] + stride[d] - 1) / stride[d]);
+  }
+  results.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ConcatOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  ValueRange inputs = adaptor.getInputs();
+  // (C1)
+  if (inputs.empty())
+    return emitOptionalError(loc, "needs at least one input");
+  auto first = ranked(inputs.front().getType());
+  int64_t dim = adaptor.getDim();
+  // (C2)
+  if (dim < 0 || dim >= first.getRank())
+    return emitOptionalError(loc, "dim ", dim, " is out of range for rank ",
+                             first.getRank());
+  SmallVector<int64_t> shape(first.getShape());
+  shape[dim] = 0;
+  for (auto [i, v] : llvm::enumerate(inputs)) {
+    auto t = ranked(v.getType());
+    if (t.getRank() != first.getRank() ||
+        t.getElementType() != first.getElementType())
+      return emitOptionalError(loc, "input ", i,
+                               " differs from input 0 in rank or element type");
+    // (C3)
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != dim && t.getDimSize(d) != first.getDimSize(d))
+        return emitOptionalError(loc, "input ", i, " has shape ",
+                                 shapeStr(t.getShape()), ", incompatible with ",
+                                 shapeStr(first.getShape()), " outside dim ",
+                                 dim);
+    shape[dim] += t.getDimSize(dim);
+  }
+  results.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GatherOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto table = ranked(adaptor.getTable().getType());
+  auto indices = ranked(adaptor.getIndices().getType());
+  int64_t axis = adaptor.getAxis();
+  // (C1)
+  if (axis < 0 || axis >= table.getRank())
+    return emitOptionalError(loc, "axis ", axis, " is out of range for rank ",
+                             table.getRank());
+  // (C2)
+  SmallVector<int64_t> shape(table.getShape().take_front(axis));
+  llvm::append_range(shape, indices.getShape());
+  llvm::append_range(shape, table.getShape().drop_front(axis + 1));
+  results.push_back(RankedTensorType::get(shape, table.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax, normalizations
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyAxis(Operation *op, int64_t axis, Type type) {
+  int64_t rank = ranked(type).getRank();
+  if (axis < 0 || axis >= rank)
+    return op->emitOpError("axis ")
+           << axis << " is out of range for rank " << rank;
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return verifyAxis(*this, getAxis(), getX().getType()); // (C2)
+}
+LogicalResult LogSoftmaxOp::verify() {
+  return verifyAxis(*this, getAxis(), getX().getType()); // (C2)
+}
+
+/// (C2) of layer_norm and rms_norm: a parameter has the normalized shape.
+static LogicalResult verifyNormalizedShape(Operation *op, StringRef name,
+                                           Value param, Type xType,
+                                           int64_t axis) {
+  ArrayRef<int64_t> expected = ranked(xType).getShape().drop_front(axis);
+  ArrayRef<int64_t> got = ranked(param.getType()).getShape();
+  if (expected != got)
+    return op->emitOpError() << name << " has shape " << shapeStr(got)
+                             << " but the normalized shape is "
+                             << shapeStr(expected);
+  return success();
+}
+
+static LogicalResult verifyEpsilon(Operation *op, APFloat epsilon) {
+  if (!(epsilon.convertToDouble() > 0.0))
+    return op->emitOpError("epsilon must be positive");
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (failed(verifyAxis(*this, getAxis(), getX().getType()))) // (C1)
+    return failure();
+  if (failed(verifyNormalizedShape(*this, "scale", getScale(), getX().getType(),
+                                   getAxis())) ||
+      failed(verifyNormalizedShape(*this, "bias", getBias(), getX().getType(),
+                                   getAxis()))) // (C2)
+    return failure();
+  return verifyEpsilon(*this, getEpsilonAttr().getValue()); // (C3)
+}
+
+LogicalResult RmsNormOp::verify() {
+  if (failed(verifyAxis(*this, getAxis(), getX().getType()))) // (C1)
+    return failure();
+  if (failed(verifyNormalizedShape(*this, "scale", getScale(), getX().getType(),
+                                   getAxis()))) // (C2)
+    return failure();
+  return verifyEpsilon(*this, getEpsilonAttr().getValue()); // (C3)
+}
+
+/// (C1) (C2) of batch_norm and batch_norm_stats: per-channel vectors.
+static LogicalResult checkChannelVector(std::optional<Location> loc,
+                                        RankedTensorType x, Type statType,
+                                        StringRef name) {
+  if (x.getRank() < 2)
+    return emitOptionalError(loc, "input must have rank >= 2, got ", x.getRank());
+  auto stat = ranked(statType);
+  if (stat.getRank() != 1 || stat.getDimSize(0) != x.getDimSize(1) ||
+      stat.getElementType() != x.getElementType())
+    return emitOptionalError(loc, name, " must be 1-D with ", x.getDimSize(1),
+                             " elements (the channels) of the input's element "
+                             "type, got ",
+                             statType);
+  return success();
+}
+
+LogicalResult BatchNormOp::verify() {
+  auto x = ranked(getX().getType());
+  if (failed(checkChannelVector(getLoc(), x, getScale().getType(), "scale")))
+    return failure();
+  return verifyEpsilon(*this, getEpsilonAttr().getValue()); // (C3)
+}
+
+LogicalResult BatchNormStatsOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  auto x = ranked(adaptor.getX().getType());
+  // (C1)
+  if (x.getRank() < 2)
+    return emitOptionalError(loc, "input must have rank >= 2, got ", x.getRank());
+  // (C2)
+  auto stat = RankedTensorType::get({x.getDimSize(1)}, x.getElementType());
+  results.push_back(stat);
+  results.push_back(stat);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+static LogicalResult inferPool(std::optional<Location> loc, Type xType,
+                               ArrayRef<int64_t> kernel,
+                               ArrayRef<int64_t> strides,
+                               ArrayRef<int64_t> pads,
+                               SmallVectorImpl<Type> &results) {
+  auto x = ranked(xType);
+  // (C1)
+  if (x.getRank() != 4)
+    return emitOptionalError(loc, "input must have rank 4 (NCHW), got ",
+                             x.getRank());
+  // (C2)
+  if (kernel.size() != 2 || strides.size() != 2 || pads.size() != 4)
+    return emitOptionalError(loc, "kernel and strides need 2 entries and "
+                                  "padding 4");
+  for (int i = 0; i < 2; ++i)
+    if (kernel[i] < 1 || strides[i] < 1)
+      return emitOptionalError(loc, "kernel and strides must be positive");
+  for (int i = 0; i < 4; ++i)
+    if (pads[i] < 0 || pads[i] >= kernel[i % 2])
+      return emitOptionalError(loc, "padding must be non-negative and smaller "
+                                    "than the kernel");
+  // (C3)
+  int64_t h = windowOutSize(x.getDimSize(2), pads[0], pads[2], kernel[0],
+                            strides[0], 1);
+  int64_t w = windowOutSize(x.getDimSize(3), pads[1], pads[3], kernel[1],
+                            strides[1], 1);
+  if (h < 1 || w < 1)
+    return emitOptionalError(loc, "kernel ", shapeStr(kernel),
+                             " does not fit in padded input ",
+                             shapeStr(x.getShape()));
+  results.push_back(RankedTensorType::get(
+      {x.getDimSize(0), x.getDimSize(1), h, w}, x.getElementType()));
+  return success();
+}
+
+LogicalResult MaxPool2DOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  return inferPool(loc, adaptor.getX().getType(), adaptor.getKernel(),
+                   adaptor.getStrides(), adaptor.getPadding(), results);
+}
+
+LogicalResult AvgPool2DOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  return inferPool(loc, adaptor.getX().getType(), adaptor.getKernel(),
+                   adaptor.getStrides(), adaptor.getPadding(), results);
+}
+
+//===----------------------------------------------------------------------===//
+// DropoutOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult DropoutOp::verify() {
+  // (C1); (C2) is the operand's type constraint.
+  double ratio = getRatioAttr().getValueAsDouble();
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    return emitOpError("ratio must be in [0, 1), got ") << ratio;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
+                                               std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &results) {
+  auto logits = ranked(adaptor.getLogits().getType());
+  auto labels = ranked(adaptor.getLabels().getType());
+  // (C1)
+  if (logits.getRank() < 2)
+    return emitOptionalError(loc, "logits must have rank >= 2 ([N, C, ...]), "
+                                  "got ",
+                             logits.getRank());
+  // (C2)
+  SmallVector<int64_t> expected(logits.getShape());
+  expected.erase(expected.begin() + 1);
+  if (ArrayRef<int64_t>(expected) != labels.getShape())
+    return emitOptionalError(loc, "labels have shape ",
+                             shapeStr(labels.getShape()), " but logits ",
+                             shapeStr(logits.getShape()), " need labels ",
+                             shapeStr(expected));
+  // (C3)
+  if (adaptor.getReduction() == Reduction::None)
+    results.push_back(RankedTensorType::get(expected, logits.getElementType()));
+  else
+    results.push_back(RankedTensorType::get({}, logits.getElementType()));
+  return success();
+}
+
+LogicalResult MseOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &results) {
+  auto pred = ranked(adaptor.getPrediction().getType());
+  // (C1)
+  if (pred != adaptor.getTarget().getType())
+    return emitOptionalError(loc, "prediction ", Type(pred), " and target ",
+                             adaptor.getTarget().getType(), " differ");
+  // (C2)
+  if (adaptor.getReduction() == Reduction::None)
+    results.push_back(pred);
+  else
+    results.push_back(RankedTensorType::get({}, pred.getElementType()));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "loom/Dialect/Loom/IR/LoomOps.cpp.inc"
