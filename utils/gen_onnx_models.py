@@ -675,7 +675,7 @@ def t_shape_mismatch():
     b.input("a", F32, [2, 3])
     b.input("b", F32, [4, 5])
     b.node("Add", ["a", "b"], "/Add", outputs=["y"])
-    b.output("y", F32, None)  # element type only: no shape can be right
+    b.output("y", F32, [2, 3])  # declared, but the Add cannot produce it
     return b.model("shape_mismatch")
 
 

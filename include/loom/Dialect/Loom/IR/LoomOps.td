@@ -27,6 +27,9 @@ def Loom_BoolTensor : StaticShapeTensorOf<[I1]>;
 def Loom_NumericTensor : StaticShapeTensorOf<[F64, F32, F16, BF16, I64, I32, I8]>;
 def Loom_Tensor : StaticShapeTensorOf<[F64, F32, F16, BF16, I64, I32, I8, I1]>;
 def Loom_SeedTensor : TensorRankOf<[I64], [0]>;
+def Loom_DenseElementsAttr : ElementsAttrBase<
+    CPred<"::llvm::isa<::mlir::DenseElementsAttr>($_self)">,
+    "dense elements attribute">;
 
 //===----------------------------------------------------------------------===//
 // Traits carrying fusion kind and precision class
@@ -61,7 +64,8 @@ class Loom_Op<string mnemonic, list<Trait> traits = []>
 //===----------------------------------------------------------------------===//
 
 class Loom_UnaryOp<string mnemonic, string formula, Type type = Loom_FloatTensor,
-                   list<Trait> traits = []>
+                   list<Trait> traits = [],
+                   string elementTypes = "f64, f32, f16 or bf16">
     : Loom_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
                                              Loom_Pointwise, Loom_Follow])> {
   let summary = "Elementwise `" # formula # "`.";
@@ -72,14 +76,15 @@ class Loom_UnaryOp<string mnemonic, string formula, Type type = Loom_FloatTensor
     # "grouped by `loom-fuse` into pointwise kernels.\n\n"
     # "**Constraints**:\n\n"
     # "1. (C1) `x` and `y` have the same type.\n"
-    # "2. (C2) the element type is " # type.summary # ".\n";
+    # "2. (C2) the element type is " # elementTypes # ".\n";
   let arguments = (ins type:$x);
   let results = (outs type:$y);
   let assemblyFormat = "$x attr-dict `:` type($y)";
 }
 
 class Loom_BinaryOp<string mnemonic, string formula,
-                    Type type = Loom_NumericTensor, list<Trait> traits = []>
+                    Type type = Loom_NumericTensor, list<Trait> traits = [],
+                    string elementTypes = "f64, f32, f16, bf16, i64, i32 or i8">
     : Loom_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType,
                                              Loom_Pointwise, Loom_Follow])> {
   let summary = "Elementwise `" # formula # "`.";
@@ -91,7 +96,7 @@ class Loom_BinaryOp<string mnemonic, string formula,
     # "grouped by `loom-fuse` into pointwise kernels.\n\n"
     # "**Constraints**:\n\n"
     # "1. (C1) `x`, `y` and `z` have the same type.\n"
-    # "2. (C2) the element type is " # type.summary # ".\n";
+    # "2. (C2) the element type is " # elementTypes # ".\n";
   let arguments = (ins type:$x, type:$y);
   let results = (outs type:$z);
   let assemblyFormat = "$x `,` $y attr-dict `:` type($z)";
@@ -115,15 +120,18 @@ def Loom_DivOp : Loom_BinaryOp<"div", "x / y"> {
     **Constraints**:
 
     1. (C1) `x`, `y` and `z` have the same type.
-    2. (C2) the element type is a float or an integer type.
+    2. (C2) the element type is f64, f32, f16, bf16, i64, i32 or i8.
   }];
 }
-def Loom_PowOp : Loom_BinaryOp<"pow", "pow(x, y)", Loom_FloatTensor>;
+def Loom_PowOp : Loom_BinaryOp<"pow", "pow(x, y)", Loom_FloatTensor, [],
+                               "f64, f32, f16 or bf16">;
 def Loom_MaxOp : Loom_BinaryOp<"max", "max(x, y)", Loom_NumericTensor, [Commutative]>;
 def Loom_MinOp : Loom_BinaryOp<"min", "min(x, y)", Loom_NumericTensor, [Commutative]>;
 
-def Loom_NegOp : Loom_UnaryOp<"neg", "-x", Loom_NumericTensor>;
-def Loom_AbsOp : Loom_UnaryOp<"abs", "abs(x)", Loom_NumericTensor>;
+def Loom_NegOp : Loom_UnaryOp<"neg", "-x", Loom_NumericTensor, [],
+                              "f64, f32, f16, bf16, i64, i32 or i8">;
+def Loom_AbsOp : Loom_UnaryOp<"abs", "abs(x)", Loom_NumericTensor, [],
+                              "f64, f32, f16, bf16, i64, i32 or i8">;
 def Loom_ExpOp : Loom_UnaryOp<"exp", "exp(x)">;
 def Loom_LogOp : Loom_UnaryOp<"log", "log(x)">;
 def Loom_TanhOp : Loom_UnaryOp<"tanh", "tanh(x)">;
@@ -286,7 +294,7 @@ def Loom_ConstantOp : Loom_Op<"constant", [ConstantLike, Pure,
     1. (C1) `value` is a dense elements attribute whose type is the result
        type.
   }];
-  let arguments = (ins ElementsAttr:$value);
+  let arguments = (ins Loom_DenseElementsAttr:$value);
   let results = (outs Loom_Tensor:$result);
   let assemblyFormat = "attr-dict $value";
   let hasFolder = 1;
@@ -501,7 +509,7 @@ def Loom_SliceOp : Loom_Op<"slice", [Pure, Loom_Injective, Loom_Follow,
     ...` below `limit[d]`.
 
     ```mlir
-    %y = loom.slice %x [0:2:1, 64:128:1] : tensor<2x192xf32> -> tensor<2x64xf32>
+    %y = loom.slice %x start = [0, 64] limit = [2, 128] stride = [1, 1] : tensor<2x192xf32> -> tensor<2x64xf32>
     ```
 
     **Lifecycle**: created by the importers (ONNX `Slice`, `Split`); its

@@ -1,0 +1,79 @@
+//===- Import.h - Model importers (ONNX, JSON) ------------------*- C++ -*-===//
+//
+// Importers turn a model file into `func.func @forward` in the loom dialect.
+// Parameters become function arguments marked `loom.param = "<name>"`; their
+// values are collected in a ParameterStore and written beside the IR as a
+// safetensors file, never into the IR. Every failure is an MLIR diagnostic
+// (with the model's node name as location) and a null module.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_IMPORT_IMPORT_H
+#define LOOM_IMPORT_IMPORT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom {
+
+/// The initial value of one parameter, row-major little-endian bytes.
+struct ParameterTensor {
+  std::string name;
+  mlir::RankedTensorType type;
+  std::vector<uint8_t> data;
+};
+
+/// Parameter values gathered by an importer.
+class ParameterStore {
+public:
+  void add(ParameterTensor tensor) { tensors.push_back(std::move(tensor)); }
+  const std::vector<ParameterTensor> &getTensors() const { return tensors; }
+  int64_t getTotalBytes() const;
+  /// Writes every tensor to a safetensors file (atomically). On failure
+  /// returns false and sets `error`.
+  bool writeSafetensors(llvm::StringRef path, std::string &error) const;
+
+private:
+  std::vector<ParameterTensor> tensors;
+};
+
+/// Name of the module attribute that records the parameter file's name.
+inline constexpr llvm::StringLiteral kParamsFileAttr = "loom.params_file";
+/// Name of the argument attribute that marks a parameter.
+inline constexpr llvm::StringLiteral kParamAttr = "loom.param";
+/// Name of the argument attribute that marks a model input.
+inline constexpr llvm::StringLiteral kInputAttr = "loom.input";
+/// Name of the argument attribute that marks the dropout seed.
+inline constexpr llvm::StringLiteral kRngSeedAttr = "loom.rng_seed";
+/// Name of the result attribute that names a model output.
+inline constexpr llvm::StringLiteral kOutputAttr = "loom.output";
+
+/// Options of the ONNX importer.
+struct OnnxImportOptions {
+  /// Graph inputs to specialize on: input name -> a file holding one
+  /// serialized onnx.TensorProto. Such an input becomes a compile-time
+  /// constant (how shape-carrying inputs get static values).
+  std::vector<std::pair<std::string, std::string>> boundInputs;
+};
+
+/// Imports an ONNX model. Opsets 13 and later are imported directly; older
+/// models are first converted to opset 13 with ONNX's version converter.
+/// External tensor data must lie inside the model's folder.
+mlir::OwningOpRef<mlir::ModuleOp>
+importOnnxModel(llvm::StringRef path, mlir::MLIRContext &context,
+                ParameterStore &params, const OnnxImportOptions &options = {});
+
+/// Imports a graph in Loom's JSON format (docs/json-format.md).
+mlir::OwningOpRef<mlir::ModuleOp> importJsonGraph(llvm::StringRef path,
+                                                  mlir::MLIRContext &context,
+                                                  ParameterStore &params);
+
+} // namespace loom
+
+#endif // LOOM_IMPORT_IMPORT_H

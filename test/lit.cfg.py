@@ -1,0 +1,42 @@
+# Lit configuration of Loom's regression tests.
+import os
+import shutil
+import subprocess
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "LOOM"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".json", ".onnx", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "README.md", "lit.cfg.py",
+                   "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.loom_obj_root, "test")
+
+config.substitutions.append(("%loom_src_root", config.loom_src_root))
+config.substitutions.append(("%loom_lib_dir", config.loom_lib_dir))
+# Debian's python has the onnx package the model scripts need.
+config.substitutions.append(("%python", "/usr/bin/python3"))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.loom_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(
+    ["loom-opt", "loomc", "loomrt-inspect"], [config.loom_tools_dir])
+
+# GPU tests run only where a CUDA device answers.
+def _has_cuda_gpu():
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        return subprocess.run([smi, "-L"], capture_output=True,
+                              timeout=20).returncode == 0
+    except Exception:
+        return False
+
+if _has_cuda_gpu():
+    config.available_features.add("cuda-gpu")
+if os.path.isdir("/usr/share/libonnx-testdata/data/node"):
+    config.available_features.add("onnx-testdata")
