@@ -52,6 +52,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -104,6 +105,14 @@ std::string fmtType(Type type) {
   std::string s;
   llvm::raw_string_ostream os(s);
   os << type;
+  return s;
+}
+
+/// A number as a user would write it: 0.02, -1, 1e+300.
+std::string fmtNum(double v) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::format("%.10g", v);
   return s;
 }
 
@@ -640,7 +649,8 @@ private:
     if (auto c = closest(word, candidates))
       diag << " (did you mean '" << *c << "'?)";
   }
-  void checkKeys(const json &object, StringRef pointer, StringRef what,
+  /// Reports every key of `object` not in `allowed`; false if there was one.
+  bool checkKeys(const json &object, StringRef pointer, StringRef what,
                  ArrayRef<StringRef> allowed);
   void reemit(const CapturedDiag &diag, StringRef prefix);
   template <typename Fn>
@@ -851,17 +861,23 @@ const llvm::StringMap<OpSpec> &Importer::opTable() {
 // Diagnostics plumbing
 //===----------------------------------------------------------------------===//
 
-void Importer::checkKeys(const json &object, StringRef pointer, StringRef what,
+bool Importer::checkKeys(const json &object, StringRef pointer, StringRef what,
                          ArrayRef<StringRef> allowed) {
+  bool ok = true;
   for (auto it = object.begin(); it != object.end(); ++it) {
     const std::string &key = it.key();
     if (llvm::is_contained(allowed, StringRef(key)))
       continue;
-    auto diag = error(pointer.str() + "/" + key)
-                << what << ": unknown field '" << key << "'";
+    ok = false;
+    auto diag = error(pointer.str() + "/" + key);
+    if (what.empty())
+      diag << "unknown top-level field '" << key << "'";
+    else
+      diag << what << ": unknown field '" << key << "'";
     suggest(diag, key, allowed);
     diag << "; expected " << joinQuoted(allowed);
   }
+  return ok;
 }
 
 void Importer::reemit(const CapturedDiag &d, StringRef prefix) {
@@ -961,7 +977,7 @@ void Importer::checkHeader() {
   static const StringRef kTopKeys[] = {"format",     "version", "name",
                                        "doc",        "seed",    "inputs",
                                        "parameters", "nodes",   "outputs"};
-  checkKeys(root, "", "graph", kTopKeys);
+  checkKeys(root, "", "", kTopKeys);
 
   auto format = root.find("format");
   if (format == root.end()) {
@@ -1171,8 +1187,8 @@ void Importer::readParamInit(TensorDecl &decl, const json &j,
     return;
   }
   if (j.contains("file")) {
-    checkKeys(j, pointer, what, {"file", "tensor"});
-    resolveInitFile(decl, j, pointer);
+    if (checkKeys(j, pointer, what, {"file", "tensor"}))
+      resolveInitFile(decl, j, pointer);
     return;
   }
   if (j.size() != 1) {
@@ -1231,7 +1247,7 @@ void Importer::readParamInit(TensorDecl &decl, const json &j,
       return;
     if (*stdDev < 0) {
       error(bodyPtr) << bodyWhat << ": 'std' must be non-negative, got "
-                     << *stdDev;
+                     << fmtNum(*stdDev);
       return;
     }
     decl.init.kind = ParamInit::Kind::Normal;
@@ -1245,8 +1261,8 @@ void Importer::readParamInit(TensorDecl &decl, const json &j,
   if (!low || !high)
     return;
   if (*low > *high) {
-    error(bodyPtr) << bodyWhat << ": 'low' (" << *low
-                   << ") is above 'high' (" << *high << ")";
+    error(bodyPtr) << bodyWhat << ": 'low' (" << fmtNum(*low)
+                   << ") is above 'high' (" << fmtNum(*high) << ")";
     return;
   }
   decl.init.kind = ParamInit::Kind::Uniform;
@@ -1301,17 +1317,17 @@ void Importer::resolveInitFile(TensorDecl &decl, const json &j,
     error(filePtr) << what << ": cannot open '" << rel << "': " << ec.message();
     return;
   }
+  if (!llvm::sys::fs::is_regular_file(real)) {
+    error(filePtr) << what << ": '" << rel << "' is not a regular file";
+    return;
+  }
   std::string prefix = baseDir;
   if (!StringRef(prefix).ends_with(llvm::sys::path::get_separator()))
     prefix += llvm::sys::path::get_separator().str();
   if (!StringRef(real).starts_with(prefix)) {
-    error(filePtr) << what << ": file '" << rel << "' resolves to '" << StringRef(real)
-                   << "', outside the model's folder '" << baseDir
-                   << "' (a symbolic link?)";
-    return;
-  }
-  if (!llvm::sys::fs::is_regular_file(real)) {
-    error(filePtr) << what << ": '" << rel << "' is not a regular file";
+    error(filePtr) << what << ": file '" << rel << "' resolves to '"
+                   << StringRef(real) << "', outside the model's folder '"
+                   << baseDir << "' (through a symbolic link)";
     return;
   }
 
@@ -1440,8 +1456,10 @@ void Importer::readNodes() {
     }
 
     // inputs
+    bool inputsValid = true, outputsValid = !node.id.empty();
     if (auto ins = entry.find("inputs"); ins != entry.end()) {
       if (!ins->is_array()) {
+        inputsValid = false;
         error(namedLoc(node.id, ptr + "/inputs"))
             << what << ": field 'inputs': expected a list of value names, got "
             << describe(*ins);
@@ -1469,6 +1487,7 @@ void Importer::readNodes() {
                 << " must be a value name (a non-empty string), got "
                 << (in.is_string() ? "\"\"" : describe(in));
             ok = false;
+            inputsValid = false;
           }
           node.inputs.push_back(std::move(ref));
         }
@@ -1477,7 +1496,9 @@ void Importer::readNodes() {
 
     // outputs
     if (auto outs = entry.find("outputs"); outs != entry.end()) {
+      outputsValid = true;
       if (!outs->is_array()) {
+        outputsValid = false;
         error(namedLoc(node.id, ptr + "/outputs"))
             << what << ": field 'outputs': expected a list of value names, got "
             << describe(*outs);
@@ -1490,6 +1511,7 @@ void Importer::readNodes() {
                 << " must be a value name (a non-empty string), got "
                 << (out.is_string() ? "\"\"" : describe(out));
             ok = false;
+            outputsValid = false;
             continue;
           }
           node.outputs.push_back(out.get<std::string>());
@@ -1514,7 +1536,9 @@ void Importer::readNodes() {
     if (node.spec) {
       const OpSpec &spec = *node.spec;
       size_t n = node.inputs.size();
-      if (n < spec.minInputs || n > spec.maxInputs) {
+      if (!inputsValid) {
+        // Already reported.
+      } else if (n < spec.minInputs || n > spec.maxInputs) {
         auto diag = error(namedLoc(node.id, ptr + "/inputs"))
                     << what << ": expected ";
         if (spec.maxInputs == ~0u)
@@ -1535,7 +1559,7 @@ void Importer::readNodes() {
                "number (the value gives the element type)";
         ok = false;
       }
-      if (node.outputs.size() != spec.numResults) {
+      if (outputsValid && node.outputs.size() != spec.numResults) {
         auto diag = error(namedLoc(node.id, ptr + "/outputs"))
                     << what << ": " << node.op << " has " << spec.numResults
                     << " result" << (spec.numResults == 1 ? "" : "s")
@@ -1713,14 +1737,15 @@ void Importer::sortNodes() {
     }
     cur = next;
   }
-  std::string cycle;
-  for (size_t k = seenAt[cur]; k < path.size(); ++k)
-    cycle += "'" + nodes[path[k]].id + "' -> ";
-  cycle += "'" + nodes[cur].id + "'";
+  // `path` runs against the data flow (each node's producer comes next);
+  // show the cycle in data-flow order.
+  std::string cycle = "'" + nodes[cur].id + "'";
+  for (size_t k = path.size(); k-- > static_cast<size_t>(seenAt[cur]);)
+    cycle += " -> '" + nodes[path[k]].id + "'";
   const NodeDecl &node = nodes[cur];
   error(namedLoc(node.id, node.pointer))
       << "node '" << node.id << "': " << node.op
-      << ": the graph has a cycle: " << cycle;
+      << ": the nodes form a cycle (each feeds the next): " << cycle;
 }
 
 //===----------------------------------------------------------------------===//
@@ -2028,7 +2053,7 @@ Value Importer::materializeLiteral(NodeContext &c, unsigned i,
     if (v != std::trunc(v) ||
         (elementType.isInteger(1) && v != 0.0 && v != 1.0) ||
         std::fabs(v) > 9.0e18) {
-      emitError(c.loc) << "input " << i << " (" << v
+      emitError(c.loc) << "input " << i << " (" << fmtNum(v)
                        << ") is not a valid " << elementType << " value";
       return {};
     }
@@ -2503,7 +2528,7 @@ LogicalResult Importer::buildLayerNorm(NodeContext &c) {
     return failure();
   if (!(eps > 0)) {
     emitError(attrLoc(c, "epsilon"))
-        << "attribute 'epsilon' must be positive, got " << eps;
+        << "attribute 'epsilon' must be positive, got " << fmtNum(eps);
     return failure();
   }
   auto x = typeOf(c, 0);
@@ -2537,7 +2562,7 @@ LogicalResult Importer::buildRmsNorm(NodeContext &c) {
     return failure();
   if (!(eps > 0)) {
     emitError(attrLoc(c, "epsilon"))
-        << "attribute 'epsilon' must be positive, got " << eps;
+        << "attribute 'epsilon' must be positive, got " << fmtNum(eps);
     return failure();
   }
   if (!checkNormalizedShape(c.loc, "the scale (" + describeOperand(c, 1) + ")",
@@ -2559,7 +2584,7 @@ LogicalResult Importer::buildBatchNorm(NodeContext &c) {
     return failure();
   if (!(eps > 0)) {
     emitError(attrLoc(c, "epsilon"))
-        << "attribute 'epsilon' must be positive, got " << eps;
+        << "attribute 'epsilon' must be positive, got " << fmtNum(eps);
     return failure();
   }
   auto x = typeOf(c, 0);
@@ -2623,7 +2648,7 @@ LogicalResult Importer::buildDropout(NodeContext &c) {
     return failure();
   if (!(ratio >= 0.0 && ratio < 1.0)) {
     emitError(attrLoc(c, "ratio"))
-        << "attribute 'ratio' must be in [0, 1), got " << ratio;
+        << "attribute 'ratio' must be in [0, 1), got " << fmtNum(ratio);
     return failure();
   }
   c.results.push_back(DropoutOp::create(
@@ -2745,10 +2770,13 @@ LogicalResult Importer::buildConstant(NodeContext &c) {
   auto type = RankedTensorType::get(shape, elt);
 
   // Convert the scalars to the element type.
-  auto bad = [&](const json &j, StringRef why) {
-    emitError(attrLoc(c, "value"))
-        << "attribute 'value': " << describe(j) << " " << why << " for dtype "
-        << dtype;
+  auto bad = [&](const json &j, const Twine &why) {
+    auto diag = emitError(attrLoc(c, "value")) << "attribute 'value': ";
+    if (j.is_primitive()) // dump() of a scalar is short and safe.
+      diag << j.dump();
+    else
+      diag << describe(j);
+    diag << " " << why.str();
     return failure();
   };
   DenseElementsAttr attr;
@@ -2764,7 +2792,7 @@ LogicalResult Importer::buildConstant(NodeContext &c) {
       APFloat::opStatus st =
           f.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
       if (st & APFloat::opOverflow)
-        return bad(*j, "overflows");
+        return bad(*j, "is too large for " + dtype);
       values.push_back(f);
     }
     attr = DenseElementsAttr::get(type, values);
@@ -2776,7 +2804,7 @@ LogicalResult Importer::buildConstant(NodeContext &c) {
       else if (auto v = asInt(*j); v && (*v == 0 || *v == 1))
         values.push_back(*v == 1);
       else
-        return bad(*j, "is not true, false, 0 or 1");
+        return bad(*j, "is not true, false, 0 or 1 (dtype i1)");
     }
     attr = DenseElementsAttr::get(type, values);
   } else {
@@ -2785,10 +2813,10 @@ LogicalResult Importer::buildConstant(NodeContext &c) {
     for (const json *j : scalars) {
       auto v = asInt(*j);
       if (!v)
-        return bad(*j, "is not an integer");
+        return bad(*j, "is not an integer (dtype " + dtype + ")");
       if (width == 32 && (*v < std::numeric_limits<int32_t>::min() ||
                           *v > std::numeric_limits<int32_t>::max()))
-        return bad(*j, "is out of range");
+        return bad(*j, "is out of range for " + dtype);
       values.push_back(APInt(width, static_cast<uint64_t>(*v),
                              /*isSigned=*/true));
     }

@@ -759,6 +759,14 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
         b.getNamedAttr(kOutputAttr, b.getStringAttr(output.name()))));
   }
   func::ReturnOp::create(b, fileLoc, results);
+  // Constants materialized for inputs that were then folded are dead.
+  SmallVector<Operation *> dead;
+  func.walk([&](ConstantOp c) {
+    if (c->use_empty())
+      dead.push_back(c);
+  });
+  for (Operation *op : dead)
+    op->erase();
   func.setType(b.getFunctionType(argTypes, resultTypes));
   func.setAllArgAttrs(argAttrs);
   func.setAllResultAttrs(resAttrs);
