@@ -17,6 +17,7 @@ config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 config.substitutions.append(("%loom_src_root", config.loom_src_root))
 config.substitutions.append(("%loom_lib_dir", config.loom_lib_dir))
 config.substitutions.append(("%loom_tools_dir", config.loom_tools_dir))
+config.substitutions.append(("%loom_obj_root", config.loom_obj_root))
 # Debian's python has the onnx package the model scripts need.
 config.substitutions.append(("%python", "/usr/bin/python3"))
 

@@ -116,26 +116,25 @@ std::string fmtNum(double v) {
   return s;
 }
 
-/// How a JSON value is described in "expected X, got Y" messages.
+/// How a JSON value is described in "expected X, got Y" messages: scalars
+/// by their text (strings shortened), containers by their kind.
 std::string describe(const json &j) {
   switch (j.type()) {
-  case json::value_t::null:
-    return "null";
-  case json::value_t::boolean:
-    return "a boolean";
-  case json::value_t::string:
-    return "a string";
   case json::value_t::array:
     return "a list";
   case json::value_t::object:
     return "an object";
-  case json::value_t::number_integer:
-  case json::value_t::number_unsigned:
-    return "an integer";
-  case json::value_t::number_float:
-    return "a non-integer number";
-  default:
+  case json::value_t::string: {
+    const std::string &s = j.get_ref<const std::string &>();
+    if (s.size() <= 40)
+      return "the string " + j.dump();
+    return "the string " + json(s.substr(0, 37) + "...").dump();
+  }
+  case json::value_t::binary:
+  case json::value_t::discarded:
     return "an unsupported value";
+  default:
+    return j.dump(); // null, true, false, a number.
   }
 }
 
@@ -1098,7 +1097,7 @@ void Importer::readTensorDecls(bool isParam) {
     } else if (!name->is_string() || name->get_ref<const std::string &>().empty()) {
       error(ptr + "/name") << what
                            << ": field 'name': expected a non-empty string, got "
-                           << (name->is_string() ? "\"\"" : describe(*name));
+                           << describe(*name);
       ok = false;
     } else {
       decl.name = name->get<std::string>();
@@ -1277,7 +1276,7 @@ void Importer::resolveInitFile(TensorDecl &decl, const json &j,
   std::string filePtr = pointer.str() + "/file";
   if (!file.is_string() || file.get_ref<const std::string &>().empty()) {
     error(filePtr) << what << ": field 'file': expected a non-empty string, got "
-                   << (file.is_string() ? "\"\"" : describe(file));
+                   << describe(file);
     return;
   }
   std::string tensorName = decl.name;
@@ -1417,7 +1416,7 @@ void Importer::readNodes() {
       ok = false;
     } else if (!id->is_string() || id->get_ref<const std::string &>().empty()) {
       error(ptr + "/id") << what << ": field 'id': expected a non-empty string, "
-                         << "got " << (id->is_string() ? "\"\"" : describe(*id));
+                         << "got " << describe(*id);
       ok = false;
     } else {
       node.id = id->get<std::string>();
@@ -1485,7 +1484,7 @@ void Importer::readNodes() {
             error(namedLoc(node.id, ptr + "/inputs"))
                 << what << ": input " << k
                 << " must be a value name (a non-empty string), got "
-                << (in.is_string() ? "\"\"" : describe(in));
+                << describe(in);
             ok = false;
             inputsValid = false;
           }
@@ -1509,7 +1508,7 @@ void Importer::readNodes() {
             error(namedLoc(node.id, ptr + "/outputs"))
                 << what << ": output " << k
                 << " must be a value name (a non-empty string), got "
-                << (out.is_string() ? "\"\"" : describe(out));
+                << describe(out);
             ok = false;
             outputsValid = false;
             continue;
@@ -1609,7 +1608,7 @@ void Importer::readOutputs() {
     if (!out.is_string() || out.get_ref<const std::string &>().empty()) {
       error(StringRef("/outputs"))
           << "outputs[" << i << "]: expected a value name, got "
-          << (out.is_string() ? "\"\"" : describe(out));
+          << describe(out);
       continue;
     }
     const std::string &name = out.get_ref<const std::string &>();
@@ -1649,7 +1648,12 @@ void Importer::resolveNames() {
              namedLoc(node.id, node.pointer + "/outputs"), k);
 
   // Every use must be defined (by an input, a parameter or any node: the
-  // nodes may come in any order).
+  // nodes may come in any order). Suggestions prefer the first name in
+  // sorted order, so that they do not depend on hashing.
+  std::vector<StringRef> names;
+  for (const auto &e : definedBy)
+    names.push_back(e.getKey());
+  llvm::sort(names);
   for (NodeDecl &node : nodes) {
     for (auto [k, in] : llvm::enumerate(node.inputs)) {
       if (in.literal || definedBy.count(in.name))
@@ -1658,9 +1662,6 @@ void Importer::resolveNames() {
                   << "node '" << node.id << "': " << node.op << ": input " << k
                   << " '" << in.name
                   << "' is not defined by any input, parameter or node";
-      std::vector<StringRef> names;
-      for (const auto &e : definedBy)
-        names.push_back(e.getKey());
       suggest(diag, in.name, names);
     }
   }
@@ -1677,9 +1678,6 @@ void Importer::resolveNames() {
     auto diag = error("/outputs/" + std::to_string(pos))
                 << "outputs[" << pos << "]: '" << name
                 << "' is not defined by any input, parameter or node";
-    std::vector<StringRef> names;
-    for (const auto &e : definedBy)
-      names.push_back(e.getKey());
     suggest(diag, name, names);
   }
 }

@@ -7,7 +7,7 @@ Every parameter of the graph with a "zeros", "ones", "constant", "normal" or
 "uniform" init must be in the safetensors file, bit for bit as the documented
 algorithm gives it (f32 and f64 compared exactly, f16 through numpy's
 round-to-nearest-even conversion, bf16 by its own rounding). Prints one line
-per parameter and exits non-zero on the first mismatch.
+per parameter with its first values and exits non-zero on the first mismatch.
 """
 import json
 import math
@@ -131,6 +131,13 @@ def to_bytes(values, dtype):
     return bytes(out)
 
 
+def to_float(raw, dtype):
+    if dtype == "bf16":
+        bits = np.frombuffer(raw, "<u2").astype(np.uint32) << 16
+        return bits.view(np.float32)
+    return np.frombuffer(raw, {"f64": "<f8", "f32": "<f4", "f16": "<f2"}[dtype])
+
+
 def main():
     graph = json.load(open(sys.argv[1]))
     blob = open(sys.argv[2], "rb").read()
@@ -152,7 +159,10 @@ def main():
         if got != want:
             print("MISMATCH %s" % p["name"])
             return 1
-        print("OK %s %s %d" % (p["name"], p["dtype"], count))
+        # The first values, so that a test can pin them as golden numbers.
+        first = [float(x) for x in to_float(got, p["dtype"])[:3]]
+        print("OK %s %s %d [%s]" % (p["name"], p["dtype"], count,
+                                    ", ".join("%.6g" % x for x in first)))
     return 0
 
 
