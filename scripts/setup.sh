@@ -15,7 +15,7 @@ PACKAGES=(
   # Runtime: BLAS and collectives.
   libopenblas-dev libopenmpi-dev openmpi-bin
   # Tests: GoogleTest and the Python used by model scripts.
-  libgtest-dev python3 python3-numpy python3-onnx
+  libgtest-dev python3 python3-numpy python3-onnx python3-venv
 )
 
 missing=()
@@ -25,12 +25,31 @@ for p in "${PACKAGES[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#PACKAGES[@]} packages already installed"
-  exit 0
+  echo "setup: all ${#PACKAGES[@]} Debian packages already installed"
+else
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "setup: installing ${missing[*]}"
-$SUDO apt-get update -q
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# An independent framework for the numerical tests: JAX (CPU) in a virtual
+# environment of its own, so its numpy does not meet Debian's python3-onnx.
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+VENV="${LOOM_VENV:-$ROOT/.venv}"
+PY_PACKAGES=(jax==0.10.2 jaxlib==0.10.2 onnx==1.23.2)
+if "$VENV/bin/python" -c "import jax, onnx" 2>/dev/null; then
+  echo "setup: $VENV has JAX"
+else
+  echo "setup: creating $VENV with ${PY_PACKAGES[*]}"
+  if ! { /usr/bin/python3 -m venv "$VENV" &&
+         "$VENV/bin/pip" install -q --disable-pip-version-check "${PY_PACKAGES[@]}"; }; then
+    # CI must run the comparison against JAX; a developer offline may not.
+    if [ "${CI:-}" = "true" ]; then
+      echo "setup: error: could not install JAX from PyPI" >&2
+      exit 1
+    fi
+    echo "setup: warning: no JAX; the tests that compare against it will be skipped" >&2
+  fi
+fi

@@ -9,7 +9,7 @@ from lit.llvm import llvm_config
 config.name = "LOOM"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".json", ".onnx", ".test"]
-config.excludes = ["Inputs", "CMakeLists.txt", "README.md", "lit.cfg.py",
+config.excludes = ["Inputs", "train_vs_jax.py", "CMakeLists.txt", "README.md", "lit.cfg.py",
                    "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
@@ -25,7 +25,7 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.loom_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["loom-opt", "loomc", "loomrt-inspect"], [config.loom_tools_dir])
+    ["loom-opt", "loomc", "loom-interp", "loomrt-inspect"], [config.loom_tools_dir])
 
 # GPU tests run only where a CUDA device answers.
 def _has_cuda_gpu():
@@ -40,5 +40,13 @@ def _has_cuda_gpu():
 
 if _has_cuda_gpu():
     config.available_features.add("cuda-gpu")
+# JAX, the independent framework of the numerical tests (scripts/setup.sh).
+_venv_python = os.environ.get("LOOM_VENV", os.path.join(config.loom_src_root, ".venv"))
+_venv_python = os.path.join(_venv_python, "bin", "python")
+if os.path.exists(_venv_python) and subprocess.run(
+        [_venv_python, "-c", "import jax, onnx"], capture_output=True).returncode == 0:
+    config.available_features.add("jax")
+config.substitutions.append(("%jaxpython", _venv_python))
+
 if os.path.isdir("/usr/share/libonnx-testdata/data/node"):
     config.available_features.add("onnx-testdata")

@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """ONNX conformance runner: imports every model of Debian's libonnx-testdata.
 
-For now it checks import only (later issues add numerics through the
-interpreter and the compiled paths). Each model is classified as
+Each model is classified as
   imported     loomc exited 0,
   unsupported  loomc reported an unsupported ONNX op (the clean refusal),
   failed       loomc exited non-zero with another diagnostic,
@@ -12,7 +11,16 @@ results. Exit status is non-zero if any model crashed or hung, or if a model
 whose ops are all in Loom's supported set failed without an explained reason
 (see EXPECTED_FAILURES).
 
+With --run it also checks numbers: every imported model is run by
+loom-interp (the reference interpreter) on each of its test_data_set_*
+inputs, and its outputs are compared with the expected ones with the
+tolerances of ONNX's backend tests (rtol=1e-3, atol=1e-7). A model's numbers
+pass when every data set matches; they fail on a mismatch (the largest error
+is reported) or when loom-interp fails. A numbers failure not listed in
+EXPECTED_NUMERIC_FAILURES also makes the exit status non-zero.
+
 Usage: onnx_conformance.py --loomc build/bin/loomc [--data DIR] [--json OUT]
+           [--run [--interp build/bin/loom-interp]]
 """
 import argparse
 import collections
@@ -20,8 +28,10 @@ import concurrent.futures
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 SUITES = ["node", "pytorch-converted", "pytorch-operator", "simple"]
 
@@ -44,6 +54,32 @@ EXPECTED_FAILURES = [
 ]
 
 
+# Models whose numbers are known to differ from ONNX's, with the reason. A
+# model is listed here only when the interpreter is right and the difference
+# comes from elsewhere (the importer, or the test data itself).
+_LIKE_SHAPE = ("test data's 'like' input has shape [1] where the model "
+               "declares [3, 4]; static shapes refuse it")
+EXPECTED_NUMERIC_FAILURES = {
+    "test_cast_FLOAT_to_BFLOAT16":
+        "onnx 1.12's data truncates float to bf16; loom.cast rounds to "
+        "nearest even (as later ONNX data does)",
+    "test_castlike_BFLOAT16_to_FLOAT": _LIKE_SHAPE,
+    "test_castlike_BFLOAT16_to_FLOAT_expanded": _LIKE_SHAPE,
+    "test_castlike_FLOAT_to_BFLOAT16": _LIKE_SHAPE,
+    "test_castlike_FLOAT_to_BFLOAT16_expanded": _LIKE_SHAPE,
+}
+
+# Tests whose expected outputs come from a random mask (NumPy's generator,
+# in ONNX's reference implementation): no deterministic backend reproduces
+# them. Their outputs are compared only where both masks keep the element
+# (the kept values must agree: x / (1 - ratio)).
+RANDOM_MASK_TESTS = {"test_training_dropout", "test_training_dropout_default"}
+
+# ONNX backend-test tolerances (onnx/backend/test/runner: rtol=1e-3,
+# atol=1e-7 unless a test overrides them).
+RTOL, ATOL = 1e-3, 1e-7
+
+
 def op_types(model_path):
     import onnx  # Debian's python3-onnx
     model = onnx.load(model_path, load_external_data=False)
@@ -58,20 +94,25 @@ def supported_ops(loomc_src):
     return set(re.findall(r'"([A-Za-z]+)"', block))
 
 
-def bindings(model_path):
+def graph_inputs(model):
+    """The graph inputs that test data feeds (initializers excluded)."""
+    inits = {i.name for i in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in inits]
+
+
+def bindings(model_path, data_set="test_data_set_0"):
     """--bind-input flags for inputs that carry shapes or modes.
 
     Node tests feed axes, shapes, starts, repeats, split sizes and dropout
-    modes as graph inputs with values in test_data_set_0; a static-shape
+    modes as graph inputs with values in the test data; a static-shape
     compiler specializes on them. Float data inputs are never bound.
     """
     import onnx
-    data = os.path.join(os.path.dirname(model_path), "test_data_set_0")
+    data = os.path.join(os.path.dirname(model_path), data_set)
     if not os.path.isdir(data):
         return []
     model = onnx.load(model_path, load_external_data=False)
-    inits = {i.name for i in model.graph.initializer}
-    inputs = [i for i in model.graph.input if i.name not in inits]
+    inputs = graph_inputs(model)
     mode_inputs = {n.input[k] for n in model.graph.node
                    if n.op_type == "Dropout" for k in (1, 2)
                    if len(n.input) > k}
@@ -114,6 +155,153 @@ def run_one(loomc, path, timeout):
     return "failed", first
 
 
+def sanitize(name):
+    """loom-interp's file name for an output called `name`."""
+    s = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    return "_" + s if s in ("", ".", "..") else s
+
+
+def read_pb(path, value_info=None):
+    """The array in a TensorProto file. `value_info` is the graph input or
+    output it feeds: bfloat16 data, which onnx 1.12 stores and returns as its
+    raw bits (uint16; NumPy has no bfloat16), becomes float32, as loom-interp
+    reads and writes bf16."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    array = numpy_helper.to_array(t)
+    bf16 = t.data_type == onnx.TensorProto.BFLOAT16 or (
+        value_info is not None and value_info.type.HasField("tensor_type") and
+        value_info.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16)
+    if bf16 and array.dtype == np.uint16:
+        array = (array.astype(np.uint32) << 16).view(np.float32)
+    return array
+
+
+def compare(expected, got, random_mask=False):
+    """None if `got` matches `expected` under the backend-test tolerances,
+    else (max abs error, a short reason). With `random_mask`, only elements
+    that are non-zero in both are compared."""
+    import numpy as np
+    if random_mask and expected.shape == got.shape:
+        keep = (expected != 0) & (got != 0)
+        expected, got = expected[keep], got[keep]
+    if expected.shape != got.shape:
+        return float("inf"), "shape %s, expected %s" % (got.shape,
+                                                        expected.shape)
+    if expected.dtype != got.dtype:
+        return float("inf"), "dtype %s, expected %s" % (got.dtype,
+                                                        expected.dtype)
+    if expected.dtype == bool or expected.dtype.kind in "iu":
+        bad = expected != got
+        if not bad.any():
+            return None
+        err = np.abs(expected.astype(np.float64) - got.astype(np.float64))
+        return float(err.max()), "%d of %d elements differ" % (bad.sum(),
+                                                              bad.size)
+    e = expected.astype(np.float64)
+    g = got.astype(np.float64)
+    nan_ok = np.isnan(e) == np.isnan(g)
+    finite = ~np.isnan(e) & ~np.isnan(g)
+    with np.errstate(invalid="ignore"):
+        err = np.where(finite, np.abs(e - g), 0.0)
+        # Equal infinities are equal (their difference is NaN).
+        err = np.where(finite & (e == g), 0.0, err)
+        bad = ~nan_ok | (err > ATOL + RTOL * np.abs(e))
+    if not bad.any():
+        return None
+    worst = float(err[bad].max()) if nan_ok.all() else float("nan")
+    return worst, "%d of %d elements out of tolerance" % (bad.sum(), bad.size)
+
+
+def run_numbers(loomc, interp, path, timeout):
+    """Runs loom-interp on every test data set of the model at `path`.
+
+    Returns (status, message, max_error): status "pass", "fail" (numbers
+    differ), "error" (loom-interp or the re-import failed) or "nodata".
+    """
+    import numpy as np
+    import onnx
+    model_dir = os.path.dirname(path)
+    sets = sorted(d for d in os.listdir(model_dir)
+                  if d.startswith("test_data_set_") and
+                  os.path.isdir(os.path.join(model_dir, d)))
+    if not sets:
+        return "nodata", "no test_data_set_*", 0.0
+    model = onnx.load(path, load_external_data=False)
+    inputs = graph_inputs(model)
+    outputs = list(model.graph.output)
+    worst = 0.0
+    tmp = tempfile.mkdtemp(prefix="loom-conformance-")
+    try:
+        for data_set in sets:
+            data = os.path.join(model_dir, data_set)
+            # Bound inputs are constants of the imported model: import again
+            # for each data set, with that data set's values.
+            binds = bindings(path, data_set)
+            bound = {b.split("=", 2)[1] for b in binds}
+            mlir = os.path.join(tmp, "m.mlir")
+            try:
+                proc = subprocess.run([loomc, path, "-o", mlir] + binds,
+                                      capture_output=True, text=True,
+                                      timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return "error", "%s: loomc timed out" % data_set, 0.0
+            if proc.returncode != 0:
+                return "error", "%s: loomc: %s" % (
+                    data_set, proc.stderr.strip()[-300:]), 0.0
+            cmd = [interp, mlir, "--entry=forward",
+                   "--output-dir", os.path.join(tmp, "out_" + data_set)]
+            for idx, inp in enumerate(inputs):
+                pb = os.path.join(data, "input_%d.pb" % idx)
+                if not os.path.isfile(pb) or inp.name in bound:
+                    continue
+                npy = os.path.join(tmp, "%s_input_%d.npy" % (data_set, idx))
+                np.save(npy, read_pb(pb, inp))
+                cmd += ["--input", "%s=%s" % (inp.name, npy)]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True,
+                                      timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return "error", "%s: loom-interp timed out" % data_set, 0.0
+            if proc.returncode != 0:
+                errors = [l for l in proc.stderr.splitlines()
+                          if "error" in l]
+                return "error", "%s: %s" % (
+                    data_set, (errors[0] if errors else
+                               proc.stderr.strip()[-300:])), 0.0
+            for idx, out in enumerate(outputs):
+                pb = os.path.join(data, "output_%d.pb" % idx)
+                if not os.path.isfile(pb):
+                    continue
+                expected = read_pb(pb, out)
+                got_path = os.path.join(tmp, "out_" + data_set,
+                                        sanitize(out.name) + ".npy")
+                if not os.path.isfile(got_path):
+                    return "error", "%s: no result for output '%s'" % (
+                        data_set, out.name), 0.0
+                got = np.load(got_path)
+                bad = compare(expected, got, os.path.basename(model_dir)
+                              in RANDOM_MASK_TESTS)
+                if bad is not None:
+                    return "fail", "%s output '%s': %s, max error %.3g" % (
+                        data_set, out.name, bad[1], bad[0]), bad[0]
+                if expected.dtype.kind == "f" and expected.size and \
+                        os.path.basename(model_dir) not in RANDOM_MASK_TESTS:
+                    with np.errstate(invalid="ignore"):
+                        e = np.abs(expected.astype(np.float64) -
+                                   got.astype(np.float64))
+                    e = e[~np.isnan(e)]
+                    if e.size:
+                        worst = max(worst, float(e.max()))
+        return "pass", "", worst
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--loomc", required=True)
@@ -123,7 +311,16 @@ def main():
     ap.add_argument("--json", help="write per-model results here")
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--run", action="store_true",
+                    help="also run each imported model with loom-interp on "
+                         "its test data and compare the outputs")
+    ap.add_argument("--interp", help="loom-interp to use with --run "
+                    "(default: beside --loomc)")
+    ap.add_argument("--filter", help="only models whose test name matches "
+                    "this regular expression")
     args = ap.parse_args()
+    if args.run and not args.interp:
+        args.interp = os.path.join(os.path.dirname(args.loomc), "loom-interp")
 
     models = []
     for suite in SUITES:
@@ -132,7 +329,8 @@ def main():
             continue
         for name in sorted(os.listdir(d)):
             p = os.path.join(d, name, "model.onnx")
-            if os.path.isfile(p):
+            if os.path.isfile(p) and (not args.filter or
+                                      re.search(args.filter, name)):
                 models.append((suite, name, p))
     if not models:
         print("no models found under %s" % args.data, file=sys.stderr)
@@ -140,19 +338,33 @@ def main():
 
     supported = supported_ops(args.importer_src)
     results = []
+    def work(path):
+        status, message = run_one(args.loomc, path, args.timeout)
+        numbers = None
+        if args.run and status == "imported":
+            try:
+                numbers = run_numbers(args.loomc, args.interp, path,
+                                      args.timeout)
+            except Exception as e:  # bad test data: report, don't stop
+                numbers = ("error", "runner: %s" % e, 0.0)
+        return status, message, numbers
+
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futs = {pool.submit(run_one, args.loomc, p, args.timeout): (s, n, p)
-                for s, n, p in models}
+        futs = {pool.submit(work, p): (s, n, p) for s, n, p in models}
         done = 0
         for fut in concurrent.futures.as_completed(futs):
             suite, name, path = futs[fut]
-            status, message = fut.result()
+            status, message, numbers = fut.result()
             try:
                 ops = op_types(path)
             except Exception as e:  # the model itself does not parse
                 ops = ["<unparsable>"]
             results.append(dict(suite=suite, test=name, status=status,
                                 ops=ops, message=message))
+            if numbers is not None:
+                results[-1].update(numbers=numbers[0],
+                                   numbers_message=numbers[1],
+                                   max_error=numbers[2])
             done += 1
             if done % 100 == 0:
                 print("... %d/%d models" % (done, len(models)),
@@ -199,12 +411,50 @@ def main():
     for r in bad + unexplained:
         print("BUG %s/%s [%s]: %s" % (r["suite"], r["test"], r["status"],
                                       r["message"]))
+    numbers_bugs = report_numbers(results) if args.run else []
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
     print("\n%d passed, %d failed" % (len(results) - len(bad) - len(unexplained),
                                       len(bad) + len(unexplained)))
-    return 1 if bad or unexplained else 0
+    if args.run:
+        ran = [r for r in results if "numbers" in r]
+        print("numbers: %d models run, %d pass, %d fail (%d expected), "
+              "%d unexpected" % (
+                  len(ran), sum(r["numbers"] == "pass" for r in ran),
+                  sum(r["numbers"] in ("fail", "error") for r in ran),
+                  sum(r["numbers"] in ("fail", "error") and
+                      r["test"] in EXPECTED_NUMERIC_FAILURES for r in ran),
+                  len(numbers_bugs)))
+    return 1 if bad or unexplained or numbers_bugs else 0
+
+
+def report_numbers(results):
+    """Prints the numerics table and failures; returns the unexpected ones."""
+    ran = [r for r in results if "numbers" in r]
+    table = collections.defaultdict(collections.Counter)
+    for r in ran:
+        for op in r["ops"]:
+            table[op][r["numbers"]] += 1
+    print("\nnumerics (loom-interp vs. the test data, rtol=%g atol=%g):" %
+          (RTOL, ATOL))
+    print("%-28s %6s %6s %6s %7s" % ("op", "pass", "fail", "error", "nodata"))
+    for op in sorted(table):
+        c = table[op]
+        print("%-28s %6d %6d %6d %7d" % (op, c["pass"], c["fail"], c["error"],
+                                         c["nodata"]))
+    unexpected = []
+    for r in ran:
+        if r["numbers"] not in ("fail", "error"):
+            continue
+        known = EXPECTED_NUMERIC_FAILURES.get(r["test"])
+        tag = "known: " + known if known else "NUMBERS"
+        print("%s %s/%s [%s, max error %.3g]: %s" % (
+            tag, r["suite"], r["test"], r["numbers"], r["max_error"],
+            r["numbers_message"]))
+        if not known:
+            unexpected.append(r)
+    return unexpected
 
 
 if __name__ == "__main__":

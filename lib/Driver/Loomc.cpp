@@ -14,6 +14,8 @@
 #include "loom/Driver/Diagnostics.h"
 #include "loom/Import/Import.h"
 #include "loom/InitAll.h"
+#include "loom/Transforms/Pipelines.h"
+#include "mlir/Pass/PassManager.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -42,8 +44,8 @@ struct Options {
       cl::value_desc("file"), cl::init("-"), cl::cat(category)};
   cl::opt<std::string> emit{
       "emit",
-      cl::desc("Phase whose IR to print. Implemented: 'mlir' (alias "
-               "'import'): the imported loom IR"),
+      cl::desc("Phase after which to print the IR: mlir (alias import), "
+               "loss, autodiff, optimizer (the last three imply --train)"),
       cl::value_desc("phase"), cl::init("mlir"), cl::cat(category)};
   cl::opt<std::string> params{
       "params",
@@ -56,6 +58,61 @@ struct Options {
       cl::desc("Specialize an ONNX graph input on a constant: NAME=FILE, "
                "FILE holding one serialized onnx.TensorProto (repeatable)"),
       cl::value_desc("name=file"), cl::cat(category)};
+  cl::opt<bool> train{"train",
+                      cl::desc("Build the training step: loss, backward "
+                               "pass, optimizer (@forward_backward, "
+                               "@apply_optimizer, @train_step)"),
+                      cl::cat(category)};
+  cl::opt<std::string> loss{"loss",
+                            cl::desc("Loss to attach: cross_entropy, mse, or "
+                                     "auto (the model's own scalar 'loss')"),
+                            cl::init("auto"), cl::cat(category)};
+  cl::opt<std::string> labels{"labels",
+                              cl::desc("Name of the labels input the loss "
+                                       "adds"),
+                              cl::init("labels"), cl::cat(category)};
+  cl::opt<std::string> lossOutput{"loss-output",
+                                  cl::desc("Model output the loss reads "
+                                           "(default: the only one)"),
+                                  cl::init(""), cl::cat(category)};
+  cl::opt<std::string> reduction{"reduction",
+                                 cl::desc("Loss reduction: mean or sum"),
+                                 cl::init("mean"), cl::cat(category)};
+  cl::opt<int64_t> classAxis{"class-axis",
+                             cl::desc("Cross-entropy class dimension of the "
+                                      "logits: -1 (last; labels [B, T] for "
+                                      "[B, T, V]) or 1 ([N, C, ...])"),
+                             cl::init(-1), cl::cat(category)};
+  cl::opt<std::string> optimizer{
+      "optimizer",
+      cl::desc("sgd, momentum, nesterov, adam, adamw or adafactor"),
+      cl::init("adamw"), cl::cat(category)};
+  cl::opt<double> lr{"lr", cl::desc("Peak learning rate"), cl::init(1e-3),
+                     cl::cat(category)};
+  cl::opt<double> momentum{"momentum", cl::desc("SGD momentum"),
+                           cl::init(0.9), cl::cat(category)};
+  cl::opt<double> beta1{"beta1", cl::desc("Adam beta1"), cl::init(0.9),
+                        cl::cat(category)};
+  cl::opt<double> beta2{"beta2", cl::desc("Adam beta2"), cl::init(0.999),
+                        cl::cat(category)};
+  cl::opt<double> eps{"eps", cl::desc("Adam epsilon"), cl::init(1e-8),
+                      cl::cat(category)};
+  cl::opt<double> weightDecay{"weight-decay",
+                              cl::desc("Weight decay (decoupled for adamw "
+                                       "and adafactor)"),
+                              cl::init(0.0), cl::cat(category)};
+  cl::opt<double> clipNorm{"clip-norm",
+                           cl::desc("Global gradient-norm clipping (0: off)"),
+                           cl::init(0.0), cl::cat(category)};
+  cl::opt<std::string> schedule{"schedule",
+                                cl::desc("Learning-rate schedule: constant, "
+                                         "warmup, cosine, warmup-cosine"),
+                                cl::init("constant"), cl::cat(category)};
+  cl::opt<int64_t> warmupSteps{"warmup-steps", cl::desc("Warmup steps"),
+                               cl::init(0), cl::cat(category)};
+  cl::opt<int64_t> totalSteps{"total-steps",
+                              cl::desc("Steps of the cosine decay"),
+                              cl::init(0), cl::cat(category)};
   cl::opt<bool> summary{"summary",
                         cl::desc("Print a summary of the imported model "
                                  "(inputs, outputs, parameters, ops) to "
@@ -65,9 +122,8 @@ struct Options {
 
 /// Phases DESIGN.md names that later issues implement: refused, not ignored.
 bool isPlannedPhase(StringRef phase) {
-  return llvm::is_contained({"autodiff", "optimizer", "mixed-precision",
-                             "shard", "pipeline", "remat", "fuse", "bufferize",
-                             "plan-memory", "codegen"},
+  return llvm::is_contained({"mixed-precision", "shard", "pipeline", "remat",
+                             "fuse", "bufferize", "plan-memory", "codegen"},
                             phase);
 }
 
@@ -76,6 +132,23 @@ std::string shapeString(Type type) {
   llvm::raw_string_ostream os(s);
   os << type;
   return s;
+}
+
+/// Optimizer state starts at zero; it is stored beside the parameters.
+void addOptimizerState(ModuleOp module, loom::ParameterStore &params) {
+  auto apply = module.lookupSymbol<func::FuncOp>("apply_optimizer");
+  if (!apply)
+    return;
+  for (unsigned i = 0; i < apply.getNumArguments(); ++i) {
+    auto name = apply.getArgAttrOfType<StringAttr>(i, "loom.opt_state");
+    if (!name)
+      continue;
+    auto type = cast<RankedTensorType>(apply.getArgumentTypes()[i]);
+    size_t bytes = type.getNumElements() *
+                   ((type.getElementTypeBitWidth() + 7) / 8);
+    params.add(loom::ParameterTensor{name.getValue().str(), type,
+                                     std::vector<uint8_t>(bytes, 0)});
+  }
 }
 
 void printSummary(ModuleOp module, const loom::ParameterStore &params,
@@ -132,15 +205,19 @@ int loom::loomcMain(int argc, char **argv) {
       "optimizations and code generation are not implemented yet.\n");
 
   llvm::raw_ostream &err = llvm::errs();
-  if (opts.emit != "mlir" && opts.emit != "import") {
+  bool trainingPhase = llvm::is_contained(loom::trainingPhases(),
+                                          StringRef(opts.emit));
+  if (opts.emit != "mlir" && opts.emit != "import" && !trainingPhase) {
     if (isPlannedPhase(opts.emit))
       err << "loomc: error: --emit=" << opts.emit
-          << " is not implemented yet (only --emit=mlir is)\n";
+          << " is not implemented yet (implemented: mlir, loss, autodiff, "
+          << "optimizer)\n";
     else
       err << "loomc: error: unknown phase '" << opts.emit
-          << "' for --emit (expected: mlir)\n";
+          << "' for --emit (expected: mlir, loss, autodiff or optimizer)\n";
     return 2;
   }
+  bool runTraining = opts.train || trainingPhase;
 
   DialectRegistry registry;
   loom::registerAllDialects(registry);
@@ -181,6 +258,34 @@ int loom::loomcMain(int argc, char **argv) {
   if (!module || diag.getNumErrors() != 0) {
     err << "loomc: error: failed to import '" << opts.input << "'\n";
     return 1;
+  }
+
+  if (runTraining) {
+    loom::TrainingOptions t;
+    t.loss = opts.loss;
+    t.labels = opts.labels;
+    t.output = opts.lossOutput;
+    t.reduction = opts.reduction;
+    t.classAxis = opts.classAxis;
+    t.optimizer = opts.optimizer;
+    t.lr = opts.lr;
+    t.momentum = opts.momentum;
+    t.beta1 = opts.beta1;
+    t.beta2 = opts.beta2;
+    t.eps = opts.eps;
+    t.weightDecay = opts.weightDecay;
+    t.clipNorm = opts.clipNorm;
+    t.schedule = opts.schedule;
+    t.warmupSteps = opts.warmupSteps;
+    t.totalSteps = opts.totalSteps;
+    t.stopAfter = trainingPhase ? opts.emit : std::string("optimizer");
+    PassManager pm(&context);
+    loom::buildTrainingPipeline(pm, t);
+    if (failed(pm.run(*module))) {
+      err << "loomc: error: building the training step failed\n";
+      return 1;
+    }
+    addOptimizerState(*module, params);
   }
 
   std::string paramsPath = opts.params;

@@ -46,10 +46,10 @@
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallBitVector.h"
-#include "llvm/ADT/bit.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -189,7 +189,8 @@ constexpr llvm::StringLiteral kDtypeList =
     "\"f32\", \"f16\", \"bf16\", \"f64\", \"i64\", \"i32\" or \"i1\"";
 
 /// The closest of `candidates` to `word`, if it is close enough to be a typo.
-std::optional<StringRef> closest(StringRef word, ArrayRef<StringRef> candidates) {
+std::optional<StringRef> closest(StringRef word,
+                                 ArrayRef<StringRef> candidates) {
   std::optional<StringRef> best;
   unsigned bestDist = std::max<unsigned>(2, word.size() / 3) + 1;
   for (StringRef c : candidates) {
@@ -296,9 +297,7 @@ public:
     return splitmixFinalize(state);
   }
   /// Uniform in [0, 1), a multiple of 2^-53.
-  double uniform() {
-    return static_cast<double>(next() >> 11) * 0x1.0p-53;
-  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
 private:
   uint64_t state;
@@ -539,7 +538,10 @@ void SourceIndex::build(StringRef text) {
     } else if (c == '"') {
       skipString();
     } else {
-      while (i < n && !StringRef(",]} \t\r\n/").contains(text[i]))
+      // A number or a literal. The text may be invalid JSON (the index is
+      // also built to place parse errors), so always make progress.
+      ++i;
+      while (i < n && !StringRef(",:[]{}\" \t\r\n/").contains(text[i]))
         ++i;
     }
   }
@@ -635,7 +637,11 @@ private:
     return FileLineColLoc::get(&ctx, path, line, col);
   }
   Location locAt(StringRef pointer) { return fileLoc(index.find(pointer)); }
+  /// The location of an entry named `name` (a node id or a value name), or
+  /// just its position when it has no valid name.
   Location namedLoc(StringRef name, StringRef pointer) {
+    if (name.empty())
+      return locAt(pointer);
     return NameLoc::get(StringAttr::get(&ctx, name), locAt(pointer));
   }
   InFlightDiagnostic error(Location loc) {
@@ -797,6 +803,8 @@ const llvm::StringMap<OpSpec> &Importer::opTable() {
         {"sqrt", 1, 1, 1, {}, &I::buildUnary<SqrtOp>},
         {"rsqrt", 1, 1, 1, {}, &I::buildUnary<RsqrtOp>},
         {"floor", 1, 1, 1, {}, &I::buildUnary<FloorOp>},
+        {"cos", 1, 1, 1, {}, &I::buildUnary<CosOp>},
+        {"sin", 1, 1, 1, {}, &I::buildUnary<SinOp>},
         {"stop_gradient", 1, 1, 1, {}, &I::buildUnary<StopGradientOp>},
         {"gelu", 1, 1, 1, {"approximate"}, &I::buildGelu},
         {"select", 3, 3, 1, {}, &I::buildSelect, 0b110},
@@ -811,20 +819,44 @@ const llvm::StringMap<OpSpec> &Importer::opTable() {
          {"strides", "padding", "dilations", "groups"},
          &I::buildConv2D},
         // Reductions.
-        {"reduce_sum", 1, 1, 1, {"dims", "keep_dims"},
+        {"reduce_sum",
+         1,
+         1,
+         1,
+         {"dims", "keep_dims"},
          &I::buildReduce<ReduceSumOp>},
-        {"reduce_max", 1, 1, 1, {"dims", "keep_dims"},
+        {"reduce_max",
+         1,
+         1,
+         1,
+         {"dims", "keep_dims"},
          &I::buildReduce<ReduceMaxOp>},
-        {"reduce_min", 1, 1, 1, {"dims", "keep_dims"},
+        {"reduce_min",
+         1,
+         1,
+         1,
+         {"dims", "keep_dims"},
          &I::buildReduce<ReduceMinOp>},
-        {"reduce_mean", 1, 1, 1, {"dims", "keep_dims"},
+        {"reduce_mean",
+         1,
+         1,
+         1,
+         {"dims", "keep_dims"},
          &I::buildReduce<ReduceMeanOp>},
         // Data movement.
-        {"broadcast_in_dim", 1, 1, 1, {"shape", "dims"},
+        {"broadcast_in_dim",
+         1,
+         1,
+         1,
+         {"shape", "dims"},
          &I::buildBroadcastInDim},
         {"reshape", 1, 1, 1, {"shape"}, &I::buildReshape},
         {"transpose", 1, 1, 1, {"perm"}, &I::buildTranspose},
-        {"slice", 1, 1, 1, {"start", "limit", "stride", "axes"},
+        {"slice",
+         1,
+         1,
+         1,
+         {"start", "limit", "stride", "axes"},
          &I::buildSlice},
         {"concat", 1, ~0u, 1, {"dim"}, &I::buildConcat},
         {"gather", 2, 2, 1, {"axis"}, &I::buildGather},
@@ -835,14 +867,25 @@ const llvm::StringMap<OpSpec> &Importer::opTable() {
         {"rms_norm", 2, 2, 1, {"axis", "epsilon"}, &I::buildRmsNorm},
         {"batch_norm", 5, 5, 1, {"epsilon"}, &I::buildBatchNorm},
         {"batch_norm_stats", 1, 1, 2, {}, &I::buildBatchNormStats},
-        {"max_pool2d", 1, 1, 1, {"kernel", "strides", "padding"},
+        {"max_pool2d",
+         1,
+         1,
+         1,
+         {"kernel", "strides", "padding"},
          &I::buildPool<MaxPool2DOp>},
-        {"avg_pool2d", 1, 1, 1,
+        {"avg_pool2d",
+         1,
+         1,
+         1,
          {"kernel", "strides", "padding", "count_include_pad"},
          &I::buildPool<AvgPool2DOp>},
         {"dropout", 1, 1, 1, {"ratio"}, &I::buildDropout},
         // Losses.
-        {"cross_entropy", 2, 2, 1, {"reduction", "ignore_index"},
+        {"cross_entropy",
+         2,
+         2,
+         1,
+         {"reduction", "ignore_index"},
          &I::buildCrossEntropy},
         {"mse", 2, 2, 1, {"reduction"}, &I::buildMse},
         // Constants.
@@ -960,8 +1003,9 @@ bool Importer::loadAndParse() {
   }
 
   for (const SourceIndex::Duplicate &d : index.duplicates()) {
-    StringRef where = d.objectPointer.empty() ? StringRef("the top-level object")
-                                              : StringRef(d.objectPointer);
+    StringRef where = d.objectPointer.empty()
+                          ? StringRef("the top-level object")
+                          : StringRef(d.objectPointer);
     error(fileLoc(d.offset)) << "field '" << d.key << "' appears twice in "
                              << where << " (only the last value would count)";
   }
@@ -1008,8 +1052,8 @@ void Importer::checkHeader() {
   for (StringRef key : {"name", "doc"}) {
     auto it = root.find(key.str());
     if (it != root.end() && !it->is_string())
-      error("/" + key.str()) << "field '" << key
-                             << "': expected a string, got " << describe(*it);
+      error("/" + key.str())
+          << "field '" << key << "': expected a string, got " << describe(*it);
   }
 
   if (auto it = root.find("seed"); it != root.end()) {
@@ -1027,7 +1071,8 @@ void Importer::checkHeader() {
 bool Importer::readShape(const json &j, StringRef pointer, StringRef what,
                          SmallVectorImpl<int64_t> &shape) {
   if (!j.is_array()) {
-    error(pointer) << what << ": field 'shape': expected a list of integers, got "
+    error(pointer) << what
+                   << ": field 'shape': expected a list of integers, got "
                    << describe(j);
     return false;
   }
@@ -1050,8 +1095,8 @@ bool Importer::readShape(const json &j, StringRef pointer, StringRef what,
       return false;
     }
     if (*v > kMaxDim) {
-      error(pointer) << what << ": field 'shape': dimension " << i << " ("
-                     << *v << ") is too large";
+      error(pointer) << what << ": field 'shape': dimension " << i << " (" << *v
+                     << ") is too large";
       return false;
     }
     shape.push_back(*v);
@@ -1094,17 +1139,19 @@ void Importer::readTensorDecls(bool isParam) {
     if (name == entry.end()) {
       error(ptr) << what << ": missing field 'name'";
       ok = false;
-    } else if (!name->is_string() || name->get_ref<const std::string &>().empty()) {
-      error(ptr + "/name") << what
-                           << ": field 'name': expected a non-empty string, got "
-                           << describe(*name);
+    } else if (!name->is_string() ||
+               name->get_ref<const std::string &>().empty()) {
+      error(ptr + "/name")
+          << what << ": field 'name': expected a non-empty string, got "
+          << describe(*name);
       ok = false;
     } else {
       decl.name = name->get<std::string>();
       what = (isParam ? "parameter '" : "input '") + decl.name + "'";
     }
-    checkKeys(entry, ptr, what, isParam ? ArrayRef<StringRef>(kParamKeys)
-                                        : ArrayRef<StringRef>(kInputKeys));
+    checkKeys(entry, ptr, what,
+              isParam ? ArrayRef<StringRef>(kParamKeys)
+                      : ArrayRef<StringRef>(kInputKeys));
 
     SmallVector<int64_t> shape;
     auto shapeIt = entry.find("shape");
@@ -1121,17 +1168,20 @@ void Importer::readTensorDecls(bool isParam) {
       error(ptr) << what << ": missing field 'dtype' (" << kDtypeList << ")";
       ok = false;
     } else if (!dtype->is_string()) {
-      error(ptr + "/dtype") << what << ": field 'dtype': expected a string, got "
-                            << describe(*dtype);
+      error(ptr + "/dtype")
+          << what << ": field 'dtype': expected a string, got "
+          << describe(*dtype);
       ok = false;
-    } else if (!(elt = parseDtype(&ctx, dtype->get_ref<const std::string &>()))) {
+    } else if (!(elt =
+                     parseDtype(&ctx, dtype->get_ref<const std::string &>()))) {
       error(ptr + "/dtype") << what << ": field 'dtype': unknown dtype \""
                             << dtype->get_ref<const std::string &>()
                             << "\"; expected " << kDtypeList;
       ok = false;
     } else if (isParam && !isa<FloatType>(elt)) {
       error(ptr + "/dtype")
-          << what << ": field 'dtype': \"" << dtype->get_ref<const std::string &>()
+          << what << ": field 'dtype': \""
+          << dtype->get_ref<const std::string &>()
           << "\" is not allowed for a parameter: parameters are trained, so "
              "they need a floating-point dtype (f32, f16, bf16 or f64)";
       ok = false;
@@ -1172,8 +1222,8 @@ void Importer::readParamInit(TensorDecl &decl, const json &j,
     } else if (s == "ones") {
       decl.init.kind = ParamInit::Kind::Ones;
     } else {
-      auto diag = error(pointer) << what << ": unknown initializer \"" << s
-                                 << "\"";
+      auto diag = error(pointer)
+                  << what << ": unknown initializer \"" << s << "\"";
       suggest(diag, s, {"zeros", "ones", "normal", "uniform", "constant"});
       diag << "; expected \"zeros\", \"ones\" or an object with one of "
               "'normal', 'uniform', 'constant' or 'file'";
@@ -1227,8 +1277,8 @@ void Importer::readParamInit(TensorDecl &decl, const json &j,
     return;
   }
   if (kind != "normal" && kind != "uniform") {
-    auto diag = error(bodyPtr) << what << ": unknown initializer '" << kind
-                               << "'";
+    auto diag = error(bodyPtr)
+                << what << ": unknown initializer '" << kind << "'";
     suggest(diag, kind, {"normal", "uniform", "constant", "file"});
     diag << "; expected one of 'normal', 'uniform', 'constant' or 'file'";
     return;
@@ -1275,7 +1325,8 @@ void Importer::resolveInitFile(TensorDecl &decl, const json &j,
   const json &file = j.at("file");
   std::string filePtr = pointer.str() + "/file";
   if (!file.is_string() || file.get_ref<const std::string &>().empty()) {
-    error(filePtr) << what << ": field 'file': expected a non-empty string, got "
+    error(filePtr) << what
+                   << ": field 'file': expected a non-empty string, got "
                    << describe(file);
     return;
   }
@@ -1349,9 +1400,9 @@ void Importer::resolveInitFile(TensorDecl &decl, const json &j,
   }
   const loomrt::TensorView *view = cached->second->find(tensorName);
   if (!view) {
-    auto diag = error(filePtr) << what << ": '" << rel
-                               << "' has no tensor named '" << tensorName
-                               << "'";
+    auto diag = error(filePtr)
+                << what << ": '" << rel << "' has no tensor named '"
+                << tensorName << "'";
     std::vector<StringRef> names;
     for (const loomrt::TensorView &t : cached->second->tensors())
       names.push_back(t.name);
@@ -1387,11 +1438,11 @@ void Importer::readNodes() {
     return;
   }
   if (!it->is_array()) {
-    error(StringRef("/nodes")) << "field 'nodes': expected a list, got "
-                               << describe(*it);
+    error(StringRef("/nodes"))
+        << "field 'nodes': expected a list, got " << describe(*it);
     return;
   }
-  static const StringRef kNodeKeys[] = {"id",    "op",   "inputs",
+  static const StringRef kNodeKeys[] = {"id",      "op",    "inputs",
                                         "outputs", "attrs", "doc"};
   std::vector<StringRef> opNames;
   for (const auto &entry : opTable())
@@ -1415,7 +1466,8 @@ void Importer::readNodes() {
       error(ptr) << what << ": missing field 'id'";
       ok = false;
     } else if (!id->is_string() || id->get_ref<const std::string &>().empty()) {
-      error(ptr + "/id") << what << ": field 'id': expected a non-empty string, "
+      error(ptr + "/id") << what
+                         << ": field 'id': expected a non-empty string, "
                          << "got " << describe(*id);
       ok = false;
     } else {
@@ -1429,7 +1481,7 @@ void Importer::readNodes() {
         ok = false;
       }
     }
-    Location loc = namedLoc(node.id.empty() ? what : node.id, ptr);
+    Location loc = namedLoc(node.id, ptr);
     checkKeys(entry, ptr, what, kNodeKeys);
 
     auto op = entry.find("op");
@@ -1554,7 +1606,8 @@ void Importer::readNodes() {
                           !p.value().literal;
                  })) {
         error(namedLoc(node.id, ptr + "/inputs"))
-            << what << ": at least one data input must be a value, not a "
+            << what
+            << ": at least one data input must be a value, not a "
                "number (the value gives the element type)";
         ok = false;
       }
@@ -1630,8 +1683,8 @@ void Importer::resolveNames() {
                     std::optional<size_t> node) {
     auto [it, inserted] = definedBy.try_emplace(name, by);
     if (!inserted) {
-      error(loc) << "value '" << name << "' is defined twice: by "
-                 << it->second << " and by " << by;
+      error(loc) << "value '" << name << "' is defined twice: by " << it->second
+                 << " and by " << by;
       return;
     }
     if (node)
@@ -1673,7 +1726,8 @@ void Importer::resolveNames() {
     size_t pos = 0;
     if (outs != root.end())
       for (size_t k = 0; k < outs->size(); ++k)
-        if ((*outs)[k].is_string() && (*outs)[k].get_ref<const std::string &>() == name)
+        if ((*outs)[k].is_string() &&
+            (*outs)[k].get_ref<const std::string &>() == name)
           pos = k;
     auto diag = error("/outputs/" + std::to_string(pos))
                 << "outputs[" << pos << "]: '" << name
@@ -1864,9 +1918,9 @@ bool Importer::getBool(NodeContext &c, StringRef name, bool dflt, bool &out) {
     return true;
   }
   if (!j->is_boolean()) {
-    emitError(attrLoc(c, name)) << "attribute '" << name
-                                << "': expected true or false, got "
-                                << describe(*j);
+    emitError(attrLoc(c, name))
+        << "attribute '" << name << "': expected true or false, got "
+        << describe(*j);
     return false;
   }
   out = j->get<bool>();
@@ -1886,9 +1940,9 @@ bool Importer::getInt(NodeContext &c, StringRef name,
   }
   auto v = asInt(*j);
   if (!v) {
-    emitError(attrLoc(c, name)) << "attribute '" << name
-                                << "': expected an integer, got "
-                                << describe(*j);
+    emitError(attrLoc(c, name))
+        << "attribute '" << name << "': expected an integer, got "
+        << describe(*j);
     return false;
   }
   out = *v;
@@ -1930,9 +1984,9 @@ bool Importer::getInts(NodeContext &c, StringRef name,
     return true;
   }
   if (!j->is_array()) {
-    emitError(attrLoc(c, name)) << "attribute '" << name
-                                << "': expected a list of integers, got "
-                                << describe(*j);
+    emitError(attrLoc(c, name))
+        << "attribute '" << name << "': expected a list of integers, got "
+        << describe(*j);
     return false;
   }
   if (j->size() > kMaxRank) {
@@ -1944,8 +1998,7 @@ bool Importer::getInts(NodeContext &c, StringRef name,
     auto v = asInt(e);
     if (!v) {
       emitError(attrLoc(c, name)) << "attribute '" << name << "': entry " << i
-                                  << " must be an integer, got "
-                                  << describe(e);
+                                  << " must be an integer, got " << describe(e);
       return false;
     }
     if (*v > bound || *v < -bound) {
@@ -2099,8 +2152,7 @@ bool Importer::readPadding(NodeContext &c, SmallVectorImpl<int64_t> &pads) {
 // Op builders
 //===----------------------------------------------------------------------===//
 
-template <typename OpTy>
-LogicalResult Importer::buildUnary(NodeContext &c) {
+template <typename OpTy> LogicalResult Importer::buildUnary(NodeContext &c) {
   EltKind kind = EltKind::Float;
   if constexpr (std::is_same_v<OpTy, NegOp> || std::is_same_v<OpTy, AbsOp>)
     kind = EltKind::Numeric;
@@ -2112,9 +2164,9 @@ LogicalResult Importer::buildUnary(NodeContext &c) {
   return success();
 }
 
-template <typename OpTy>
-LogicalResult Importer::buildBinary(NodeContext &c) {
-  EltKind kind = std::is_same_v<OpTy, PowOp> ? EltKind::Float : EltKind::Numeric;
+template <typename OpTy> LogicalResult Importer::buildBinary(NodeContext &c) {
+  EltKind kind =
+      std::is_same_v<OpTy, PowOp> ? EltKind::Float : EltKind::Numeric;
   if (!checkKind(c, 0, kind) || !checkKind(c, 1, kind) ||
       !checkSameElementType(c, {0, 1}))
     return failure();
@@ -2227,8 +2279,7 @@ LogicalResult Importer::buildConv2D(NodeContext &c) {
   SmallVector<int64_t> strides, pads, dilations;
   int64_t groups = 1;
   if (!checkKind(c, 0, EltKind::Float) || !checkKind(c, 1, EltKind::Float) ||
-      !checkKind(c, 2, EltKind::Float) ||
-      !checkSameElementType(c, {0, 1, 2}) ||
+      !checkKind(c, 2, EltKind::Float) || !checkSameElementType(c, {0, 1, 2}) ||
       !getInts(c, "strides", SmallVector<int64_t>{1, 1}, strides) ||
       !checkWindowAttr(c, "strides", strides, 2, 1) || !readPadding(c, pads) ||
       !getInts(c, "dilations", SmallVector<int64_t>{1, 1}, dilations) ||
@@ -2267,8 +2318,7 @@ LogicalResult Importer::buildConv2D(NodeContext &c) {
   return success();
 }
 
-template <typename OpTy>
-LogicalResult Importer::buildReduce(NodeContext &c) {
+template <typename OpTy> LogicalResult Importer::buildReduce(NodeContext &c) {
   if (!checkKind(c, 0, EltKind::Numeric))
     return failure();
   int64_t rank = typeOf(c, 0).getRank();
@@ -2302,9 +2352,8 @@ LogicalResult Importer::buildBroadcastInDim(NodeContext &c) {
   int64_t rank = static_cast<int64_t>(shape.size());
   for (int64_t d : shape) {
     if (d < 0) {
-      emitError(attrLoc(c, "shape"))
-          << "attribute 'shape': " << fmtShape(shape)
-          << " has a negative dimension";
+      emitError(attrLoc(c, "shape")) << "attribute 'shape': " << fmtShape(shape)
+                                     << " has a negative dimension";
       return failure();
     }
   }
@@ -2315,8 +2364,8 @@ LogicalResult Importer::buildBroadcastInDim(NodeContext &c) {
     return failure();
   }
   // Default: numpy broadcasting, trailing dimensions aligned.
-  SmallVector<int64_t> dflt = llvm::to_vector(
-      llvm::seq<int64_t>(rank - xType.getRank(), rank));
+  SmallVector<int64_t> dflt =
+      llvm::to_vector(llvm::seq<int64_t>(rank - xType.getRank(), rank));
   if (!getInts(c, "dims", dflt, dims))
     return failure();
   if (static_cast<int64_t>(dims.size()) != xType.getRank()) {
@@ -2337,10 +2386,10 @@ LogicalResult Importer::buildBroadcastInDim(NodeContext &c) {
     prev = d;
     int64_t size = xType.getDimSize(i);
     if (size != 1 && size != shape[d]) {
-      emitError(c.loc) << "cannot broadcast " << describeOperand(c, 0)
-                       << " to " << fmtShape(shape) << ": dimension " << i
-                       << " (size " << size << ") maps to dimension " << d
-                       << " (size " << shape[d] << ")";
+      emitError(c.loc) << "cannot broadcast " << describeOperand(c, 0) << " to "
+                       << fmtShape(shape) << ": dimension " << i << " (size "
+                       << size << ") maps to dimension " << d << " (size "
+                       << shape[d] << ")";
       return failure();
     }
   }
@@ -2373,7 +2422,13 @@ LogicalResult Importer::buildReshape(NodeContext &c) {
   }
   int64_t count = xType.getNumElements();
   if (inferred) {
-    if (known == 0 || count % known != 0) {
+    if (known == 0) {
+      emitError(attrLoc(c, "shape"))
+          << "attribute 'shape': cannot infer the -1 in " << fmtShape(shape)
+          << ": the other sizes multiply to 0";
+      return failure();
+    }
+    if (count % known != 0) {
       emitError(c.loc) << "cannot reshape " << describeOperand(c, 0) << " ("
                        << count << " elements) to " << fmtShape(shape);
       return failure();
@@ -2444,8 +2499,8 @@ LogicalResult Importer::buildSlice(NodeContext &c) {
   for (size_t i = 0; i < n; ++i) {
     int64_t a = axes[i], size = xType.getDimSize(a);
     if (seen.test(a)) {
-      emitError(attrLoc(c, "axes")) << "attribute 'axes' names dimension " << a
-                                    << " twice";
+      emitError(attrLoc(c, "axes"))
+          << "attribute 'axes' names dimension " << a << " twice";
       return failure();
     }
     seen.set(a);
@@ -2454,10 +2509,9 @@ LogicalResult Importer::buildSlice(NodeContext &c) {
     fullLimit[a] = limit[i] < 0 ? limit[i] + size : limit[i];
     fullStride[a] = stride[i];
   }
-  auto op = createInferred<SliceOp>(b, c.loc, c.operands[0],
-                                    b.getDenseI64ArrayAttr(fullStart),
-                                    b.getDenseI64ArrayAttr(fullLimit),
-                                    b.getDenseI64ArrayAttr(fullStride));
+  auto op = createInferred<SliceOp>(
+      b, c.loc, c.operands[0], b.getDenseI64ArrayAttr(fullStart),
+      b.getDenseI64ArrayAttr(fullLimit), b.getDenseI64ArrayAttr(fullStride));
   if (failed(op))
     return failure();
   c.results.push_back(op->getResult());
@@ -2490,8 +2544,7 @@ LogicalResult Importer::buildGather(NodeContext &c) {
   return success();
 }
 
-template <typename OpTy>
-LogicalResult Importer::buildSoftmax(NodeContext &c) {
+template <typename OpTy> LogicalResult Importer::buildSoftmax(NodeContext &c) {
   int64_t axis = -1;
   if (!checkKind(c, 0, EltKind::Float) || !getInt(c, "axis", -1, axis) ||
       !normalizeAxis(c, "axis", axis, typeOf(c, 0).getRank()))
@@ -2509,9 +2562,8 @@ static bool checkNormalizedShape(Location loc, StringRef what,
   if (param.getShape() == expected)
     return true;
   emitError(loc) << what << " has shape " << fmtShape(param.getShape())
-                 << " but the normalized shape (dimensions " << axis
-                 << ".. of " << fmtShape(x.getShape()) << ") is "
-                 << fmtShape(expected);
+                 << " but the normalized shape (dimensions " << axis << ".. of "
+                 << fmtShape(x.getShape()) << ") is " << fmtShape(expected);
   return false;
 }
 
@@ -2519,8 +2571,8 @@ LogicalResult Importer::buildLayerNorm(NodeContext &c) {
   int64_t axis = -1;
   double eps = 1e-5;
   if (!checkKind(c, 0, EltKind::Float) || !checkKind(c, 1, EltKind::Float) ||
-      !checkKind(c, 2, EltKind::Float) ||
-      !checkSameElementType(c, {0, 1, 2}) || !getInt(c, "axis", -1, axis) ||
+      !checkKind(c, 2, EltKind::Float) || !checkSameElementType(c, {0, 1, 2}) ||
+      !getInt(c, "axis", -1, axis) ||
       !normalizeAxis(c, "axis", axis, typeOf(c, 0).getRank()) ||
       !getFloat(c, "epsilon", 1e-5, eps))
     return failure();
@@ -2535,18 +2587,16 @@ LogicalResult Importer::buildLayerNorm(NodeContext &c) {
     return failure();
   Value bias;
   if (c.operands.size() == 3) {
-    if (!checkNormalizedShape(c.loc,
-                              "the bias (" + describeOperand(c, 2) + ")", x,
-                              typeOf(c, 2), axis))
+    if (!checkNormalizedShape(c.loc, "the bias (" + describeOperand(c, 2) + ")",
+                              x, typeOf(c, 2), axis))
       return failure();
     bias = c.operands[2];
   } else {
     bias = splatConstant(b, c.loc, typeOf(c, 1), 0.0);
   }
-  c.results.push_back(LayerNormOp::create(b, c.loc, c.operands[0],
-                                          c.operands[1], bias,
-                                          b.getI64IntegerAttr(axis),
-                                          b.getF32FloatAttr(eps)));
+  c.results.push_back(
+      LayerNormOp::create(b, c.loc, c.operands[0], c.operands[1], bias,
+                          b.getI64IntegerAttr(axis), b.getF32FloatAttr(eps)));
   return success();
 }
 
@@ -2618,8 +2668,7 @@ LogicalResult Importer::buildBatchNormStats(NodeContext &c) {
   return success();
 }
 
-template <typename OpTy>
-LogicalResult Importer::buildPool(NodeContext &c) {
+template <typename OpTy> LogicalResult Importer::buildPool(NodeContext &c) {
   SmallVector<int64_t> kernel, strides, pads;
   bool countPad = false;
   if (!checkKind(c, 0, EltKind::Float) ||
@@ -2629,11 +2678,10 @@ LogicalResult Importer::buildPool(NodeContext &c) {
       !checkWindowAttr(c, "strides", strides, 2, 1) || !readPadding(c, pads) ||
       !getBool(c, "count_include_pad", false, countPad))
     return failure();
-  auto op = createInferred<OpTy>(b, c.loc, c.operands[0],
-                                 b.getDenseI64ArrayAttr(kernel),
-                                 b.getDenseI64ArrayAttr(strides),
-                                 b.getDenseI64ArrayAttr(pads),
-                                 countPad ? b.getUnitAttr() : UnitAttr());
+  auto op = createInferred<OpTy>(
+      b, c.loc, c.operands[0], b.getDenseI64ArrayAttr(kernel),
+      b.getDenseI64ArrayAttr(strides), b.getDenseI64ArrayAttr(pads),
+      countPad ? b.getUnitAttr() : UnitAttr());
   if (failed(op))
     return failure();
   c.results.push_back(op->getResult());
@@ -2787,8 +2835,8 @@ LogicalResult Importer::buildConstant(NodeContext &c) {
         return bad(*j, "is not a number");
       APFloat f(*v);
       bool lost = false;
-      APFloat::opStatus st =
-          f.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      APFloat::opStatus st = f.convert(ft.getFloatSemantics(),
+                                       APFloat::rmNearestTiesToEven, &lost);
       if (st & APFloat::opOverflow)
         return bad(*j, "is too large for " + dtype);
       values.push_back(f);
@@ -2905,14 +2953,19 @@ bool Importer::materializeParameters(std::vector<ParameterTensor> &out) {
   // Refuse, rather than die in the allocator, when the parameters cannot fit
   // in this machine's memory.
   uint64_t total = 0;
-  for (const TensorDecl &d : parameters)
-    total += static_cast<uint64_t>(d.type.getNumElements()) *
-             (d.type.getElementTypeBitWidth() / 8);
+  for (const TensorDecl &d : parameters) {
+    // Saturating: a hostile shape must not wrap around to a small size.
+    uint64_t count = static_cast<uint64_t>(d.type.getNumElements());
+    uint64_t eltBytes = d.type.getElementTypeBitWidth() / 8;
+    uint64_t bytes =
+        count > UINT64_MAX / eltBytes ? UINT64_MAX : count * eltBytes;
+    total = bytes > UINT64_MAX - total ? UINT64_MAX : total + bytes;
+  }
 #if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
   if (pages > 0 && pageSize > 0) {
-    uint64_t physical = static_cast<uint64_t>(pages) *
-                        static_cast<uint64_t>(pageSize);
+    uint64_t physical =
+        static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageSize);
     if (total > physical) {
       error(StringRef("/parameters"))
           << "the parameters need " << total << " bytes, more than this "

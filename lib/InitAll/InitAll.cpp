@@ -3,6 +3,8 @@
 #include "loom/InitAll.h"
 
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
+#include "loom/Transforms/Passes.h"
+#include "loom/Transforms/Pipelines.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -17,4 +19,6 @@ void loom::registerAllPasses() {
   // Upstream generic passes users combine with Loom's (canonicalize, cse,
   // inline, symbol-dce, ...).
   mlir::registerTransformsPasses();
+  loom::registerLoomPasses();
+  loom::registerTrainingPipeline();
 }

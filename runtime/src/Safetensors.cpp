@@ -8,6 +8,8 @@
 
 #include "loomrt/Safetensors.h"
 
+#include "Support.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -25,6 +27,15 @@
 
 namespace loomrt {
 
+using detail::ByteSpan;
+using detail::errnoText;
+using detail::ErrorSink;
+using detail::escape;
+using detail::FdGuard;
+using detail::formatShape;
+using detail::isValidUtf8;
+using detail::quoteName;
+
 namespace {
 
 // Keeps the header's key order, so tensors that share an offset (zero-sized
@@ -32,76 +43,6 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr std::string_view kMetadataKey = "__metadata__";
-
-/// Copies a failure to the caller's out-params, if any. Assigning the message
-/// may itself throw bad_alloc, hence the catch.
-struct ErrorSink {
-  std::string *error;
-  ErrorCode *code;
-
-  void set(ErrorCode c, std::string message) const noexcept {
-    if (code)
-      *code = c;
-    if (error) {
-      try {
-        *error = std::move(message);
-      } catch (...) {
-      }
-    }
-  }
-  void outOfMemory(const std::string &path) const noexcept {
-    try {
-      set(ErrorCode::OutOfMemory, path + ": out of memory");
-    } catch (...) {
-      set(ErrorCode::OutOfMemory, std::string());
-    }
-  }
-  void ok() const noexcept {
-    if (code)
-      *code = ErrorCode::Ok;
-  }
-};
-
-/// Makes a name or value printable on one line: control bytes and backslashes
-/// are escaped, everything else (UTF-8 included) passes through.
-std::string escape(std::string_view text) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(text.size());
-  for (char ch : text) {
-    auto byte = static_cast<unsigned char>(ch);
-    if (ch == '\\') {
-      out += "\\\\";
-    } else if (ch == '\n') {
-      out += "\\n";
-    } else if (ch == '\t') {
-      out += "\\t";
-    } else if (ch == '\r') {
-      out += "\\r";
-    } else if (byte < 0x20 || byte == 0x7f) {
-      out += "\\x";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 15];
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
-
-std::string quoteName(std::string_view text) {
-  return "'" + escape(text) + "'";
-}
-
-std::string formatShape(const std::vector<int64_t> &shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i)
-      out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  return out + "]";
-}
 
 std::string formatRange(uint64_t begin, uint64_t end) {
   return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
@@ -126,83 +67,6 @@ bool isKnownSafetensorsDType(std::string_view name) {
   return std::find(std::begin(kOthers), std::end(kOthers), name) !=
          std::end(kOthers);
 }
-
-/// JSON strings must be UTF-8; nlohmann would throw on dump otherwise, and
-/// a tensor name is better rejected with its own message.
-bool isValidUtf8(std::string_view text) {
-  size_t i = 0, n = text.size();
-  while (i < n) {
-    auto c = static_cast<unsigned char>(text[i]);
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xe0) == 0xc0) {
-      len = 2;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      len = 3;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (n - i < len)
-      return false;
-    for (size_t k = 1; k < len; ++k) {
-      auto cc = static_cast<unsigned char>(text[i + k]);
-      if ((cc & 0xc0) != 0x80)
-        return false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    // Reject overlong forms, surrogates and values past U+10FFFF.
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-      return false;
-    i += len;
-  }
-  return true;
-}
-
-std::string errnoText(int err) { return std::strerror(err); }
-
-/// Writes all of `data`, retrying short writes and EINTR. Returns errno or 0.
-int writeAll(int fd, const uint8_t *data, size_t size) {
-  while (size > 0) {
-    // Linux transfers at most ~2 GiB per call; ask for less than that.
-    size_t chunk = std::min<size_t>(size, size_t(1) << 30);
-    ssize_t written = ::write(fd, data, chunk);
-    if (written < 0) {
-      if (errno == EINTR)
-        continue;
-      return errno;
-    }
-    data += written;
-    size -= static_cast<size_t>(written);
-  }
-  return 0;
-}
-
-std::string parentDirectory(const std::string &path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos)
-    return ".";
-  if (slash == 0)
-    return "/";
-  return path.substr(0, slash);
-}
-
-/// Closes a file descriptor on scope exit.
-struct FdGuard {
-  int fd = -1;
-  ~FdGuard() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-};
 
 } // namespace
 
@@ -306,17 +170,6 @@ void SafetensorsWriter::setMetadata(std::string key,
 bool SafetensorsWriter::write(const std::string &path, std::string *error,
                               ErrorCode *code) const noexcept {
   ErrorSink sink{error, code};
-  std::string tmpPath;
-  int fd = -1;
-  bool renamed = false;
-  // Whatever happens before the rename, leave no temporary file behind.
-  auto cleanup = [&]() noexcept {
-    if (fd >= 0)
-      ::close(fd);
-    fd = -1;
-    if (!renamed && !tmpPath.empty())
-      ::unlink(tmpPath.c_str());
-  };
   try {
     if (path.empty()) {
       sink.set(ErrorCode::InvalidArgument, "safetensors writer: empty path");
@@ -374,79 +227,29 @@ bool SafetensorsWriter::write(const std::string &path, std::string *error,
     for (int i = 0; i < 8; ++i)
       length[i] = static_cast<uint8_t>(uint64_t(text.size()) >> (8 * i));
 
-    tmpPath = path + ".tmp." + std::to_string(::getpid());
-    // O_NOFOLLOW: never write through a symlink planted at the temp name.
-    fd = ::open(tmpPath.c_str(),
-                O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) {
-      int err = errno;
-      tmpPath.clear(); // Not ours to unlink.
-      sink.set(ErrorCode::IO,
-               path + ": cannot create temporary file: " + errnoText(err));
+    std::vector<ByteSpan> pieces;
+    pieces.reserve(2 + entries.size());
+    pieces.push_back({length, sizeof(length)});
+    pieces.push_back(
+        {reinterpret_cast<const uint8_t *>(text.data()), text.size()});
+    for (const Entry &entry : entries)
+      pieces.push_back(
+          {entry.owned.empty() ? entry.borrowed : entry.owned.data(),
+           entry.nbytes});
+    // Leaves no temporary file behind, also when an exception escapes it.
+    if (!detail::writeFileAtomically(path, pieces, sink))
       return false;
-    }
-    auto ioFail = [&](const char *what, int err) {
-      std::string message =
-          path + ": " + what + " " + quoteName(tmpPath) + ": " + errnoText(err);
-      cleanup();
-      sink.set(ErrorCode::IO, std::move(message));
-      return false;
-    };
-    if (int err = writeAll(fd, length, sizeof(length)))
-      return ioFail("cannot write", err);
-    if (int err = writeAll(fd, reinterpret_cast<const uint8_t *>(text.data()),
-                           text.size()))
-      return ioFail("cannot write", err);
-    for (const Entry &entry : entries) {
-      const uint8_t *bytes =
-          entry.owned.empty() ? entry.borrowed : entry.owned.data();
-      if (int err = writeAll(fd, bytes, entry.nbytes))
-        return ioFail("cannot write", err);
-    }
-    // The data must be on disk before the rename makes it visible, or a crash
-    // could leave a complete-looking file full of zeros.
-    if (::fsync(fd) != 0) {
-      int err = errno;
-      return ioFail("cannot fsync", err);
-    }
-    int closeResult = ::close(fd);
-    int closeErr = errno;
-    fd = -1;
-    if (closeResult != 0)
-      return ioFail("cannot close", closeErr);
-    if (::rename(tmpPath.c_str(), path.c_str()) != 0) {
-      int err = errno;
-      return ioFail("cannot rename", err);
-    }
-    renamed = true;
-
-    // Persist the directory entry too; filesystems that cannot fsync a
-    // directory say EINVAL, and there is nothing more to do on those.
-    std::string dir = parentDirectory(path);
-    FdGuard dirFd{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-    int dirErr = dirFd.fd < 0 ? errno : 0;
-    if (dirFd.fd >= 0 && ::fsync(dirFd.fd) != 0 && errno != EINVAL &&
-        errno != ENOTSUP && errno != EROFS)
-      dirErr = errno;
-    if (dirErr) {
-      sink.set(ErrorCode::IO, path + ": written, but cannot fsync directory " +
-                                  quoteName(dir) + ": " + errnoText(dirErr));
-      return false;
-    }
     sink.ok();
     return true;
   } catch (const std::bad_alloc &) {
-    cleanup();
     sink.outOfMemory(path);
   } catch (const std::exception &e) {
-    cleanup();
     try {
       sink.set(ErrorCode::InvalidArgument, path + ": " + e.what());
     } catch (...) {
       sink.outOfMemory(path);
     }
   } catch (...) {
-    cleanup();
     sink.set(ErrorCode::InvalidArgument, std::string());
   }
   return false;

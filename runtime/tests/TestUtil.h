@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 namespace loomrt::test {
@@ -71,6 +74,40 @@ inline std::string lengthPrefix(uint64_t size) {
 /// A safetensors file built by hand: the prefix, `header` verbatim, `data`.
 inline std::string rawFile(const std::string &header, const std::string &data) {
   return lengthPrefix(header.size()) + header + data;
+}
+
+/// The interpreter the NumPy interoperability tests use: the system one, so
+/// that a virtual environment on PATH cannot change what they see.
+inline constexpr const char *kPython = "/usr/bin/python3";
+
+/// True if kPython exists and can import numpy (checked once).
+inline bool haveNumpy() {
+  static const bool have =
+      ::access(kPython, X_OK) == 0 &&
+      std::system((std::string(kPython) + " -c 'import numpy' >/dev/null 2>&1")
+                      .c_str()) == 0;
+  return have;
+}
+
+/// Writes `script` to `dir`/name and runs it with kPython, passing `dir` as
+/// its argument. Returns the exit status (-1 if it did not exit normally) and
+/// sets `output` to its stdout and stderr.
+inline int runPython(const std::string &dir, const std::string &name,
+                     const std::string &script, std::string &output) {
+  std::string path = dir + "/" + name;
+  writeBytes(path, script);
+  std::string command =
+      std::string(kPython) + " '" + path + "' '" + dir + "' 2>&1";
+  output.clear();
+  FILE *pipe = ::popen(command.c_str(), "r");
+  if (!pipe)
+    return -1;
+  char buffer[4096];
+  size_t got;
+  while ((got = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0)
+    output.append(buffer, got);
+  int status = ::pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 } // namespace loomrt::test

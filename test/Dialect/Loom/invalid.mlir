@@ -1923,3 +1923,239 @@ func.func @mse_c2_none_type(%p: tensor<32x1xf32>, %t: tensor<32x1xf32>) {
   %l = loom.mse %p, %t reduction = none : (tensor<32x1xf32>, tensor<32x1xf32>) -> tensor<f32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Ops the gradients need
+//===----------------------------------------------------------------------===//
+
+// Tests that loom.scatter_add rejects an axis outside the result's rank (C1).
+func.func @scatter_add_c1_axis(%u: tensor<3x4xf32>, %i: tensor<3xi64>) {
+  // expected-error @+1 {{'loom.scatter_add' op axis 2 is out of range for rank 2}}
+  %t = loom.scatter_add %u[%i] axis = 2 : (tensor<3x4xf32>, tensor<3xi64>) -> tensor<10x4xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.scatter_add rejects updates whose shape does not match the result and indices (C2).
+func.func @scatter_add_c2_shape(%u: tensor<3x5xf32>, %i: tensor<3xi64>) {
+  // expected-error @+1 {{'loom.scatter_add' op updates have shape [3, 5] but result [10, 4] and indices [3] need [3, 4]}}
+  %t = loom.scatter_add %u[%i] axis = 0 : (tensor<3x5xf32>, tensor<3xi64>) -> tensor<10x4xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.scatter_add rejects updates and result of different element types (C3).
+func.func @scatter_add_c3_element_type(%u: tensor<3x4xf16>, %i: tensor<3xi64>) {
+  // expected-error @+1 {{'loom.scatter_add' op updates and result element types differ}}
+  %t = loom.scatter_add %u[%i] axis = 0 : (tensor<3x4xf16>, tensor<3xi64>) -> tensor<10x4xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.pad rejects padding lists without one entry per dimension (C1).
+func.func @pad_c1_size(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{low, high and interior need 2 entries each}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = loom.pad %x low = [0] high = [0, 0] interior = [0, 0] : tensor<2x3xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.pad rejects negative padding (C2).
+func.func @pad_c2_negative(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{padding of dimension 1 must be non-negative}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = loom.pad %x low = [0, 0] high = [0, 0] interior = [0, -1] : tensor<2x3xf32> -> tensor<2x1xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.pad rejects a result without the padded shape (C3).
+func.func @pad_c3_shape(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<3x7xf32>' are incompatible with return type(s) of operation 'tensor<3x6xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = loom.pad %x low = [1, 0] high = [0, 2] interior = [0, 1] : tensor<2x3xf32> -> tensor<3x6xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.conv2d_input_grad rejects a filter that is not rank 4 (C1).
+func.func @conv2d_input_grad_c1_rank(%dy: tensor<2x8x26x26xf32>, %w: tensor<8x3x3xf32>) {
+  // expected-error @+1 {{'loom.conv2d_input_grad' op result, filter and dy must have rank 4}}
+  %dx = loom.conv2d_input_grad %dy, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x8x26x26xf32>, tensor<8x3x3xf32>) -> tensor<2x1x28x28xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.conv2d_input_grad rejects mixed element types (C1).
+func.func @conv2d_input_grad_c1_element_type(%dy: tensor<2x8x26x26xf32>, %w: tensor<8x1x3x3xf16>) {
+  // expected-error @+1 {{'loom.conv2d_input_grad' op result, filter and dy must have the same element type}}
+  %dx = loom.conv2d_input_grad %dy, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x8x26x26xf32>, tensor<8x1x3x3xf16>) -> tensor<2x1x28x28xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.conv2d_input_grad rejects strides without 2 entries (C2).
+func.func @conv2d_input_grad_c2_size(%dy: tensor<2x8x26x26xf32>, %w: tensor<8x1x3x3xf32>) {
+  // expected-error @+1 {{'loom.conv2d_input_grad' op strides and dilations need 2 entries and padding 4}}
+  %dx = loom.conv2d_input_grad %dy, %w {strides = array<i64: 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x8x26x26xf32>, tensor<8x1x3x3xf32>) -> tensor<2x1x28x28xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.conv2d_input_grad rejects negative padding (C2).
+func.func @conv2d_input_grad_c2_negative(%dy: tensor<2x8x26x26xf32>, %w: tensor<8x1x3x3xf32>) {
+  // expected-error @+1 {{'loom.conv2d_input_grad' op strides and dilations must be positive and padding non-negative}}
+  %dx = loom.conv2d_input_grad %dy, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, -1, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x8x26x26xf32>, tensor<8x1x3x3xf32>) -> tensor<2x1x28x28xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.conv2d_input_grad rejects groups that do not divide the channels (C3).
+func.func @conv2d_input_grad_c3_groups(%dy: tensor<2x8x26x26xf32>, %w: tensor<8x1x3x3xf32>) {
+  // expected-error @+1 {{'loom.conv2d_input_grad' op groups (3) must divide input channels (3) and output channels (8)}}
+  %dx = loom.conv2d_input_grad %dy, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 3 : i64} : (tensor<2x8x26x26xf32>, tensor<8x1x3x3xf32>) -> tensor<2x3x28x28xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.conv2d_input_grad rejects a filter with the wrong channels per group (C3).
+func.func @conv2d_input_grad_c3_filter_channels(%dy: tensor<2x8x26x26xf32>, %w: tensor<8x2x3x3xf32>) {
+  // expected-error @+1 {{'loom.conv2d_input_grad' op filter has 2 input channels per group, expected 1}}
+  %dx = loom.conv2d_input_grad %dy, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x8x26x26xf32>, tensor<8x2x3x3xf32>) -> tensor<2x1x28x28xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.conv2d_input_grad rejects a result whose convolution does not have dy's shape (C4).
+func.func @conv2d_input_grad_c4_shape(%dy: tensor<2x8x26x26xf32>, %w: tensor<8x1x3x3xf32>) {
+  // expected-error @+1 {{'loom.conv2d_input_grad' op the convolution of a [2, 1, 27, 28] input with a [8, 1, 3, 3] filter does not have the shape [2, 8, 26, 26] of dy}}
+  %dx = loom.conv2d_input_grad %dy, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x8x26x26xf32>, tensor<8x1x3x3xf32>) -> tensor<2x1x27x28xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.conv2d_filter_grad rejects an input that is not rank 4 (C1).
+func.func @conv2d_filter_grad_c1_rank(%x: tensor<1x28x28xf32>, %dy: tensor<2x8x26x26xf32>) {
+  // expected-error @+1 {{'loom.conv2d_filter_grad' op x, result and dy must have rank 4}}
+  %dw = loom.conv2d_filter_grad %x, %dy {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x28x28xf32>, tensor<2x8x26x26xf32>) -> tensor<8x1x3x3xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.conv2d_filter_grad rejects mixed element types (C1).
+func.func @conv2d_filter_grad_c1_element_type(%x: tensor<2x1x28x28xf32>, %dy: tensor<2x8x26x26xf16>) {
+  // expected-error @+1 {{'loom.conv2d_filter_grad' op x, result and dy must have the same element type}}
+  %dw = loom.conv2d_filter_grad %x, %dy {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x1x28x28xf32>, tensor<2x8x26x26xf16>) -> tensor<8x1x3x3xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.conv2d_filter_grad rejects padding without 4 entries (C2).
+func.func @conv2d_filter_grad_c2_size(%x: tensor<2x1x28x28xf32>, %dy: tensor<2x8x26x26xf32>) {
+  // expected-error @+1 {{'loom.conv2d_filter_grad' op strides and dilations need 2 entries and padding 4}}
+  %dw = loom.conv2d_filter_grad %x, %dy {strides = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x1x28x28xf32>, tensor<2x8x26x26xf32>) -> tensor<8x1x3x3xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.conv2d_filter_grad rejects a zero dilation (C2).
+func.func @conv2d_filter_grad_c2_zero_dilation(%x: tensor<2x1x28x28xf32>, %dy: tensor<2x8x26x26xf32>) {
+  // expected-error @+1 {{'loom.conv2d_filter_grad' op strides and dilations must be positive and padding non-negative}}
+  %dw = loom.conv2d_filter_grad %x, %dy {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 0, 1>} : (tensor<2x1x28x28xf32>, tensor<2x8x26x26xf32>) -> tensor<8x1x3x3xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.conv2d_filter_grad rejects groups that do not divide the channels (C3).
+func.func @conv2d_filter_grad_c3_groups(%x: tensor<2x4x28x28xf32>, %dy: tensor<2x6x26x26xf32>) {
+  // expected-error @+1 {{'loom.conv2d_filter_grad' op groups (4) must divide input channels (4) and output channels (6)}}
+  %dw = loom.conv2d_filter_grad %x, %dy {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 4 : i64} : (tensor<2x4x28x28xf32>, tensor<2x6x26x26xf32>) -> tensor<6x1x3x3xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.conv2d_filter_grad rejects a result with the wrong channels per group (C3).
+func.func @conv2d_filter_grad_c3_filter_channels(%x: tensor<2x4x28x28xf32>, %dy: tensor<2x6x26x26xf32>) {
+  // expected-error @+1 {{'loom.conv2d_filter_grad' op result has 4 input channels per group, expected 2}}
+  %dw = loom.conv2d_filter_grad %x, %dy {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 2 : i64} : (tensor<2x4x28x28xf32>, tensor<2x6x26x26xf32>) -> tensor<6x4x3x3xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.conv2d_filter_grad rejects a result whose convolution does not have dy's shape (C4).
+func.func @conv2d_filter_grad_c4_shape(%x: tensor<2x1x28x28xf32>, %dy: tensor<2x8x26x26xf32>) {
+  // expected-error @+1 {{'loom.conv2d_filter_grad' op the convolution of a [2, 1, 28, 28] input with a [8, 1, 5, 5] filter does not have the shape [2, 8, 26, 26] of dy}}
+  %dw = loom.conv2d_filter_grad %x, %dy {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x1x28x28xf32>, tensor<2x8x26x26xf32>) -> tensor<8x1x5x5xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.max_pool2d_argmax rejects an input that is not rank 4 (C1).
+func.func @max_pool2d_argmax_c1_rank(%x: tensor<8x28x28xf32>) {
+  // expected-error @+2 {{input must have rank 4 (NCHW), got 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %i = loom.max_pool2d_argmax %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>} : tensor<8x28x28xf32> -> tensor<8x14x14xi64>
+  return
+}
+
+// -----
+
+// Tests that loom.max_pool2d_argmax rejects padding as large as the kernel (C2).
+func.func @max_pool2d_argmax_c2_padding(%x: tensor<1x1x4x4xf32>) {
+  // expected-error @+2 {{padding must be non-negative and smaller than the kernel}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %i = loom.max_pool2d_argmax %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 2, 0, 0, 0>} : tensor<1x1x4x4xf32> -> tensor<1x1x3x2xi64>
+  return
+}
+
+// -----
+
+// Tests that loom.max_pool2d_argmax rejects a kernel larger than the padded input (C3).
+func.func @max_pool2d_argmax_c3_fit(%x: tensor<1x1x2x2xf32>) {
+  // expected-error @+2 {{kernel [3, 3] does not fit in padded input [1, 1, 2, 2]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %i = loom.max_pool2d_argmax %x {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>} : tensor<1x1x2x2xf32> -> tensor<1x1x1x1xi64>
+  return
+}
+
+// -----
+
+// Tests that loom.max_pool2d_argmax rejects a result that is not i64 (C4).
+func.func @max_pool2d_argmax_c4_element_type(%x: tensor<8x8x28x28xf32>) {
+  // expected-error @+1 {{result #0 must be statically shaped tensor of 64-bit signless integer values}}
+  %i = loom.max_pool2d_argmax %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>} : tensor<8x8x28x28xf32> -> tensor<8x8x14x14xi32>
+  return
+}
+
+// -----
+
+// Tests that loom.max_pool2d_argmax rejects a result without the pooled shape (C4).
+func.func @max_pool2d_argmax_c4_shape(%x: tensor<8x8x28x28xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<8x8x14x14xi64>' are incompatible with return type(s) of operation 'tensor<8x8x28x28xi64>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %i = loom.max_pool2d_argmax %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>} : tensor<8x8x28x28xf32> -> tensor<8x8x28x28xi64>
+  return
+}

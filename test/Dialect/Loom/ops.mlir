@@ -693,3 +693,66 @@ func.func @mse(%p: tensor<32x1xf32>, %t: tensor<32x1xf32>) -> (tensor<f32>, tens
   %none = loom.mse %p, %t reduction = none : (tensor<32x1xf32>, tensor<32x1xf32>) -> tensor<32x1xf32>
   return %mean, %sum, %none : tensor<f32>, tensor<f32>, tensor<32x1xf32>
 }
+
+// -----
+
+// Tests that loom.scatter_add round-trips.
+// CHECK-LABEL: func.func @scatter_add(
+// CHECK-SAME:    %[[U:[^:]+]]: tensor<2x16x64xf32>, %[[I:[^:]+]]: tensor<2x16xi64>)
+// CHECK:         %[[T:.+]] = loom.scatter_add %[[U]][%[[I]]] axis = 0 : (tensor<2x16x64xf32>, tensor<2x16xi64>) -> tensor<128x64xf32>
+// CHECK:         return %[[T]]
+func.func @scatter_add(%u: tensor<2x16x64xf32>, %i: tensor<2x16xi64>) -> tensor<128x64xf32> {
+  %t = loom.scatter_add %u[%i] axis = 0 : (tensor<2x16x64xf32>, tensor<2x16xi64>) -> tensor<128x64xf32>
+  return %t : tensor<128x64xf32>
+}
+
+// -----
+
+// Tests that loom.pad round-trips.
+// CHECK-LABEL: func.func @pad(
+// CHECK-SAME:    %[[X:[^:]+]]: tensor<2x3xf32>)
+// CHECK:         %[[Y:.+]] = loom.pad %[[X]] low = [0, 1] high = [0, 2] interior = [0, 1] : tensor<2x3xf32> -> tensor<2x8xf32>
+// CHECK:         return %[[Y]]
+func.func @pad(%x: tensor<2x3xf32>) -> tensor<2x8xf32> {
+  %y = loom.pad %x low = [0, 1] high = [0, 2] interior = [0, 1] : tensor<2x3xf32> -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// Tests that loom.conv2d_input_grad round-trips with strides, groups and a
+// remainder row the forward convolution never reads.
+// CHECK-LABEL: func.func @conv2d_input_grad(
+// CHECK-SAME:    %[[DY:[^:]+]]: tensor<2x6x3x5xf32>, %[[W:[^:]+]]: tensor<6x2x3x2xf32>)
+// CHECK:         %[[DX:.+]] = loom.conv2d_input_grad %[[DY]], %[[W]] {dilations = array<i64: 1, 2>, groups = 2 : i64, padding = array<i64: 1, 0, 0, 1>, strides = array<i64: 2, 1>} : (tensor<2x6x3x5xf32>, tensor<6x2x3x2xf32>) -> tensor<2x4x7x6xf32>
+// CHECK:         return %[[DX]]
+func.func @conv2d_input_grad(%dy: tensor<2x6x3x5xf32>, %w: tensor<6x2x3x2xf32>) -> tensor<2x4x7x6xf32> {
+  %dx = loom.conv2d_input_grad %dy, %w {strides = array<i64: 2, 1>, padding = array<i64: 1, 0, 0, 1>, dilations = array<i64: 1, 2>, groups = 2 : i64}
+      : (tensor<2x6x3x5xf32>, tensor<6x2x3x2xf32>) -> tensor<2x4x7x6xf32>
+  return %dx : tensor<2x4x7x6xf32>
+}
+
+// -----
+
+// Tests that loom.conv2d_filter_grad round-trips, eliding the default `groups = 1`.
+// CHECK-LABEL: func.func @conv2d_filter_grad(
+// CHECK-SAME:    %[[X:[^:]+]]: tensor<8x1x28x28xf32>, %[[DY:[^:]+]]: tensor<8x8x28x28xf32>)
+// CHECK:         %[[DW:.+]] = loom.conv2d_filter_grad %[[X]], %[[DY]] {dilations = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<8x1x28x28xf32>, tensor<8x8x28x28xf32>) -> tensor<8x1x3x3xf32>
+// CHECK:         return %[[DW]]
+func.func @conv2d_filter_grad(%x: tensor<8x1x28x28xf32>, %dy: tensor<8x8x28x28xf32>) -> tensor<8x1x3x3xf32> {
+  %dw = loom.conv2d_filter_grad %x, %dy {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64}
+      : (tensor<8x1x28x28xf32>, tensor<8x8x28x28xf32>) -> tensor<8x1x3x3xf32>
+  return %dw : tensor<8x1x3x3xf32>
+}
+
+// -----
+
+// Tests that loom.max_pool2d_argmax round-trips.
+// CHECK-LABEL: func.func @max_pool2d_argmax(
+// CHECK-SAME:    %[[X:[^:]+]]: tensor<8x8x28x28xf32>)
+// CHECK:         %[[I:.+]] = loom.max_pool2d_argmax %[[X]] {kernel = array<i64: 3, 3>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<8x8x28x28xf32> -> tensor<8x8x14x14xi64>
+// CHECK:         return %[[I]]
+func.func @max_pool2d_argmax(%x: tensor<8x8x28x28xf32>) -> tensor<8x8x14x14xi64> {
+  %i = loom.max_pool2d_argmax %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>} : tensor<8x8x28x28xf32> -> tensor<8x8x14x14xi64>
+  return %i : tensor<8x8x14x14xi64>
+}

@@ -611,5 +611,151 @@ LogicalResult MseOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Ops the gradients need: scatter_add, pad, conv2d_input_grad,
+// conv2d_filter_grad, max_pool2d_argmax
+//===----------------------------------------------------------------------===//
+
+LogicalResult ScatterAddOp::verify() {
+  auto result = ranked(getType());
+  auto updates = ranked(getUpdates().getType());
+  auto indices = ranked(getIndices().getType());
+  int64_t axis = getAxis();
+  // (C1)
+  if (axis < 0 || axis >= result.getRank())
+    return emitOpError("axis ")
+           << axis << " is out of range for rank " << result.getRank();
+  // (C2)
+  SmallVector<int64_t> expected(result.getShape().take_front(axis));
+  llvm::append_range(expected, indices.getShape());
+  llvm::append_range(expected, result.getShape().drop_front(axis + 1));
+  if (ArrayRef<int64_t>(expected) != updates.getShape())
+    return emitOpError("updates have shape ")
+           << shapeStr(updates.getShape()) << " but result "
+           << shapeStr(result.getShape()) << " and indices "
+           << shapeStr(indices.getShape()) << " need " << shapeStr(expected);
+  // (C3)
+  if (updates.getElementType() != result.getElementType())
+    return emitOpError("updates and result element types differ");
+  return success();
+}
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *,
+                                      std::optional<Location> loc,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &results) {
+  auto x = ranked(adaptor.getX().getType());
+  ArrayRef<int64_t> low = adaptor.getLow(), high = adaptor.getHigh(),
+                    interior = adaptor.getInterior();
+  size_t rank = x.getRank();
+  // (C1)
+  if (low.size() != rank || high.size() != rank || interior.size() != rank)
+    return emitOptionalError(loc, "low, high and interior need ", rank,
+                             " entries each");
+  // (C2)
+  for (size_t d = 0; d < rank; ++d)
+    if (low[d] < 0 || high[d] < 0 || interior[d] < 0)
+      return emitOptionalError(loc, "padding of dimension ", d,
+                               " must be non-negative");
+  // (C3)
+  SmallVector<int64_t> shape;
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t n = x.getDimSize(d);
+    shape.push_back(low[d] + high[d] +
+                    (n == 0 ? 0 : n + (n - 1) * interior[d]));
+  }
+  results.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+/// (C1)-(C4) of the convolution gradients: `in` and `filter` are the shapes
+/// of the forward convolution's input and filter, `out` the shape of its
+/// output; `inName`, `filterName` and `outName` say which operand or result
+/// of `op` each one is.
+static LogicalResult
+verifyConvGrad(Operation *op, Type inType, StringRef inName, Type filterType,
+               StringRef filterName, Type outType, StringRef outName,
+               ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+               ArrayRef<int64_t> dil, int64_t groups) {
+  auto in = ranked(inType), filter = ranked(filterType), out = ranked(outType);
+  // (C1)
+  if (in.getRank() != 4 || filter.getRank() != 4 || out.getRank() != 4)
+    return op->emitOpError() << inName << ", " << filterName << " and "
+                             << outName << " must have rank 4";
+  if (in.getElementType() != filter.getElementType() ||
+      in.getElementType() != out.getElementType())
+    return op->emitOpError() << inName << ", " << filterName << " and "
+                             << outName << " must have the same element type";
+  // (C2)
+  if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4)
+    return op->emitOpError(
+        "strides and dilations need 2 entries and padding 4");
+  if (llvm::any_of(strides, [](int64_t v) { return v < 1; }) ||
+      llvm::any_of(dil, [](int64_t v) { return v < 1; }) ||
+      llvm::any_of(pads, [](int64_t v) { return v < 0; }))
+    return op->emitOpError("strides and dilations must be positive and "
+                           "padding non-negative");
+  // (C3)
+  int64_t c = in.getDimSize(1), o = filter.getDimSize(0);
+  if (groups < 1 || c % groups != 0 || o % groups != 0)
+    return op->emitOpError("groups (")
+           << groups << ") must divide input channels (" << c
+           << ") and output channels (" << o << ")";
+  if (filter.getDimSize(1) != c / groups)
+    return op->emitOpError()
+           << filterName << " has " << filter.getDimSize(1)
+           << " input channels per group, expected " << c / groups;
+  // (C4)
+  int64_t h = windowOutSize(in.getDimSize(2), pads[0], pads[2],
+                            filter.getDimSize(2), strides[0], dil[0]);
+  int64_t w = windowOutSize(in.getDimSize(3), pads[1], pads[3],
+                            filter.getDimSize(3), strides[1], dil[1]);
+  SmallVector<int64_t> expected = {in.getDimSize(0), o, h, w};
+  if (h < 1 || w < 1 || ArrayRef<int64_t>(expected) != out.getShape())
+    return op->emitOpError("the convolution of a ")
+           << shapeStr(in.getShape()) << " input with a "
+           << shapeStr(filter.getShape()) << " filter does not have the shape "
+           << shapeStr(out.getShape()) << " of " << outName;
+  return success();
+}
+
+LogicalResult Conv2DInputGradOp::verify() {
+  return verifyConvGrad(*this, getType(), "result", getFilter().getType(),
+                        "filter", getDy().getType(), "dy", getStrides(),
+                        getPadding(), getDilations(), getGroups());
+}
+
+int64_t Conv2DInputGradOp::getFlopCount() {
+  auto filter = ranked(getFilter().getType());
+  int64_t macs =
+      filter.getDimSize(1) * filter.getDimSize(2) * filter.getDimSize(3);
+  return 2 * macs * ranked(getDy().getType()).getNumElements();
+}
+
+LogicalResult Conv2DFilterGradOp::verify() {
+  return verifyConvGrad(*this, getX().getType(), "x", getType(), "result",
+                        getDy().getType(), "dy", getStrides(), getPadding(),
+                        getDilations(), getGroups());
+}
+
+int64_t Conv2DFilterGradOp::getFlopCount() {
+  auto filter = ranked(getType());
+  int64_t macs =
+      filter.getDimSize(1) * filter.getDimSize(2) * filter.getDimSize(3);
+  return 2 * macs * ranked(getDy().getType()).getNumElements();
+}
+
+LogicalResult MaxPool2DArgmaxOp::inferReturnTypes(
+    MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  // (C1) (C2) (C3)
+  if (failed(inferPool(loc, adaptor.getX().getType(), adaptor.getKernel(),
+                       adaptor.getStrides(), adaptor.getPadding(), results)))
+    return failure();
+  // (C4)
+  results.back() = ranked(results.back()).clone(IntegerType::get(ctx, 64));
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "loom/Dialect/Loom/IR/LoomOps.cpp.inc"

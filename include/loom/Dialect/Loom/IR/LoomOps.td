@@ -54,10 +54,17 @@ def Loom_LowPrecision : Loom_PrecisionTrait<"LowPrecision">;
 def Loom_Follow : Loom_PrecisionTrait<"Follow">;
 def Loom_KeepF32 : Loom_PrecisionTrait<"KeepF32">;
 
-// Every loom op reports fusion kind, precision class and cost.
-class Loom_Op<string mnemonic, list<Trait> traits = []>
+// Every loom op reports fusion kind, precision class and cost, and has a
+// gradient rule (DifferentiableOpInterface, implemented in LoomVJP.cpp): an op
+// without one does not link, so `loom-autodiff` never meets a loom op it
+// cannot differentiate. Ops that carry no gradient (compare, constant, integer
+// results) have a rule that returns no cotangent. `vjpOverrides` names the
+// interface methods with a default that the op overrides.
+class Loom_Op<string mnemonic, list<Trait> traits = [],
+              list<string> vjpOverrides = []>
     : Op<Loom_Dialect, mnemonic, !listconcat(traits, [
-        FusionKindOpInterface, PrecisionClassOpInterface, CostOpInterface])>;
+        FusionKindOpInterface, PrecisionClassOpInterface, CostOpInterface,
+        DeclareOpInterfaceMethods<DifferentiableOpInterface, vjpOverrides>])>;
 
 //===----------------------------------------------------------------------===//
 // Elementwise ops
@@ -141,6 +148,8 @@ def Loom_ErfOp : Loom_UnaryOp<"erf", "erf(x)">;
 def Loom_SqrtOp : Loom_UnaryOp<"sqrt", "sqrt(x)">;
 def Loom_RsqrtOp : Loom_UnaryOp<"rsqrt", "1 / sqrt(x)">;
 def Loom_FloorOp : Loom_UnaryOp<"floor", "floor(x)">;
+def Loom_CosOp : Loom_UnaryOp<"cos", "cos(x)">;
+def Loom_SinOp : Loom_UnaryOp<"sin", "sin(x)">;
 
 def Loom_GeluOp : Loom_Op<"gelu", [Pure, SameOperandsAndResultType,
                                    Loom_Pointwise, Loom_Follow]> {
@@ -252,7 +261,8 @@ def Loom_CastOp : Loom_Op<"cast", [Pure, Loom_Pointwise, Loom_Follow,
 }
 
 def Loom_StopGradientOp : Loom_Op<"stop_gradient", [Pure,
-    SameOperandsAndResultType, Loom_Pointwise, Loom_Follow]> {
+    SameOperandsAndResultType, Loom_Pointwise, Loom_Follow],
+    ["isDifferentiableOperand"]> {
   let summary = "Identity that blocks gradients.";
   let description = [{
     Returns `x` unchanged; `loom-autodiff` sends no cotangent through it.
@@ -359,8 +369,9 @@ def Loom_Conv2DOp : Loom_Op<"conv2d", [Pure, Loom_Contraction,
     ```
 
     **Lifecycle**: created by the importers (ONNX `Conv`) and by
-    `loom-autodiff` (input and filter gradients use it, transposed);
-    codegen calls the vendor library or an implicit GEMM.
+    `loom-autodiff` (the second-order gradients of `loom.conv2d_input_grad`
+    and `loom.conv2d_filter_grad` use it); codegen calls the vendor library
+    or an implicit GEMM.
 
     **Constraints**:
 
@@ -381,6 +392,102 @@ def Loom_Conv2DOp : Loom_Op<"conv2d", [Pure, Loom_Contraction,
   }];
 }
 
+def Loom_Conv2DInputGradOp : Loom_Op<"conv2d_input_grad", [Pure,
+    Loom_Contraction, Loom_LowPrecision]> {
+  let extraClassDeclaration = [{ int64_t getFlopCount(); }];
+  let summary = "Gradient of conv2d with respect to its input (transposed convolution).";
+  let description = [{
+    The adjoint of `loom.conv2d` in its input: for the convolution
+    `dy = conv2d(x, filter)` with the same `strides`, `padding`,
+    `dilations` and `groups`, `result = d<dy, conv2d(x, filter)>/dx`:
+
+    `result[n, g*C/G + c, h, w] = sum dy[n, o, y, x] * filter[o, c, i, j]`
+    over the output channels `o` of group `g` and all `(y, x, i, j)` with
+    `y*sh + i*dh - pt = h` and `x*sw + j*dw - pl = w`. Input positions no
+    window reads (the bottom/right remainder of a strided convolution) get
+    zero. The result type is given, since a strided convolution maps several
+    input sizes to one output size.
+
+    ```mlir
+    %dx = loom.conv2d_input_grad %dy, %w {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64}
+        : (tensor<8x8x28x28xf32>, tensor<8x1x3x3xf32>) -> tensor<8x1x28x28xf32>
+    ```
+
+    **Lifecycle**: created by `loom-autodiff` (gradient of `loom.conv2d`
+    and of `loom.avg_pool2d`); codegen calls the vendor library's
+    backward-data convolution. Its own gradient uses `loom.conv2d` and
+    `loom.conv2d_filter_grad`.
+
+    **Constraints**:
+
+    1. (C1) `dy`, `filter` and `result` have rank 4 and the same
+       floating-point element type.
+    2. (C2) `strides` and `dilations` have 2 positive entries, `padding` 4
+       non-negative entries.
+    3. (C3) `groups` is positive and divides the result channels and the
+       output channels (`dim(filter, 0)`); `dim(filter, 1)` is result
+       channels / `groups`.
+    4. (C4) `loom.conv2d` of a `result`-shaped input with `filter` has the
+       shape of `dy`.
+  }];
+  let arguments = (ins Loom_FloatTensor:$dy, Loom_FloatTensor:$filter,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $dy `,` $filter attr-dict `:` `(` type($dy) `,` type($filter) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_Conv2DFilterGradOp : Loom_Op<"conv2d_filter_grad", [Pure,
+    Loom_Contraction, Loom_LowPrecision]> {
+  let extraClassDeclaration = [{ int64_t getFlopCount(); }];
+  let summary = "Gradient of conv2d with respect to its filter.";
+  let description = [{
+    The derivative of `<dy, conv2d(x, filter)>` in `filter`, for the
+    convolution with the same `strides`, `padding`, `dilations` and
+    `groups`:
+
+    `result[o, c, i, j] = sum_{n, y, x} dy[n, o, y, x] *
+    x[n, g*C/G + c, y*sh + i*dh - pt, x*sw + j*dw - pl]` where `g` is the
+    group of output channel `o` and reads outside `x` are zero. The result
+    type (the filter's) is given: the kernel size does not follow from the
+    operands.
+
+    ```mlir
+    %dw = loom.conv2d_filter_grad %x, %dy {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64}
+        : (tensor<8x1x28x28xf32>, tensor<8x8x28x28xf32>) -> tensor<8x1x3x3xf32>
+    ```
+
+    **Lifecycle**: created by `loom-autodiff` (gradient of `loom.conv2d`);
+    codegen calls the vendor library's backward-filter convolution. Its own
+    gradient uses `loom.conv2d` and `loom.conv2d_input_grad`.
+
+    **Constraints**:
+
+    1. (C1) `x`, `dy` and `result` have rank 4 and the same floating-point
+       element type.
+    2. (C2) `strides` and `dilations` have 2 positive entries, `padding` 4
+       non-negative entries.
+    3. (C3) `groups` is positive and divides the input channels
+       (`dim(x, 1)`) and the output channels (`dim(result, 0)`);
+       `dim(result, 1)` is input channels / `groups`.
+    4. (C4) `loom.conv2d` of `x` with a `result`-shaped filter has the shape
+       of `dy`.
+  }];
+  let arguments = (ins Loom_FloatTensor:$x, Loom_FloatTensor:$dy,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $dy attr-dict `:` `(` type($x) `,` type($dy) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
@@ -391,7 +498,9 @@ class Loom_ReduceOp<string mnemonic, string what>
   let summary = "Reduces by " # what # " over the given dimensions.";
   let description = "Reduces `x` by " # what # " over `dims` (sorted, "
     # "unique). With `keep_dims` the reduced dimensions stay with size 1; "
-    # "otherwise they are removed. An empty `dims` reduces nothing.\n\n"
+    # "otherwise they are removed. An empty `dims` reduces nothing. The "
+    # "gradient of `reduce_max` / `reduce_min` is split equally between the "
+    # "elements that tie for the extremum.\n\n"
     # "```mlir\n%s = loom." # mnemonic
     # " %x dims = [1] : tensor<4x8xf32> -> tensor<4xf32>\n```\n\n"
     # "**Lifecycle**: created by the importers (ONNX `Reduce*`, global "
@@ -528,6 +637,39 @@ def Loom_SliceOp : Loom_Op<"slice", [Pure, Loom_Injective, Loom_Follow,
   }];
 }
 
+def Loom_PadOp : Loom_Op<"pad", [Pure, Loom_Injective, Loom_Follow,
+    InferTypeOpAdaptor]> {
+  let summary = "Pads a tensor with zeros: at both ends and between elements.";
+  let description = [{
+    Along each dimension `d` of size `n`, puts `low[d]` zeros before the
+    first element, `interior[d]` zeros between consecutive elements and
+    `high[d]` zeros after the last one: the result has size
+    `low[d] + n + (n - 1) * interior[d] + high[d]` (`low[d] + high[d]` when
+    `n` is 0). Element `x[i...]` lands at `result[low + i * (interior + 1)]`.
+
+    ```mlir
+    %y = loom.pad %x low = [0, 1] high = [0, 2] interior = [0, 1] : tensor<2x3xf32> -> tensor<2x8xf32>
+    ```
+
+    **Lifecycle**: created by `loom-autodiff` (the gradient of
+    `loom.slice`: the cotangent goes back to the sliced positions, zeros
+    elsewhere); its own gradient is a `loom.slice`. Fused as injective by
+    `loom-fuse`.
+
+    **Constraints**:
+
+    1. (C1) `low`, `high` and `interior` have one entry per dimension of `x`.
+    2. (C2) every entry of `low`, `high` and `interior` is non-negative.
+    3. (C3) `result` has the padded shape and the element type of `x`.
+  }];
+  let arguments = (ins Loom_Tensor:$x, DenseI64ArrayAttr:$low,
+                       DenseI64ArrayAttr:$high, DenseI64ArrayAttr:$interior);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = [{
+    $x `low` `=` $low `high` `=` $high `interior` `=` $interior attr-dict `:` type($x) `->` type($result)
+  }];
+}
+
 def Loom_ConcatOp : Loom_Op<"concat", [Pure, Loom_Injective, Loom_Follow,
     InferTypeOpAdaptor]> {
   let summary = "Concatenates tensors along a dimension.";
@@ -582,6 +724,41 @@ def Loom_GatherOp : Loom_Op<"gather", [Pure, Loom_Opaque, Loom_Follow,
   let assemblyFormat = [{
     $table `[` $indices `]` `axis` `=` $axis attr-dict `:` `(` type($table) `,` type($indices) `)` `->` type($result)
   }];
+}
+
+def Loom_ScatterAddOp : Loom_Op<"scatter_add", [Pure, Loom_Opaque,
+    Loom_KeepF32]> {
+  let summary = "Adds slices into a zero tensor along one axis (gather's adjoint).";
+  let description = [{
+    The adjoint of `loom.gather`: starting from a zero tensor of the result
+    type, `result[p..., indices[i...], s...] += updates[p..., i..., s...]`
+    for every position of `updates`, where `p` ranges over the result
+    dimensions before `axis` and `s` over those after it. Repeated indices
+    accumulate. Negative indices count from the end (as in `loom.gather`);
+    out-of-range indices are an error at run time.
+
+    ```mlir
+    %g = loom.scatter_add %dy[%ids] axis = 0 : (tensor<2x16x64xf32>, tensor<2x16xi64>) -> tensor<128x64xf32>
+    ```
+
+    **Lifecycle**: created by `loom-autodiff` (the gradient of
+    `loom.gather` with respect to its table, e.g. an embedding); its own
+    gradient is a `loom.gather`. Accumulates in f32 under mixed precision.
+
+    **Constraints**:
+
+    1. (C1) `axis` is in `[0, rank(result))`.
+    2. (C2) `updates` has shape `result[:axis] ++ indices ++
+       result[axis+1:]`.
+    3. (C3) `updates` and `result` have the same element type.
+  }];
+  let arguments = (ins Loom_NumericTensor:$updates, Loom_IndexTensor:$indices,
+                       DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs Loom_NumericTensor:$result);
+  let assemblyFormat = [{
+    $updates `[` $indices `]` `axis` `=` $axis attr-dict `:` `(` type($updates) `,` type($indices) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -758,6 +935,40 @@ class Loom_Pool2DOp<string mnemonic, string what>
 
 def Loom_MaxPool2DOp : Loom_Pool2DOp<"max_pool2d", "maximum">;
 def Loom_AvgPool2DOp : Loom_Pool2DOp<"avg_pool2d", "average">;
+
+def Loom_MaxPool2DArgmaxOp : Loom_Op<"max_pool2d_argmax", [Pure, Loom_Opaque,
+    Loom_Follow, InferTypeOpAdaptor]> {
+  let summary = "Where each window of 2-D max pooling takes its maximum.";
+  let description = [{
+    For each output position of `loom.max_pool2d` with the same `kernel`,
+    `strides` and `padding`, the row-major flat index into the whole of `x`
+    (`((n * C + c) * H + h) * W + w`) of the window's maximum. Padded
+    positions are never chosen; among equal maxima the first in row-major
+    window order wins.
+
+    ```mlir
+    %i = loom.max_pool2d_argmax %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>} : tensor<8x8x28x28xf32> -> tensor<8x8x14x14xi64>
+    ```
+
+    **Lifecycle**: created by `loom-autodiff`: the gradient of
+    `loom.max_pool2d` is a `loom.scatter_add` of the output cotangent at
+    these indices (each window's cotangent goes to its maximum). It carries
+    no gradient itself.
+
+    **Constraints**:
+
+    1. (C1) `x` has rank 4.
+    2. (C2) `kernel` and `strides` have 2 positive entries, `padding` 4
+       non-negative entries, each smaller than the kernel.
+    3. (C3) the kernel fits in the padded input.
+    4. (C4) `result` has the shape of the pooled output and element type
+       `i64`.
+  }];
+  let arguments = (ins Loom_FloatTensor:$x, DenseI64ArrayAttr:$kernel,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding);
+  let results = (outs StaticShapeTensorOf<[I64]>:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
 
 def Loom_DropoutOp : Loom_Op<"dropout", [Pure, Loom_Pointwise, Loom_Follow,
     AllTypesMatch<["x", "y"]>]> {

@@ -1,0 +1,97 @@
+//===- Passes.td - Loom's passes -----------------------------*- tablegen -*-===//
+
+#ifndef LOOM_TRANSFORMS_PASSES_TD
+#define LOOM_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+//===----------------------------------------------------------------------===//
+// Training graph construction
+//===----------------------------------------------------------------------===//
+
+def AttachLossPass : Pass<"loom-attach-loss", "mlir::ModuleOp"> {
+  let summary = "Appends a loss to a forward function that returns logits.";
+  let description = [{
+    Adds the labels as a new input argument (`loom.input = "<labels>"`) of
+    `@forward` and replaces its results by one scalar result, the loss
+    (`loom.output = "loss"`), computed from the model output named
+    `output` (or the only output). A model that already returns a scalar
+    named `loss` is left as is when `loss=auto`.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", "\"auto\"",
+           "Loss: cross_entropy, mse, or auto (use the model's own loss)">,
+    Option<"labels", "labels", "std::string", "\"labels\"",
+           "Name of the new labels input">,
+    Option<"output", "output", "std::string", "\"\"",
+           "Model output the loss reads (default: the only output)">,
+    Option<"reduction", "reduction", "std::string", "\"mean\"",
+           "mean or sum">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
+           "Cross-entropy label to ignore (-100: PyTorch's default)">,
+    Option<"classAxis", "class-axis", "int64_t", "-1",
+           "Cross-entropy class dimension of the logits: -1 (last, as in "
+           "language models: [B, T, V] with labels [B, T]) or 1 ([N, C, ...])">,
+    Option<"labelsDtype", "labels-dtype", "std::string", "\"i64\"",
+           "Element type of cross-entropy labels: i64 or i32">,
+  ];
+  let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
+}
+
+def AutodiffPass : Pass<"loom-autodiff", "mlir::ModuleOp"> {
+  let summary = "Builds the backward pass of a forward function.";
+  let description = [{
+    For `@forward(inputs..., params...) -> (loss, ...)`, adds
+    `@forward_backward` with the same arguments returning the loss followed
+    by d(loss)/d(param) for every argument marked `loom.param`, in argument
+    order (results marked `loom.grad = "<param>"`). Each op's rule comes from
+    its DifferentiableOpInterface; cotangents of a value used several times
+    are summed; integer, boolean and index values get none;
+    `loom.stop_gradient` stops them. Only the ops the loss depends on, and
+    only cotangents some parameter needs, are built.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", "\"forward\"",
+           "Name of the forward function.">,
+    Option<"withInputs", "with-inputs", "bool", "false",
+           "Also return the gradients of float inputs (after the params).">,
+  ];
+  let statistics = [Statistic<"numRules", "num-rules", "VJP rules applied">];
+  let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
+}
+
+def OptimizerPass : Pass<"loom-optimizer", "mlir::ModuleOp"> {
+  let summary = "Adds the optimizer update and the training-step entry points.";
+  let description = [{
+    From `@forward_backward`, builds `@apply_optimizer(params..., state...,
+    step, grads...) -> (params..., state..., step + 1)` and `@train_step`
+    (forward, backward and update in one). The learning rate is computed in
+    the graph from `step` (constant, linear warmup, cosine decay). Optimizer
+    state is named `<param>.<slot>` (e.g. `fc1.weight.adam_m`) and marked
+    `loom.opt_state`; its initial values (zeros) are added to the parameter
+    file.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
+           "sgd, momentum, nesterov, adam, adamw or adafactor">,
+    Option<"lr", "lr", "double", "1e-3", "Peak learning rate">,
+    Option<"momentum", "momentum", "double", "0.9", "Momentum (sgd family)">,
+    Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
+    Option<"eps", "eps", "double", "1e-8", "Adam epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.0",
+           "Weight decay (decoupled for adamw, L2 otherwise)">,
+    Option<"clipNorm", "clip-norm", "double", "0.0",
+           "Global gradient-norm clipping threshold (0: off)">,
+    Option<"schedule", "schedule", "std::string", "\"constant\"",
+           "constant, warmup, cosine or warmup-cosine">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", "0", "Warmup steps">,
+    Option<"totalSteps", "total-steps", "int64_t", "0",
+           "Steps of the cosine decay (required for cosine)">,
+    Option<"minLrRatio", "min-lr-ratio", "double", "0.0",
+           "Final learning rate of the cosine decay, relative to lr">,
+  ];
+  let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
+}
+
+#endif // LOOM_TRANSFORMS_PASSES_TD

@@ -1,0 +1,33 @@
+// Tests 2-D max and average pooling over padded input (padding skipped, or
+// counted with count_include_pad) and max_pool2d_argmax with ties.
+
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: %python -c "import numpy as np; r = np.random.RandomState(3); \
+// RUN:   np.save('%t/x.npy', np.round(r.randn(1, 2, 5, 5)).astype(np.float32))"
+// RUN: loom-interp %s --input x=%t/x.npy --output-dir %t/out
+// RUN: %python -c "import sys; sys.path.insert(0, '%S/Inputs'); import numpy as np, ref; \
+// RUN:   x = np.load('%t/x.npy').astype(np.float64); O = lambda n: np.load('%t/out/' + n + '.npy'); \
+// RUN:   a = ((3, 3), (2, 2), (1, 1, 1, 1)); \
+// RUN:   ref.check('max', O('max'), ref.pool2d(x, *a, kind='max')); \
+// RUN:   ref.check('avg', O('avg'), ref.pool2d(x, *a, kind='avg')); \
+// RUN:   ref.check('avg_pad', O('avg_pad'), ref.pool2d(x, *a, kind='avg', count_include_pad=True)); \
+// RUN:   ref.check('argmax', O('argmax'), ref.pool2d_argmax(x, *a)); \
+// RUN:   print(O('argmax').dtype)" | FileCheck %s
+
+// CHECK: OK max
+// CHECK: OK avg
+// CHECK: OK avg_pad
+// CHECK: OK argmax
+// CHECK: int64
+
+func.func @forward(%x: tensor<1x2x5x5xf32> {loom.input = "x"})
+    -> (tensor<1x2x3x3xf32> {loom.output = "max"},
+        tensor<1x2x3x3xf32> {loom.output = "avg"},
+        tensor<1x2x3x3xf32> {loom.output = "avg_pad"},
+        tensor<1x2x3x3xi64> {loom.output = "argmax"}) {
+  %0 = loom.max_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>} : tensor<1x2x5x5xf32> -> tensor<1x2x3x3xf32>
+  %1 = loom.avg_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>} : tensor<1x2x5x5xf32> -> tensor<1x2x3x3xf32>
+  %2 = loom.avg_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, count_include_pad} : tensor<1x2x5x5xf32> -> tensor<1x2x3x3xf32>
+  %3 = loom.max_pool2d_argmax %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>} : tensor<1x2x5x5xf32> -> tensor<1x2x3x3xi64>
+  return %0, %1, %2, %3 : tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>, tensor<1x2x3x3xi64>
+}
