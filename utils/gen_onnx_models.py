@@ -276,7 +276,7 @@ def build_cnn():
     return b.model("cnn", "LeNet-style CNN for 1x28x28 images, 10 classes")
 
 
-def build_transformer_block():
+def _build_gpt(n_layer, graph_name, doc):
     B, T, D, H, V, F = 2, 16, 64, 4, 128, 256
     hd = D // H
     b = GraphBuilder(seed=3)
@@ -304,60 +304,73 @@ def build_transformer_block():
         y = b.node("MatMul", [inp, w], scope + "/MatMul")
         return b.node("Add", [y, bias], scope + "/Add")
 
-    # --- attention ---------------------------------------------------------
-    a = "/h.0/attn"
-    h = layer_norm(x, "h.0.ln_1", "/h.0/ln_1")
-    qkv = linear(h, "h.0.attn.c_attn", a + "/c_attn", D, 3 * D)           # [B,T,3D]
-    b.init("h.0.attn.split_sizes", np.array([D, D, D], np.int64))
-    q, k, v = b.node("Split", [qkv, "h.0.attn.split_sizes"], a + "/Split", n_out=3, axis=2)
-    heads_shape = b.const(a + "/Constant", np.array([B, T, H, hd], np.int64))
-    q = b.node("Reshape", [q, heads_shape], a + "/Reshape")
-    k = b.node("Reshape", [k, heads_shape], a + "/Reshape_1")
-    v = b.node("Reshape", [v, heads_shape], a + "/Reshape_2")
-    q = b.node("Transpose", [q], a + "/Transpose", perm=[0, 2, 1, 3])     # [B,H,T,hd]
-    kt = b.node("Transpose", [k], a + "/Transpose_1", perm=[0, 2, 3, 1])  # [B,H,hd,T]
-    v = b.node("Transpose", [v], a + "/Transpose_2", perm=[0, 2, 1, 3])   # [B,H,T,hd]
-    s = b.node("MatMul", [q, kt], a + "/MatMul")                            # [B,H,T,T]
-    scale = b.const(a + "/Constant_1", np.array(1.0 / np.sqrt(hd), np.float32))
-    s = b.node("Mul", [s, scale], a + "/Mul")
-    b.init("h.0.attn.causal_mask", np.tril(np.ones((T, T), dtype=bool)))
-    neg = b.const(a + "/Constant_2", np.array(-1e9, np.float32))
-    s = b.node("Where", ["h.0.attn.causal_mask", s, neg], a + "/Where")
-    p = b.node("Softmax", [s], a + "/Softmax", axis=-1)
-    o = b.node("MatMul", [p, v], a + "/MatMul_1")                           # [B,H,T,hd]
-    o = b.node("Transpose", [o], a + "/Transpose_3", perm=[0, 2, 1, 3])   # [B,T,H,hd]
-    merged = b.const(a + "/Constant_3", np.array([B, T, D], np.int64))
-    o = b.node("Reshape", [o, merged], a + "/Reshape_3")
-    o = linear(o, "h.0.attn.c_proj", a + "/c_proj", D, D)
-    x = b.node("Add", [x, o], "/h.0/Add")
+    for layer in range(n_layer):
+        L = "/h.%d" % layer
+        P = "h.%d." % layer
+        # --- attention ---------------------------------------------------------
+        a = L + "/attn"
+        h = layer_norm(x, P + "ln_1", L + "/ln_1")
+        qkv = linear(h, P + "attn.c_attn", a + "/c_attn", D, 3 * D)           # [B,T,3D]
+        b.init(P + "attn.split_sizes", np.array([D, D, D], np.int64))
+        q, k, v = b.node("Split", [qkv, P + "attn.split_sizes"], a + "/Split", n_out=3, axis=2)
+        heads_shape = b.const(a + "/Constant", np.array([B, T, H, hd], np.int64))
+        q = b.node("Reshape", [q, heads_shape], a + "/Reshape")
+        k = b.node("Reshape", [k, heads_shape], a + "/Reshape_1")
+        v = b.node("Reshape", [v, heads_shape], a + "/Reshape_2")
+        q = b.node("Transpose", [q], a + "/Transpose", perm=[0, 2, 1, 3])     # [B,H,T,hd]
+        kt = b.node("Transpose", [k], a + "/Transpose_1", perm=[0, 2, 3, 1])  # [B,H,hd,T]
+        v = b.node("Transpose", [v], a + "/Transpose_2", perm=[0, 2, 1, 3])   # [B,H,T,hd]
+        s = b.node("MatMul", [q, kt], a + "/MatMul")                            # [B,H,T,T]
+        scale = b.const(a + "/Constant_1", np.array(1.0 / np.sqrt(hd), np.float32))
+        s = b.node("Mul", [s, scale], a + "/Mul")
+        b.init(P + "attn.causal_mask", np.tril(np.ones((T, T), dtype=bool)))
+        neg = b.const(a + "/Constant_2", np.array(-1e9, np.float32))
+        s = b.node("Where", [P + "attn.causal_mask", s, neg], a + "/Where")
+        p = b.node("Softmax", [s], a + "/Softmax", axis=-1)
+        o = b.node("MatMul", [p, v], a + "/MatMul_1")                           # [B,H,T,hd]
+        o = b.node("Transpose", [o], a + "/Transpose_3", perm=[0, 2, 1, 3])   # [B,T,H,hd]
+        merged = b.const(a + "/Constant_3", np.array([B, T, D], np.int64))
+        o = b.node("Reshape", [o, merged], a + "/Reshape_3")
+        o = linear(o, P + "attn.c_proj", a + "/c_proj", D, D)
+        x = b.node("Add", [x, o], L + "/Add")
 
-    # --- MLP ---------------------------------------------------------------
-    m = "/h.0/mlp"
-    h = layer_norm(x, "h.0.ln_2", "/h.0/ln_2")
-    h = linear(h, "h.0.mlp.c_fc", m + "/c_fc", D, F)
-    sqrt2 = b.const(m + "/act/Constant", np.array(np.sqrt(2.0), np.float32))
-    one = b.const(m + "/act/Constant_1", np.array(1.0, np.float32))
-    half = b.const(m + "/act/Constant_2", np.array(0.5, np.float32))
-    g = b.node("Div", [h, sqrt2], m + "/act/Div")
-    g = b.node("Erf", [g], m + "/act/Erf")
-    g = b.node("Add", [g, one], m + "/act/Add")
-    g = b.node("Mul", [h, g], m + "/act/Mul")
-    g = b.node("Mul", [g, half], m + "/act/Mul_1")
-    h = linear(g, "h.0.mlp.c_proj", m + "/c_proj", F, D)
-    x = b.node("Add", [x, h], "/h.0/Add_1")
+        # --- MLP ---------------------------------------------------------------
+        m = L + "/mlp"
+        h = layer_norm(x, P + "ln_2", L + "/ln_2")
+        h = linear(h, P + "mlp.c_fc", m + "/c_fc", D, F)
+        sqrt2 = b.const(m + "/act/Constant", np.array(np.sqrt(2.0), np.float32))
+        one = b.const(m + "/act/Constant_1", np.array(1.0, np.float32))
+        half = b.const(m + "/act/Constant_2", np.array(0.5, np.float32))
+        g = b.node("Div", [h, sqrt2], m + "/act/Div")
+        g = b.node("Erf", [g], m + "/act/Erf")
+        g = b.node("Add", [g, one], m + "/act/Add")
+        g = b.node("Mul", [h, g], m + "/act/Mul")
+        g = b.node("Mul", [g, half], m + "/act/Mul_1")
+        h = linear(g, P + "mlp.c_proj", m + "/c_proj", F, D)
+        x = b.node("Add", [x, h], L + "/Add_1")
 
     x = layer_norm(x, "ln_f", "/ln_f")
     w = b.init("lm_head.weight", (b.rng.standard_normal((D, V)) * 0.02).astype(np.float32))
     b.node("MatMul", [x, w], "/lm_head/MatMul", outputs=["logits"])
     b.output("logits", TensorProto.FLOAT, [B, T, V])
-    return b.model("transformer_block",
-                   "GPT-2-style pre-LN transformer block (1 layer, d=64, 4 heads, vocab 128)")
+    return b.model(graph_name, doc)
+
+
+def build_transformer_block():
+    return _build_gpt(1, "transformer_block",
+                      "GPT-2-style pre-LN transformer block (1 layer, d=64, 4 heads, vocab 128)")
+
+
+def build_gpt2():
+    return _build_gpt(2, "gpt2",
+                      "GPT-2-style pre-LN transformer (2 layers, d=64, 4 heads, vocab 128)")
 
 
 EXAMPLES = [
     ("mlp.onnx", build_mlp),
     ("cnn.onnx", build_cnn),
     ("transformer_block.onnx", build_transformer_block),
+    ("gpt2.onnx", build_gpt2),
     ("mlp_loss.onnx", build_mlp_loss),
 ]
 
@@ -403,6 +416,9 @@ EXAMPLE_NOTES = {
         "output projection; residual; LayerNorm; MLP 64->256 with Erf-GELU ->64; residual; "
         "final LayerNorm `ln_f`; `lm_head.weight` [64,128] (no bias). Weights are [in,out]. "
         "Shapes and scalars come from Constant nodes.",
+    "gpt2.onnx": "Two blocks exactly like transformer_block.onnx's (parameters `h.0.*` and "
+                 "`h.1.*`, node scopes `/h.0/...` and `/h.1/...`), same embeddings, `ln_f` and "
+                 "`lm_head`.",
     "mlp_loss.onnx": "Same layers and weights as mlp.onnx, then "
                      "SoftmaxCrossEntropyLoss(reduction=mean) on the logits and `labels` "
                      "(a loss-in-graph model; `loss` is a scalar).",
