@@ -36,18 +36,23 @@ fi
 
 # An independent framework for the numerical tests: JAX (CPU) in a virtual
 # environment of its own, so its numpy does not meet Debian's python3-onnx.
+# scikit-learn ships the digits data set of the training demo
+# (examples/data/make_digits.py); matplotlib draws loss curves
+# (scripts/plot_loss.py). PyTorch, used only by bench/, is not installed here
+# (several GB): see docs/performance.md.
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 VENV="${LOOM_VENV:-$ROOT/.venv}"
-PY_PACKAGES=(jax==0.10.2 jaxlib==0.10.2 onnx==1.23.2)
-if "$VENV/bin/python" -c "import jax, onnx" 2>/dev/null; then
-  echo "setup: $VENV has JAX"
+PY_PACKAGES=(jax==0.10.2 jaxlib==0.10.2 onnx==1.23.2
+             scikit-learn==1.9.1 matplotlib==3.11.2)
+if "$VENV/bin/python" -c "import jax, onnx, sklearn, matplotlib" 2>/dev/null; then
+  echo "setup: $VENV has JAX, onnx, scikit-learn and matplotlib"
 else
   echo "setup: creating $VENV with ${PY_PACKAGES[*]}"
   if ! { /usr/bin/python3 -m venv "$VENV" &&
          "$VENV/bin/pip" install -q --disable-pip-version-check "${PY_PACKAGES[@]}"; }; then
     # CI must run the comparison against JAX; a developer offline may not.
     if [ "${CI:-}" = "true" ]; then
-      echo "setup: error: could not install JAX from PyPI" >&2
+      echo "setup: error: could not install ${PY_PACKAGES[*]} from PyPI" >&2
       exit 1
     fi
     echo "setup: warning: no JAX; the tests that compare against it will be skipped" >&2
