@@ -1,0 +1,130 @@
+//===- Plan.h - The validated contents of an artifact's plan.json ---------===//
+//
+// plan.json (docs/plan-format.md) lists each entry point of a compiled model as
+// ordered steps over buffers at fixed offsets of one arena. parsePlan checks
+// everything that can be checked without the artifact's other files: types of
+// every JSON field, offsets, sizes, dtypes, buffer ids, GEMM dimensions and
+// strides, copy sizes, the names the training loop relies on. A Plan that
+// exists is safe to execute as far as the plan itself is concerned; Artifact
+// adds the checks against kernels.so and params.safetensors.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOMRT_PLAN_H
+#define LOOMRT_PLAN_H
+
+#include "loomrt/DType.h"
+#include "loomrt/ErrorCode.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace loomrt {
+
+/// The plan format version this runtime reads (and the newest it accepts).
+inline constexpr int64_t kPlanVersion = 1;
+/// The kernel calling convention this runtime implements.
+inline constexpr int64_t kKernelAbiVersion = 1;
+/// Every buffer offset is a multiple of this, and arenas are aligned to it.
+inline constexpr uint64_t kBufferAlignment = 64;
+/// Largest plan.json accepted: a bound on what a hostile file makes us parse.
+inline constexpr uint64_t kPlanMaxFileSize = uint64_t(256) << 20;
+
+/// Buffer `i` of an entry: a dense row-major array at `offset` of the arena.
+struct PlanBuffer {
+  uint64_t offset = 0;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t elements = 0; ///< product(shape)
+  uint64_t bytes = 0;    ///< elements * dtypeSize(dtype)
+};
+
+enum class BindingKind : uint8_t { Param, State, Input, Output, Grad };
+
+/// "param", "state", "input", "output", "grad".
+const char *bindingKindName(BindingKind kind) noexcept;
+
+/// One input or output of an entry point, as the plan declares it.
+struct Binding {
+  std::string name; ///< loom.param / loom.opt_state / loom.input / ... name
+  BindingKind kind = BindingKind::Input;
+  uint32_t buffer = 0; ///< buffer id
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0;
+};
+
+struct GemmStep {
+  uint32_t a = 0, b = 0, c = 0;
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+  bool transA = false, transB = false;
+  uint64_t strideA = 0, strideB = 0, strideC = 0; ///< in elements
+};
+
+struct PlanStep {
+  enum class Kind : uint8_t { Kernel, Gemm, Copy };
+  Kind kind = Kind::Kernel;
+  // Kernel: the symbol, its index in Plan::kernelSymbols, its buffer ids.
+  std::string kernel;
+  uint32_t kernelIndex = 0;
+  std::vector<uint32_t> buffers;
+  // Gemm.
+  GemmStep gemm;
+  // Copy.
+  uint32_t src = 0, dst = 0;
+};
+
+struct PlanEntry {
+  std::string name;
+  uint64_t arenaBytes = 0;
+  std::vector<PlanBuffer> buffers;
+  std::vector<Binding> inputs;
+  std::vector<Binding> outputs;
+  std::vector<PlanStep> steps;
+
+  /// The input / output called `name`, or nullptr.
+  const Binding *findInput(std::string_view name) const noexcept;
+  const Binding *findOutput(std::string_view name) const noexcept;
+};
+
+struct Plan {
+  int64_t version = kPlanVersion;
+  std::string target;      ///< "cpu"
+  int64_t kernelAbi = kKernelAbiVersion;
+  std::string kernels;     ///< file name in the artifact, "" for none
+  std::string params;      ///< file name in the artifact, "" for none
+  std::string sourceModel; ///< "" when absent
+  std::vector<PlanEntry> entries;
+  /// Every distinct kernel symbol, in order of first use; PlanStep::kernelIndex
+  /// indexes it.
+  std::vector<std::string> kernelSymbols;
+
+  const PlanEntry *findEntry(std::string_view name) const noexcept;
+};
+
+/// Parses and validates plan.json text. `what` starts every message (normally
+/// "plan.json"), which then names the entry, step and field:
+/// "plan.json: entry 'train_step': step 12 (gemm): field 'k': ...".
+/// Format for malformed plans, Unsupported for a newer version, kernel ABI or
+/// an unknown target.
+std::optional<Plan> parsePlan(std::string_view text, const std::string &what,
+                              std::string *error,
+                              ErrorCode *code = nullptr) noexcept;
+
+/// Reads `path` (at most kPlanMaxFileSize bytes) and parses it; messages start
+/// with `what` (defaults to the path).
+std::optional<Plan> readPlan(const std::string &path, std::string *error,
+                             ErrorCode *code = nullptr,
+                             const std::string &what = "") noexcept;
+
+/// True if `name` is a plain file name: non-empty, not "." or "..", no '/',
+/// no NUL, no control bytes. Artifact files must be named so (they may not
+/// reach outside the artifact directory).
+bool isPlainFileName(std::string_view name) noexcept;
+
+} // namespace loomrt
+
+#endif // LOOMRT_PLAN_H

@@ -1,0 +1,131 @@
+//===- Trainer.h - The training loop that loom-run drives -----------------===//
+//
+// Runs a training artifact (docs/plan-format.md, training convention) over an
+// .npz data set: shuffled batches from a seeded, resumable loader with a
+// prefetch thread, `train_step` (or `forward_backward` x N + `apply_optimizer`
+// for gradient accumulation), held-out evaluation through `predict` and
+// `forward`, atomic checkpoints that resume bitwise, JSON-lines metrics.
+// docs/loom-run.md describes the behaviour from the user's side.
+//
+// Nothing here throws; every failure is `false` plus a message.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOMRT_TRAINER_H
+#define LOOMRT_TRAINER_H
+
+#include "loomrt/Artifact.h"
+#include "loomrt/ErrorCode.h"
+#include "loomrt/Npy.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace loomrt {
+
+/// How the trainer reports progress on its log stream.
+enum class ProgressMode {
+  Auto,  ///< a bar if the log stream is a terminal, else Lines
+  Bar,   ///< one line redrawn in place (step/N, loss, samples/s, ETA)
+  Lines, ///< a plain line every 10% of the steps
+  None,  ///< nothing but errors and warnings
+};
+
+struct TrainOptions {
+  std::string dataPath;    ///< .npz, arrays named like the data inputs
+  int64_t steps = 0;       ///< train until this many optimizer steps are done
+  int64_t batchSize = 0;   ///< 0: the compiled one; else must equal it
+  int64_t accumulate = 1;  ///< micro-batches per optimizer step
+  uint64_t seed = 0;       ///< shuffling and the `seed` input
+  bool prefetch = true;    ///< assemble the next batch on a second thread
+
+  std::string evalDataPath; ///< .npz for held-out loss/accuracy
+  int64_t evalEvery = 0;    ///< evaluate every K steps (and at the end)
+
+  std::string resumePath;   ///< checkpoint file, or a checkpoint directory
+  std::string paramsPath;   ///< initial params/state instead of the artifact's
+  std::string checkpointDir;
+  int64_t saveEvery = 0;       ///< checkpoint every K steps (and at the end)
+  int64_t keepCheckpoints = 3; ///< ckpt files kept in checkpointDir; 0 = all
+
+  std::string metricsPath;    ///< JSON lines; appended to when resuming
+  std::string saveParamsPath; ///< final params as safetensors
+
+  ProgressMode progress = ProgressMode::Auto;
+  std::FILE *log = nullptr; ///< progress and notes; null means stderr
+};
+
+struct TrainResult {
+  int64_t startStep = 0; ///< completed steps when the run began (resume)
+  int64_t finalStep = 0;
+  double lastLoss = 0;   ///< NaN if the entry has no `loss` output
+  double samplesPerSecond = 0;
+  double seconds = 0;
+  /// Final values of every param and state tensor, by name.
+  std::map<std::string, NpyArray> tensors;
+};
+
+/// Trains `artifact` as `options` say. On failure returns false with a message
+/// (and code); files already written (checkpoints, metrics) stay.
+bool train(Artifact &artifact, const TrainOptions &options, TrainResult *result,
+           std::string *error, ErrorCode *code = nullptr) noexcept;
+
+struct EvalResult {
+  int64_t samples = 0;      ///< samples in full batches, the rest dropped
+  bool haveLoss = false;
+  double loss = 0;          ///< mean of `forward`'s loss over the batches
+  bool haveAccuracy = false;
+  double accuracy = 0;      ///< argmax(predict) == labels, labels in range
+  int64_t counted = 0;      ///< labels that took part in accuracy
+};
+
+/// Evaluates `tensors` (params) on the .npz at `dataPath` with the entries
+/// `predict` (accuracy) and `forward` (loss), whichever exist; `step` feeds an
+/// input named `step` if an entry has one.
+bool evaluate(Artifact &artifact, const std::map<std::string, NpyArray> &tensors,
+              const std::string &dataPath, int64_t step, EvalResult *result,
+              std::string *error, ErrorCode *code = nullptr) noexcept;
+
+/// What a checkpoint holds besides its tensors.
+struct CheckpointInfo {
+  int64_t step = 0;
+  uint64_t seed = 0;
+  uint64_t dataEpoch = 0;   ///< the loader's epoch of the next batch
+  uint64_t dataBatch = 0;   ///< the index of the next batch in that epoch
+  uint64_t dataSamples = 0; ///< samples in the training data set
+  int64_t batchSize = 0;
+  int64_t accumulate = 1;
+};
+
+/// Writes a checkpoint atomically: every tensor of `tensors` plus `step` (0-D
+/// i64), metadata from `info` (docs/loom-run.md).
+bool saveCheckpoint(const std::string &path,
+                    const std::map<std::string, NpyArray> &tensors,
+                    const CheckpointInfo &info, std::string *error,
+                    ErrorCode *code = nullptr) noexcept;
+
+/// Reads a checkpoint written by saveCheckpoint. Every param and state input
+/// of the artifact's entries must be there with the plan's dtype and shape,
+/// and nothing else (errors name the tensor).
+bool loadCheckpoint(const std::string &path, const Artifact &artifact,
+                    std::map<std::string, NpyArray> *tensors,
+                    CheckpointInfo *info, std::string *error,
+                    ErrorCode *code = nullptr) noexcept;
+
+/// The newest complete checkpoint (highest step) "ckpt-<step>.safetensors" in
+/// `dir`, or "" with an error if there is none.
+std::string findLatestCheckpoint(const std::string &dir, std::string *error);
+
+/// The file name of the checkpoint for `step`: "ckpt-00000120.safetensors".
+std::string checkpointFileName(int64_t step);
+
+/// The value fed to an input named `seed`: a fixed function of the run's seed,
+/// the step and the micro-batch, so a resumed run draws the same numbers.
+int64_t dropoutSeed(uint64_t seed, int64_t step, int64_t micro) noexcept;
+
+} // namespace loomrt
+
+#endif // LOOMRT_TRAINER_H

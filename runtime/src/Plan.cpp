@@ -1,0 +1,708 @@
+//===- Plan.cpp - Parse and validate plan.json ----------------------------===//
+//
+// Validation happens here, once, so that executing a plan needs no checks:
+// every field is type-checked (a string where a number belongs, 1.5, -3 or
+// 1e300 is an error, never a crash), every size is overflow-checked, every
+// buffer id, offset, GEMM extent and copy size is proven to stay inside the
+// arena. Errors are thrown internally as PlanError and turned into the
+// caller's message at the API boundary.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loomrt/Plan.h"
+
+#include "Support.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace loomrt {
+
+using detail::ErrorSink;
+using detail::quoteName;
+using json = nlohmann::json;
+
+namespace {
+
+struct PlanError {
+  ErrorCode code;
+  std::string message;
+};
+
+[[noreturn]] void fail(const std::string &where, const std::string &message,
+                       ErrorCode code = ErrorCode::Format) {
+  throw PlanError{code, where + ": " + message};
+}
+
+std::string fieldWhere(const std::string &where, const char *key) {
+  return where + ": field '" + key + "'";
+}
+
+const char *typeName(const json &value) {
+  if (value.is_number_integer())
+    return "integer";
+  if (value.is_number_float())
+    return "non-integer number";
+  return value.type_name();
+}
+
+const json &requireObject(const json &value, const std::string &where) {
+  if (!value.is_object())
+    fail(where, std::string("expected an object, got ") + typeName(value));
+  return value;
+}
+
+/// The member `key` of the object `obj`; missing is an error.
+const json &member(const json &obj, const char *key, const std::string &where) {
+  auto it = obj.find(key);
+  if (it == obj.end())
+    fail(where, std::string("missing field '") + key + "'");
+  return *it;
+}
+
+/// A non-negative integer no larger than `max`. Floats (even 2.0), negative
+/// numbers and numbers too large for uint64 (parsed as floats) are refused.
+uint64_t getUint(const json &obj, const char *key, const std::string &where,
+                 uint64_t max = std::numeric_limits<uint64_t>::max()) {
+  const json &value = member(obj, key, where);
+  std::string at = fieldWhere(where, key);
+  if (!value.is_number_integer())
+    fail(at, std::string("expected a non-negative integer, got ") +
+                 typeName(value));
+  uint64_t result;
+  if (value.is_number_unsigned()) {
+    result = value.get<uint64_t>();
+  } else {
+    int64_t signedValue = value.get<int64_t>();
+    if (signedValue < 0)
+      fail(at, "expected a non-negative integer, got " +
+                   std::to_string(signedValue));
+    result = static_cast<uint64_t>(signedValue);
+  }
+  if (result > max)
+    fail(at, std::to_string(result) + " exceeds the limit " +
+                 std::to_string(max));
+  return result;
+}
+
+/// An integer (possibly negative) that fits int64.
+int64_t getInt(const json &obj, const char *key, const std::string &where) {
+  const json &value = member(obj, key, where);
+  std::string at = fieldWhere(where, key);
+  if (!value.is_number_integer())
+    fail(at, std::string("expected an integer, got ") + typeName(value));
+  if (value.is_number_unsigned()) {
+    uint64_t u = value.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      fail(at, std::to_string(u) + " is too large");
+    return static_cast<int64_t>(u);
+  }
+  return value.get<int64_t>();
+}
+
+const std::string &getString(const json &obj, const char *key,
+                             const std::string &where) {
+  const json &value = member(obj, key, where);
+  if (!value.is_string())
+    fail(fieldWhere(where, key),
+         std::string("expected a string, got ") + typeName(value));
+  return value.get_ref<const std::string &>();
+}
+
+bool getBool(const json &obj, const char *key, const std::string &where) {
+  const json &value = member(obj, key, where);
+  if (!value.is_boolean())
+    fail(fieldWhere(where, key),
+         std::string("expected true or false, got ") + typeName(value));
+  return value.get<bool>();
+}
+
+/// A string, or "" when the field is null (or absent, if `optional`).
+std::string getFileName(const json &obj, const char *key,
+                        const std::string &where, bool optional) {
+  auto it = obj.find(key);
+  if (it == obj.end()) {
+    if (optional)
+      return std::string();
+    fail(where, std::string("missing field '") + key + "'");
+  }
+  if (it->is_null())
+    return std::string();
+  if (!it->is_string())
+    fail(fieldWhere(where, key),
+         std::string("expected a file name or null, got ") + typeName(*it));
+  const std::string &name = it->get_ref<const std::string &>();
+  if (!isPlainFileName(name))
+    fail(fieldWhere(where, key),
+         quoteName(name) + " is not a plain file name inside the artifact "
+                           "directory (no '/', no '..', no control bytes)");
+  return name;
+}
+
+bool isSymbolName(const std::string &name) {
+  if (name.empty() || name.size() > 1024)
+    return false;
+  auto alpha = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+  };
+  if (!alpha(name[0]))
+    return false;
+  return std::all_of(name.begin(), name.end(), [&](char c) {
+    return alpha(c) || (c >= '0' && c <= '9');
+  });
+}
+
+/// Valid UTF-8 without control bytes: names end up in messages, metrics and
+/// file names.
+bool isCleanName(const std::string &name) {
+  if (name.empty() || name.size() > 4096 || !detail::isValidUtf8(name))
+    return false;
+  return std::none_of(name.begin(), name.end(), [](char c) {
+    auto byte = static_cast<unsigned char>(c);
+    return byte < 0x20 || byte == 0x7f;
+  });
+}
+
+uint32_t getBufferId(const json &obj, const char *key, const std::string &where,
+                     const PlanEntry &entry) {
+  uint64_t id = getUint(obj, key, where);
+  if (id >= entry.buffers.size())
+    fail(fieldWhere(where, key),
+         "buffer id " + std::to_string(id) + " is out of range (the entry has " +
+             std::to_string(entry.buffers.size()) + " buffers)");
+  return static_cast<uint32_t>(id);
+}
+
+bool overlaps(const PlanBuffer &x, const PlanBuffer &y) {
+  if (x.bytes == 0 || y.bytes == 0)
+    return false;
+  return x.offset < y.offset + y.bytes && y.offset < x.offset + x.bytes;
+}
+
+std::string describe(DType dtype, const std::vector<int64_t> &shape) {
+  return std::string(dtypeToShortName(dtype)) + " " +
+         detail::formatShape(shape);
+}
+
+PlanBuffer parseBuffer(const json &value, const std::string &where,
+                       uint64_t arenaBytes) {
+  requireObject(value, where);
+  PlanBuffer buffer;
+  buffer.offset = getUint(value, "offset", where);
+  if (buffer.offset % kBufferAlignment != 0)
+    fail(fieldWhere(where, "offset"),
+         std::to_string(buffer.offset) + " is not a multiple of " +
+             std::to_string(kBufferAlignment));
+  const std::string &dtypeName = getString(value, "dtype", where);
+  std::optional<DType> dtype = dtypeFromShortName(dtypeName);
+  if (!dtype)
+    fail(fieldWhere(where, "dtype"),
+         "unknown dtype " + quoteName(dtypeName) +
+             " (expected f64, f32, f16, bf16, i64, i32, i16, i8, ui8 or bool)");
+  buffer.dtype = *dtype;
+  const json &shape = member(value, "shape", where);
+  if (!shape.is_array())
+    fail(fieldWhere(where, "shape"),
+         std::string("expected an array of dimensions, got ") +
+             typeName(shape));
+  if (shape.size() > 64)
+    fail(fieldWhere(where, "shape"),
+         "rank " + std::to_string(shape.size()) + " exceeds 64");
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const json &dim = shape[i];
+    if (!dim.is_number_integer() ||
+        (!dim.is_number_unsigned() && dim.get<int64_t>() < 0) ||
+        (dim.is_number_unsigned() &&
+         dim.get<uint64_t>() >
+             static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
+      fail(fieldWhere(where, "shape"),
+           "dimension " + std::to_string(i) +
+               " is not a non-negative integer that fits int64");
+    buffer.shape.push_back(dim.get<int64_t>());
+  }
+  std::optional<uint64_t> bytes = checkedByteSize(buffer.dtype, buffer.shape);
+  std::optional<int64_t> elements = checkedNumElements(buffer.shape);
+  if (!bytes || !elements)
+    fail(fieldWhere(where, "shape"), detail::formatShape(buffer.shape) +
+                                         " overflows a 64-bit byte size");
+  buffer.bytes = *bytes;
+  buffer.elements = static_cast<uint64_t>(*elements);
+  if (buffer.bytes > arenaBytes || buffer.offset > arenaBytes - buffer.bytes)
+    fail(where, "bytes [" + std::to_string(buffer.offset) + ", " +
+                    (buffer.offset > std::numeric_limits<uint64_t>::max() -
+                                         buffer.bytes
+                         ? std::string("overflow")
+                         : std::to_string(buffer.offset + buffer.bytes)) +
+                    ") exceed arena_bytes " + std::to_string(arenaBytes));
+  return buffer;
+}
+
+Binding parseBinding(const json &value, const std::string &where,
+                     const PlanEntry &entry, bool isInput) {
+  requireObject(value, where);
+  Binding binding;
+  binding.name = getString(value, "name", where);
+  if (!isCleanName(binding.name))
+    fail(fieldWhere(where, "name"),
+         quoteName(binding.name) +
+             " is not a valid name (non-empty UTF-8 without control bytes)");
+  const std::string &kind = getString(value, "kind", where);
+  if (isInput) {
+    if (kind == "param")
+      binding.kind = BindingKind::Param;
+    else if (kind == "state")
+      binding.kind = BindingKind::State;
+    else if (kind == "input")
+      binding.kind = BindingKind::Input;
+    else
+      fail(fieldWhere(where, "kind"),
+           "unknown input kind " + quoteName(kind) +
+               " (expected param, state or input)");
+  } else {
+    if (kind == "output")
+      binding.kind = BindingKind::Output;
+    else if (kind == "grad")
+      binding.kind = BindingKind::Grad;
+    else
+      fail(fieldWhere(where, "kind"), "unknown output kind " + quoteName(kind) +
+                                          " (expected output or grad)");
+  }
+  binding.buffer = getBufferId(value, "buffer", where, entry);
+  const PlanBuffer &buffer = entry.buffers[binding.buffer];
+  binding.dtype = buffer.dtype;
+  binding.shape = buffer.shape;
+  binding.bytes = buffer.bytes;
+  return binding;
+}
+
+void checkScalarI64(const Binding &binding, const std::string &where) {
+  if (binding.dtype != DType::I64 || !binding.shape.empty())
+    fail(where, quoteName(binding.name) +
+                    " must be a 0-D i64 (training convention), got " +
+                    describe(binding.dtype, binding.shape));
+}
+
+PlanStep parseStep(const json &value, const std::string &entryWhere,
+                   size_t index, const PlanEntry &entry,
+                   std::map<std::string, uint32_t> &symbols, Plan &plan) {
+  std::string where = entryWhere + ": step " + std::to_string(index);
+  requireObject(value, where);
+  const std::string &kind = getString(value, "kind", where);
+  PlanStep step;
+  if (kind == "kernel") {
+    where += " (kernel)";
+    step.kind = PlanStep::Kind::Kernel;
+    step.kernel = getString(value, "name", where);
+    if (!isSymbolName(step.kernel))
+      fail(fieldWhere(where, "name"),
+           quoteName(step.kernel) + " is not a C identifier");
+    const json &buffers = member(value, "buffers", where);
+    if (!buffers.is_array())
+      fail(fieldWhere(where, "buffers"),
+           std::string("expected an array of buffer ids, got ") +
+               typeName(buffers));
+    if (buffers.size() > 65536)
+      fail(fieldWhere(where, "buffers"), "more than 65536 buffers");
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const json &id = buffers[i];
+      std::string at = fieldWhere(where, "buffers") + ": element " +
+                       std::to_string(i);
+      if (!id.is_number_integer() ||
+          (!id.is_number_unsigned() && id.get<int64_t>() < 0))
+        fail(at, std::string("expected a buffer id, got ") + typeName(id));
+      uint64_t raw = id.get<uint64_t>();
+      if (raw >= entry.buffers.size())
+        fail(at, "buffer id " + std::to_string(raw) +
+                     " is out of range (the entry has " +
+                     std::to_string(entry.buffers.size()) + " buffers)");
+      step.buffers.push_back(static_cast<uint32_t>(raw));
+    }
+    auto [it, inserted] = symbols.emplace(
+        step.kernel, static_cast<uint32_t>(plan.kernelSymbols.size()));
+    if (inserted)
+      plan.kernelSymbols.push_back(step.kernel);
+    step.kernelIndex = it->second;
+    return step;
+  }
+  if (kind == "gemm") {
+    where += " (gemm)";
+    step.kind = PlanStep::Kind::Gemm;
+    GemmStep &g = step.gemm;
+    g.a = getBufferId(value, "a", where, entry);
+    g.b = getBufferId(value, "b", where, entry);
+    g.c = getBufferId(value, "c", where, entry);
+    // BLAS takes 32-bit dimensions and leading dimensions.
+    constexpr uint64_t kMaxDim = std::numeric_limits<int32_t>::max();
+    auto dim = [&](const char *key) {
+      uint64_t v = getUint(value, key, where, kMaxDim);
+      if (v == 0)
+        fail(fieldWhere(where, key), "must be at least 1");
+      return static_cast<int64_t>(v);
+    };
+    g.batch = dim("batch");
+    g.m = dim("m");
+    g.n = dim("n");
+    g.k = dim("k");
+    g.transA = getBool(value, "trans_a", where);
+    g.transB = getBool(value, "trans_b", where);
+    g.strideA = getUint(value, "stride_a", where);
+    g.strideB = getUint(value, "stride_b", where);
+    g.strideC = getUint(value, "stride_c", where);
+    const PlanBuffer &a = entry.buffers[g.a];
+    const PlanBuffer &b = entry.buffers[g.b];
+    const PlanBuffer &c = entry.buffers[g.c];
+    if (a.dtype != DType::F32 && a.dtype != DType::F64)
+      fail(fieldWhere(where, "a"),
+           "buffer " + std::to_string(g.a) + " has dtype " +
+               std::string(dtypeToShortName(a.dtype)) +
+               "; gemm supports f32 and f64");
+    if (b.dtype != a.dtype)
+      fail(fieldWhere(where, "b"),
+           "buffer " + std::to_string(g.b) + " has dtype " +
+               std::string(dtypeToShortName(b.dtype)) + ", operand a has " +
+               std::string(dtypeToShortName(a.dtype)));
+    if (c.dtype != a.dtype)
+      fail(fieldWhere(where, "c"),
+           "buffer " + std::to_string(g.c) + " has dtype " +
+               std::string(dtypeToShortName(c.dtype)) + ", operand a has " +
+               std::string(dtypeToShortName(a.dtype)));
+    // Elements the batch touches: stride * (batch - 1) + rows * cols.
+    auto checkExtent = [&](const char *operand, const char *strideKey,
+                           uint64_t stride, uint64_t rows, uint64_t cols,
+                           const PlanBuffer &buffer, uint32_t id) {
+      uint64_t span, last, total;
+      bool overflow =
+          __builtin_mul_overflow(stride, uint64_t(g.batch - 1), &span) ||
+          __builtin_mul_overflow(rows, cols, &last) ||
+          __builtin_add_overflow(span, last, &total);
+      if (overflow || total > buffer.elements)
+        fail(fieldWhere(where, g.batch > 1 ? strideKey : operand),
+             std::string("operand ") + operand + " needs " +
+                 (overflow ? std::string("more than 2^64")
+                           : std::to_string(total)) +
+                 " elements (" + strideKey + " " + std::to_string(stride) +
+                 " * (batch " + std::to_string(g.batch) + " - 1) + " +
+                 std::to_string(rows) + " * " + std::to_string(cols) +
+                 ") but buffer " + std::to_string(id) + " holds " +
+                 std::to_string(buffer.elements));
+    };
+    uint64_t m = g.m, n = g.n, k = g.k;
+    checkExtent("a", "stride_a", g.strideA, m, k, a, g.a);
+    checkExtent("b", "stride_b", g.strideB, k, n, b, g.b);
+    checkExtent("c", "stride_c", g.strideC, m, n, c, g.c);
+    // Each C_i must be written once: distinct, non-overlapping matrices.
+    if (g.batch > 1 && g.strideC < m * n)
+      fail(fieldWhere(where, "stride_c"),
+           std::to_string(g.strideC) + " is less than m * n = " +
+               std::to_string(m * n) +
+               ": the batch's result matrices would overlap");
+    if (overlaps(c, a) || overlaps(c, b))
+      fail(fieldWhere(where, "c"),
+           "buffer " + std::to_string(g.c) +
+               " overlaps an operand (BLAS does not allow in-place gemm)");
+    return step;
+  }
+  if (kind == "copy") {
+    where += " (copy)";
+    step.kind = PlanStep::Kind::Copy;
+    step.src = getBufferId(value, "src", where, entry);
+    step.dst = getBufferId(value, "dst", where, entry);
+    const PlanBuffer &src = entry.buffers[step.src];
+    const PlanBuffer &dst = entry.buffers[step.dst];
+    if (src.bytes != dst.bytes)
+      fail(fieldWhere(where, "dst"),
+           "buffer " + std::to_string(step.dst) + " has " +
+               std::to_string(dst.bytes) + " bytes, src buffer " +
+               std::to_string(step.src) + " has " + std::to_string(src.bytes));
+    if (src.offset != dst.offset && overlaps(src, dst))
+      fail(fieldWhere(where, "dst"), "buffer " + std::to_string(step.dst) +
+                                         " partially overlaps src buffer " +
+                                         std::to_string(step.src));
+    return step;
+  }
+  fail(fieldWhere(where, "kind"),
+       "unknown step kind " + quoteName(kind) +
+           " (expected kernel, gemm or copy)");
+}
+
+PlanEntry parseEntry(const json &value, size_t index,
+                     std::map<std::string, uint32_t> &symbols, Plan &plan,
+                     const std::string &what) {
+  std::string where = what + ": entry " + std::to_string(index);
+  requireObject(value, where);
+  PlanEntry entry;
+  entry.name = getString(value, "name", where);
+  if (!isCleanName(entry.name))
+    fail(fieldWhere(where, "name"),
+         quoteName(entry.name) + " is not a valid entry name");
+  where = what + ": entry " + quoteName(entry.name);
+  entry.arenaBytes = getUint(value, "arena_bytes", where);
+
+  const json &buffers = member(value, "buffers", where);
+  if (!buffers.is_array())
+    fail(fieldWhere(where, "buffers"),
+         std::string("expected an array, got ") + typeName(buffers));
+  if (buffers.size() > (size_t(1) << 24))
+    fail(fieldWhere(where, "buffers"), "more than 2^24 buffers");
+  for (size_t i = 0; i < buffers.size(); ++i)
+    entry.buffers.push_back(parseBuffer(
+        buffers[i], where + ": buffer " + std::to_string(i), entry.arenaBytes));
+
+  for (bool isInput : {true, false}) {
+    const char *key = isInput ? "inputs" : "outputs";
+    const json &list = member(value, key, where);
+    if (!list.is_array())
+      fail(fieldWhere(where, key),
+           std::string("expected an array, got ") + typeName(list));
+    std::vector<Binding> &bindings = isInput ? entry.inputs : entry.outputs;
+    std::set<std::string> names;
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::string at = where + ": " + (isInput ? "input " : "output ") +
+                       std::to_string(i);
+      Binding binding = parseBinding(list[i], at, entry, isInput);
+      if (!names.insert(binding.name).second)
+        fail(fieldWhere(at, "name"),
+             "duplicate " + std::string(isInput ? "input" : "output") +
+                 " name " + quoteName(binding.name));
+      bindings.push_back(std::move(binding));
+    }
+  }
+
+  // Inputs are all live when the entry starts, so no two may share bytes
+  // (one would overwrite the other as they are uploaded).
+  for (size_t i = 0; i < entry.inputs.size(); ++i)
+    for (size_t j = i + 1; j < entry.inputs.size(); ++j)
+      if (overlaps(entry.buffers[entry.inputs[i].buffer],
+                   entry.buffers[entry.inputs[j].buffer]))
+        fail(where + ": input " + std::to_string(j),
+             quoteName(entry.inputs[j].name) + " (buffer " +
+                 std::to_string(entry.inputs[j].buffer) +
+                 ") overlaps input " + quoteName(entry.inputs[i].name) +
+                 " (buffer " + std::to_string(entry.inputs[i].buffer) + ")");
+
+  // The names the training loop relies on (docs/plan-format.md, training
+  // convention): checked here so that a plan either follows them or fails.
+  for (size_t i = 0; i < entry.inputs.size(); ++i) {
+    const Binding &in = entry.inputs[i];
+    std::string at = where + ": input " + std::to_string(i);
+    if (in.name == "step" || in.name == "seed") {
+      if (in.kind != BindingKind::Input)
+        fail(at, quoteName(in.name) + " is reserved for an input of kind "
+                                      "'input'");
+      checkScalarI64(in, at);
+    }
+  }
+  for (size_t i = 0; i < entry.outputs.size(); ++i) {
+    const Binding &out = entry.outputs[i];
+    std::string at = where + ": output " + std::to_string(i);
+    if (out.name == "step")
+      checkScalarI64(out, at);
+    const Binding *in = entry.findInput(out.name);
+    if (out.kind == BindingKind::Grad) {
+      if (!in || in->kind != BindingKind::Param)
+        fail(at, "grad output " + quoteName(out.name) +
+                     " names no param input of this entry");
+    }
+    if (in && (out.kind == BindingKind::Grad || in->kind != BindingKind::Input ||
+               out.name == "step") &&
+        (in->dtype != out.dtype || in->shape != out.shape))
+      fail(at, quoteName(out.name) + " is " + describe(out.dtype, out.shape) +
+                   " but the input of that name is " +
+                   describe(in->dtype, in->shape));
+  }
+
+  const json &steps = member(value, "steps", where);
+  if (!steps.is_array())
+    fail(fieldWhere(where, "steps"),
+         std::string("expected an array, got ") + typeName(steps));
+  for (size_t i = 0; i < steps.size(); ++i)
+    entry.steps.push_back(parseStep(steps[i], where, i, entry, symbols, plan));
+  return entry;
+}
+
+Plan parse(std::string_view text, const std::string &what) {
+  json root;
+  try {
+    root = json::parse(text.begin(), text.end());
+  } catch (const json::exception &e) {
+    fail(what, std::string("not valid JSON: ") + e.what());
+  }
+  requireObject(root, what);
+  Plan plan;
+  const std::string &format = getString(root, "format", what);
+  if (format != "loom-plan")
+    fail(fieldWhere(what, "format"),
+         "expected \"loom-plan\", got " + quoteName(format));
+  plan.version = getInt(root, "version", what);
+  if (plan.version > kPlanVersion)
+    fail(what,
+         "plan version " + std::to_string(plan.version) +
+             " is newer than this runtime supports (" +
+             std::to_string(kPlanVersion) + "); use a newer loom-run/libloomrt",
+         ErrorCode::Unsupported);
+  if (plan.version < 1)
+    fail(fieldWhere(what, "version"),
+         "invalid version " + std::to_string(plan.version));
+  plan.target = getString(root, "target", what);
+  if (plan.target != "cpu")
+    fail(fieldWhere(what, "target"),
+         "target " + quoteName(plan.target) +
+             " is not supported by this runtime (supported: cpu)",
+         ErrorCode::Unsupported);
+  plan.kernelAbi = getInt(root, "kernel_abi", what);
+  if (plan.kernelAbi != kKernelAbiVersion)
+    fail(fieldWhere(what, "kernel_abi"),
+         "kernel ABI " + std::to_string(plan.kernelAbi) +
+             " is not supported (this runtime implements " +
+             std::to_string(kKernelAbiVersion) + ")",
+         plan.kernelAbi > kKernelAbiVersion ? ErrorCode::Unsupported
+                                            : ErrorCode::Format);
+  plan.kernels = getFileName(root, "kernels", what, /*optional=*/false);
+  plan.params = getFileName(root, "params", what, /*optional=*/false);
+  if (auto it = root.find("source_model");
+      it != root.end() && !it->is_null()) {
+    if (!it->is_string())
+      fail(fieldWhere(what, "source_model"),
+           std::string("expected a string, got ") + typeName(*it));
+    plan.sourceModel = it->get<std::string>();
+  }
+
+  const json &entries = member(root, "entries", what);
+  if (!entries.is_array())
+    fail(fieldWhere(what, "entries"),
+         std::string("expected an array, got ") + typeName(entries));
+  if (entries.empty())
+    fail(fieldWhere(what, "entries"), "the plan has no entry points");
+  std::map<std::string, uint32_t> symbols;
+  std::set<std::string> names;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    PlanEntry entry = parseEntry(entries[i], i, symbols, plan, what);
+    if (!names.insert(entry.name).second)
+      fail(what + ": entry " + std::to_string(i),
+           "duplicate entry name " + quoteName(entry.name));
+    plan.entries.push_back(std::move(entry));
+  }
+  if (!plan.kernelSymbols.empty() && plan.kernels.empty())
+    fail(fieldWhere(what, "kernels"),
+         "is null, but entries have kernel steps (first: " +
+             quoteName(plan.kernelSymbols.front()) + ")");
+
+  // A param or state tensor is one tensor of the model, whichever entry
+  // uses it: its type must agree everywhere.
+  std::map<std::string, const Binding *> seen;
+  for (const PlanEntry &entry : plan.entries)
+    for (const Binding &in : entry.inputs) {
+      if (in.kind != BindingKind::Param && in.kind != BindingKind::State)
+        continue;
+      auto [it, inserted] = seen.emplace(in.name, &in);
+      if (!inserted && (it->second->dtype != in.dtype ||
+                        it->second->shape != in.shape ||
+                        it->second->kind != in.kind))
+        fail(what + ": entry " + quoteName(entry.name),
+             std::string(bindingKindName(in.kind)) + " " + quoteName(in.name) +
+                 " is " + describe(in.dtype, in.shape) +
+                 " but another entry has it as " +
+                 bindingKindName(it->second->kind) + " " +
+                 describe(it->second->dtype, it->second->shape));
+    }
+  return plan;
+}
+
+} // namespace
+
+const char *bindingKindName(BindingKind kind) noexcept {
+  switch (kind) {
+  case BindingKind::Param:
+    return "param";
+  case BindingKind::State:
+    return "state";
+  case BindingKind::Input:
+    return "input";
+  case BindingKind::Output:
+    return "output";
+  case BindingKind::Grad:
+    return "grad";
+  }
+  return "?";
+}
+
+const Binding *PlanEntry::findInput(std::string_view name) const noexcept {
+  for (const Binding &b : inputs)
+    if (b.name == name)
+      return &b;
+  return nullptr;
+}
+
+const Binding *PlanEntry::findOutput(std::string_view name) const noexcept {
+  for (const Binding &b : outputs)
+    if (b.name == name)
+      return &b;
+  return nullptr;
+}
+
+const PlanEntry *Plan::findEntry(std::string_view name) const noexcept {
+  for (const PlanEntry &e : entries)
+    if (e.name == name)
+      return &e;
+  return nullptr;
+}
+
+bool isPlainFileName(std::string_view name) noexcept {
+  if (name.empty() || name == "." || name == ".." || name.size() > 255)
+    return false;
+  for (char c : name) {
+    auto byte = static_cast<unsigned char>(c);
+    if (c == '/' || c == '\\' || byte < 0x20 || byte == 0x7f)
+      return false;
+  }
+  return true;
+}
+
+std::optional<Plan> parsePlan(std::string_view text, const std::string &what,
+                              std::string *error, ErrorCode *code) noexcept {
+  ErrorSink sink{error, code};
+  try {
+    Plan plan = parse(text, what);
+    sink.ok();
+    return plan;
+  } catch (const PlanError &e) {
+    sink.set(e.code, e.message);
+  } catch (const std::bad_alloc &) {
+    sink.outOfMemory(what);
+  } catch (const std::exception &e) {
+    sink.set(ErrorCode::Format, what + ": " + e.what());
+  } catch (...) {
+    sink.set(ErrorCode::Format, what + ": unexpected error");
+  }
+  return std::nullopt;
+}
+
+std::optional<Plan> readPlan(const std::string &path, std::string *error,
+                             ErrorCode *code, const std::string &what) noexcept {
+  ErrorSink sink{error, code};
+  try {
+    std::string name = what.empty() ? path : what;
+    std::vector<uint8_t> bytes;
+    if (!detail::readWholeFile(path, bytes, sink))
+      return std::nullopt;
+    if (bytes.size() > kPlanMaxFileSize) {
+      sink.set(ErrorCode::Format, name + ": " + std::to_string(bytes.size()) +
+                                      " bytes exceed the limit of " +
+                                      std::to_string(kPlanMaxFileSize));
+      return std::nullopt;
+    }
+    return parsePlan(std::string_view(
+                         reinterpret_cast<const char *>(bytes.data()),
+                         bytes.size()),
+                     name, error, code);
+  } catch (...) {
+    sink.outOfMemory(path);
+  }
+  return std::nullopt;
+}
+
+} // namespace loomrt

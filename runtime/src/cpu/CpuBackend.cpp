@@ -1,0 +1,276 @@
+//===- CpuBackend.cpp - Run plans on the host: dlopen kernels, BLAS GEMMs -===//
+//
+// The arena is one 64-byte-aligned host allocation. Kernels come from
+// kernels.so, opened RTLD_NOW (every undefined symbol resolved at load, not at
+// the first call) and RTLD_LOCAL (two artifacts' kernels may share names).
+// GEMMs go to OpenBLAS's cblas_sgemm/cblas_dgemm, row-major, one call per
+// batch element.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loomrt/Backend.h"
+
+#include "../Support.h"
+
+#include <cblas.h>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <new>
+
+namespace loomrt {
+
+Arena::~Arena() = default;
+Backend::~Backend() = default;
+
+namespace {
+
+class CpuArena final : public Arena {
+public:
+  CpuArena(uint8_t *base, uint64_t bytes) : base(base), bytes(bytes) {}
+  ~CpuArena() override { std::free(base); }
+  uint64_t size() const noexcept override { return bytes; }
+  uint8_t *data() const noexcept { return base; }
+
+private:
+  uint8_t *base;
+  uint64_t bytes;
+};
+
+using KernelFn = void (*)(void **);
+
+class CpuBackend final : public Backend {
+public:
+  ~CpuBackend() override {
+    // Kernels hold no state past a call (kernel ABI 1), so unloading is safe
+    // once no call is running, which the owner guarantees by destroying us.
+    if (library)
+      ::dlclose(library);
+  }
+
+  std::string_view name() const noexcept override { return "cpu"; }
+
+  bool loadKernels(const std::string &path,
+                   const std::vector<std::string> &symbols, std::string *error,
+                   ErrorCode *code) noexcept override {
+    detail::ErrorSink sink{error, code};
+    try {
+      // dlopen only searches the library path for names without a '/'.
+      std::string resolved =
+          path.find('/') == std::string::npos ? "./" + path : path;
+      ::dlerror();
+      void *handle = ::dlopen(resolved.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!handle) {
+        const char *why = ::dlerror();
+        sink.set(ErrorCode::IO, path + ": cannot load kernels: " +
+                                    (why ? why : "unknown dlopen error"));
+        return false;
+      }
+      std::vector<KernelFn> resolvedKernels;
+      for (const std::string &symbol : symbols) {
+        ::dlerror();
+        void *address = ::dlsym(handle, symbol.c_str());
+        const char *why = ::dlerror();
+        if (!address || why) {
+          ::dlclose(handle);
+          sink.set(ErrorCode::Format,
+                   path + ": kernel symbol " + detail::quoteName(symbol) +
+                       " not found (the plan calls it; was kernels.so built "
+                       "from the same compile?)");
+          return false;
+        }
+        resolvedKernels.push_back(reinterpret_cast<KernelFn>(address));
+      }
+      if (library)
+        ::dlclose(library);
+      library = handle;
+      kernels = std::move(resolvedKernels);
+      sink.ok();
+      return true;
+    } catch (...) {
+      sink.outOfMemory(path);
+      return false;
+    }
+  }
+
+  std::unique_ptr<Arena> allocateArena(uint64_t bytes, std::string *error,
+                                       ErrorCode *code) noexcept override {
+    detail::ErrorSink sink{error, code};
+    // aligned_alloc wants a size that is a multiple of the alignment.
+    uint64_t rounded = bytes == 0 ? kBufferAlignment : bytes;
+    if (rounded > UINT64_MAX - (kBufferAlignment - 1) ||
+        rounded + kBufferAlignment - 1 > SIZE_MAX) {
+      sink.set(ErrorCode::OutOfMemory,
+               "arena of " + std::to_string(bytes) + " bytes is too large");
+      return nullptr;
+    }
+    rounded = (rounded + kBufferAlignment - 1) / kBufferAlignment *
+              kBufferAlignment;
+    void *base = std::aligned_alloc(kBufferAlignment, rounded);
+    if (!base) {
+      sink.set(ErrorCode::OutOfMemory,
+               "cannot allocate an arena of " + std::to_string(bytes) +
+                   " bytes");
+      return nullptr;
+    }
+    // Zero-filled so that a run never depends on what was there before.
+    std::memset(base, 0, rounded);
+    std::unique_ptr<Arena> arena(new (std::nothrow) CpuArena(
+        static_cast<uint8_t *>(base), bytes));
+    if (!arena) {
+      std::free(base);
+      sink.set(ErrorCode::OutOfMemory, "out of memory");
+      return nullptr;
+    }
+    sink.ok();
+    return arena;
+  }
+
+  bool upload(Arena &arena, uint64_t offset, const void *src, uint64_t bytes,
+              std::string *error) noexcept override {
+    if (!inRange(arena, offset, bytes, error))
+      return false;
+    if (bytes)
+      std::memcpy(cpu(arena).data() + offset, src, bytes);
+    return true;
+  }
+
+  bool download(Arena &arena, uint64_t offset, void *dst, uint64_t bytes,
+                std::string *error) noexcept override {
+    if (!inRange(arena, offset, bytes, error))
+      return false;
+    if (bytes)
+      std::memcpy(dst, cpu(arena).data() + offset, bytes);
+    return true;
+  }
+
+  bool launchKernel(Arena &arena, uint32_t kernel,
+                    const std::vector<uint64_t> &offsets,
+                    std::string *error) noexcept override {
+    if (kernel >= kernels.size()) {
+      setError(error, "kernel index " + std::to_string(kernel) +
+                          " was not loaded");
+      return false;
+    }
+    // Kernels may be called with many buffers; a small array covers the
+    // common case without allocating.
+    void *small[32];
+    std::unique_ptr<void *[]> large;
+    void **pointers = small;
+    if (offsets.size() > 32) {
+      large.reset(new (std::nothrow) void *[offsets.size()]);
+      if (!large) {
+        setError(error, "out of memory");
+        return false;
+      }
+      pointers = large.get();
+    }
+    uint8_t *base = cpu(arena).data();
+    for (size_t i = 0; i < offsets.size(); ++i)
+      pointers[i] = base + offsets[i];
+    kernels[kernel](pointers);
+    return true;
+  }
+
+  bool gemm(Arena &arena, const GemmCall &call,
+            std::string *error) noexcept override {
+    const GemmStep &g = *call.step;
+    uint8_t *base = cpu(arena).data();
+    // Plain int: OpenBLAS's blasint is int unless built for ILP64, and the
+    // plan checked every dimension fits int32.
+    int m = static_cast<int>(g.m), n = static_cast<int>(g.n),
+        k = static_cast<int>(g.k);
+    // Row-major leading dimensions of the matrices as stored.
+    int lda = g.transA ? m : k;
+    int ldb = g.transB ? k : n;
+    int ldc = n;
+    CBLAS_TRANSPOSE ta = g.transA ? CblasTrans : CblasNoTrans;
+    CBLAS_TRANSPOSE tb = g.transB ? CblasTrans : CblasNoTrans;
+    if (call.dtype == DType::F32) {
+      auto *a = reinterpret_cast<float *>(base + call.offsetA);
+      auto *b = reinterpret_cast<float *>(base + call.offsetB);
+      auto *c = reinterpret_cast<float *>(base + call.offsetC);
+      for (int64_t i = 0; i < g.batch; ++i)
+        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a + i * g.strideA,
+                    lda, b + i * g.strideB, ldb, 0.0f, c + i * g.strideC, ldc);
+      return true;
+    }
+    if (call.dtype == DType::F64) {
+      auto *a = reinterpret_cast<double *>(base + call.offsetA);
+      auto *b = reinterpret_cast<double *>(base + call.offsetB);
+      auto *c = reinterpret_cast<double *>(base + call.offsetC);
+      for (int64_t i = 0; i < g.batch; ++i)
+        cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a + i * g.strideA,
+                    lda, b + i * g.strideB, ldb, 0.0, c + i * g.strideC, ldc);
+      return true;
+    }
+    setError(error, "gemm on dtype " +
+                        std::string(dtypeToShortName(call.dtype)) +
+                        " is not supported");
+    return false;
+  }
+
+  bool copy(Arena &arena, uint64_t srcOffset, uint64_t dstOffset,
+            uint64_t bytes, std::string *error) noexcept override {
+    if (!inRange(arena, srcOffset, bytes, error) ||
+        !inRange(arena, dstOffset, bytes, error))
+      return false;
+    if (srcOffset != dstOffset && bytes)
+      std::memmove(cpu(arena).data() + dstOffset,
+                   cpu(arena).data() + srcOffset, bytes);
+    return true;
+  }
+
+  bool synchronize(std::string *) noexcept override { return true; }
+
+private:
+  static CpuArena &cpu(Arena &arena) { return static_cast<CpuArena &>(arena); }
+
+  static void setError(std::string *error, const std::string &message) {
+    if (error) {
+      try {
+        *error = message;
+      } catch (...) {
+      }
+    }
+  }
+
+  static bool inRange(Arena &arena, uint64_t offset, uint64_t bytes,
+                      std::string *error) noexcept {
+    if (offset > arena.size() || bytes > arena.size() - offset) {
+      try {
+        setError(error, "bytes [" + std::to_string(offset) + ", +" +
+                            std::to_string(bytes) + ") outside arena of " +
+                            std::to_string(arena.size()));
+      } catch (...) {
+      }
+      return false;
+    }
+    return true;
+  }
+
+  void *library = nullptr;
+  std::vector<KernelFn> kernels;
+};
+
+} // namespace
+
+std::unique_ptr<Backend> createBackend(std::string_view target,
+                                       std::string *error,
+                                       ErrorCode *code) noexcept {
+  detail::ErrorSink sink{error, code};
+  try {
+    if (target == "cpu") {
+      sink.ok();
+      return std::make_unique<CpuBackend>();
+    }
+    sink.set(ErrorCode::Unsupported,
+             "target " + detail::quoteName(target) +
+                 " has no backend in this runtime build (supported: cpu)");
+  } catch (...) {
+    sink.outOfMemory("backend");
+  }
+  return nullptr;
+}
+
+} // namespace loomrt

@@ -1,0 +1,691 @@
+//===- LoomRun.cpp - loom-run: evaluate an entry, train, export -----------===//
+//
+// The command line over Artifact and Trainer. Every failure is a message on
+// stderr and a non-zero exit status (1: the run failed, 2: the command line
+// is wrong); nothing here may crash or hang on bad input.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loomrt/LoomRun.h"
+
+#include "loomrt/Artifact.h"
+#include "loomrt/OnnxExport.h"
+#include "loomrt/Safetensors.h"
+#include "loomrt/Trainer.h"
+#include "loomrt/loomrt.h"
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace loomrt {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const char kHelp[] = R"(usage: loom-run ARTIFACT.loom MODE [options]
+
+Runs an artifact written by `loomc ... --target=cpu -o ARTIFACT.loom` (a
+directory holding plan.json, kernels.so and params.safetensors).
+
+Modes (exactly one):
+  --entry=NAME            evaluate entry point NAME once; write its outputs
+  --train                 train (entry train_step; with --accumulate N > 1,
+                          forward_backward N times, then apply_optimizer)
+  --info                  list the entry points, their inputs and outputs
+  --export-onnx=OUT.onnx  without --train: write the params (the artifact's,
+                          or --params / --resume) into a copy of the ONNX
+                          model; with --train: write the trained params
+
+Evaluating an entry (--entry):
+  --input NAME=FILE.npy   the value of input NAME (repeatable). Params and
+                          optimizer state default to the artifact's
+                          params.safetensors (or --params); `step` defaults to
+                          the --params checkpoint's step or 0, `seed` to one
+                          derived from --seed and step
+  --params FILE           safetensors with params/state (a checkpoint works)
+  --output-dir DIR        write output NAME as DIR/NAME.npy (names sanitized:
+                          characters other than A-Z a-z 0-9 . _ - become _)
+  --seed S                (default 0)
+
+Training (--train):
+  --data FILE.npz         one array per data input of the entry, named like
+                          it, shaped [N, <the input's shape without batch>]
+  --steps N               train until N optimizer steps are done (counting
+                          the steps of a resumed checkpoint)
+  --batch-size B          optional; must equal the compiled batch size
+  --accumulate N          average gradients over N micro-batches (default 1)
+  --seed S                shuffling and dropout seed (default 0)
+  --eval-data FILE.npz    held-out data: accuracy via entry `predict`, loss
+                          via entry `forward`, on full batches (the rest of
+                          the samples is dropped); evaluated at the end
+  --eval-every K          and every K steps
+  --resume CKPT|DIR       continue from a checkpoint (a directory: its newest)
+                          exactly as the uninterrupted run would have
+  --params FILE           start from these params/state instead
+  --checkpoint-dir DIR    write DIR/ckpt-<step>.safetensors and DIR/latest
+                          at the end (and every --save-every K steps)
+  --save-every K
+  --keep-checkpoints N    keep the newest N checkpoints (default 3; 0: all)
+  --metrics FILE          one JSON object per step and per evaluation
+                          (appended to when resuming)
+  --save-params FILE      write the final params as safetensors
+  --progress=MODE         auto (default: a bar on a terminal, else a line
+                          every 10% of the steps), bar, lines or none
+  --quiet                 print only errors
+  --no-prefetch           assemble batches on the training thread
+
+ONNX export (--export-onnx):
+  --onnx SRC.onnx         the model to copy (default: the plan's source_model)
+
+  --help                  this text
+  --version               the runtime version
+
+Exit status: 0 on success, 1 if the run failed, 2 for a bad command line.
+See docs/loom-run.md.
+)";
+
+/// A command-line error (exit 2) or a run failure (exit 1).
+struct Exit {
+  int status;
+  std::string message;
+};
+
+[[noreturn]] void usage(const std::string &message) {
+  throw Exit{kExitUsage, message};
+}
+[[noreturn]] void failure(const std::string &message) {
+  throw Exit{kExitFailure, message};
+}
+
+enum class Mode { None, Entry, Train, Info, Export };
+
+struct Args {
+  std::string artifact;
+  Mode mode = Mode::None;
+  std::string entry;
+  std::vector<std::pair<std::string, std::string>> inputs;
+  std::string outputDir;
+  std::string exportOnnx, onnxSource;
+  TrainOptions train;
+  bool quiet = false;
+  std::set<std::string> given; // flags seen, for mode checks
+};
+
+struct Flag {
+  const char *name;
+  bool value;
+};
+
+const Flag kFlags[] = {
+    {"entry", true},          {"train", false},
+    {"info", false},          {"export-onnx", true},
+    {"input", true},          {"params", true},
+    {"output-dir", true},     {"seed", true},
+    {"data", true},           {"steps", true},
+    {"batch-size", true},     {"accumulate", true},
+    {"eval-data", true},      {"eval-every", true},
+    {"resume", true},         {"checkpoint-dir", true},
+    {"save-every", true},     {"keep-checkpoints", true},
+    {"metrics", true},        {"save-params", true},
+    {"progress", true},       {"quiet", false},
+    {"no-prefetch", false},   {"onnx", true},
+    {"help", false},          {"version", false},
+};
+
+/// Flags that only make sense in some modes.
+const std::map<std::string, std::set<Mode>> kFlagModes = {
+    {"input", {Mode::Entry}},
+    {"output-dir", {Mode::Entry}},
+    {"data", {Mode::Train}},
+    {"steps", {Mode::Train}},
+    {"batch-size", {Mode::Train}},
+    {"accumulate", {Mode::Train}},
+    {"eval-data", {Mode::Train}},
+    {"eval-every", {Mode::Train}},
+    {"checkpoint-dir", {Mode::Train}},
+    {"save-every", {Mode::Train}},
+    {"keep-checkpoints", {Mode::Train}},
+    {"metrics", {Mode::Train}},
+    {"save-params", {Mode::Train}},
+    {"progress", {Mode::Train}},
+    {"no-prefetch", {Mode::Train}},
+    {"resume", {Mode::Train, Mode::Export}},
+    {"params", {Mode::Train, Mode::Entry, Mode::Export}},
+    {"seed", {Mode::Train, Mode::Entry}},
+    {"onnx", {Mode::Train, Mode::Export}},
+};
+
+const char *modeFlag(Mode mode) {
+  switch (mode) {
+  case Mode::Entry:
+    return "--entry";
+  case Mode::Train:
+    return "--train";
+  case Mode::Info:
+    return "--info";
+  case Mode::Export:
+    return "--export-onnx";
+  case Mode::None:
+    break;
+  }
+  return "";
+}
+
+/// A non-negative integer, strictly: digits only, no sign, no overflow.
+int64_t parseCount(const std::string &flag, const std::string &text) {
+  if (text.empty() || text.size() > 18 ||
+      text.find_first_not_of("0123456789") != std::string::npos)
+    usage("--" + flag + " expects a non-negative integer, got '" + text + "'");
+  return std::stoll(text);
+}
+
+uint64_t parseSeed(const std::string &text) {
+  if (text.empty() || text.size() > 20 ||
+      text.find_first_not_of("0123456789") != std::string::npos)
+    usage("--seed expects a non-negative integer, got '" + text + "'");
+  uint64_t value = 0;
+  for (char c : text) {
+    uint64_t digit = static_cast<uint64_t>(c - '0');
+    if (value > (UINT64_MAX - digit) / 10)
+      usage("--seed " + text + " does not fit 64 bits");
+    value = value * 10 + digit;
+  }
+  return value;
+}
+
+Args parseArgs(int argc, const char *const *argv, bool &help, bool &version) {
+  Args args;
+  std::vector<std::string> positional;
+  bool modeSet = false;
+  auto setMode = [&](Mode mode) {
+    if (modeSet && args.mode != mode)
+      usage(std::string("give one mode: ") + modeFlag(args.mode) + " and " +
+            modeFlag(mode) + " conflict");
+    args.mode = mode;
+    modeSet = true;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i] ? argv[i] : "";
+    if (arg == "--") {
+      for (++i; i < argc; ++i)
+        positional.push_back(argv[i] ? argv[i] : "");
+      break;
+    }
+    if (arg.size() < 2 || arg.compare(0, 2, "--") != 0) {
+      if (!arg.empty() && arg[0] == '-' && arg != "-")
+        usage("unknown option '" + arg + "' (options start with --; see "
+              "--help)");
+      positional.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2), value;
+    bool hasValue = false;
+    if (size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      hasValue = true;
+    }
+    const Flag *flag = nullptr;
+    for (const Flag &f : kFlags)
+      if (name == f.name)
+        flag = &f;
+    if (!flag)
+      usage("unknown option '--" + name + "' (see --help)");
+    if (flag->value && !hasValue) {
+      if (i + 1 >= argc || !argv[i + 1])
+        usage("--" + name + " needs a value");
+      value = argv[++i];
+    } else if (!flag->value && hasValue) {
+      usage("--" + name + " takes no value");
+    }
+    if (name != "input" && !args.given.insert(name).second)
+      usage("--" + name + " given twice");
+    args.given.insert(name);
+    TrainOptions &t = args.train;
+    if (name == "help")
+      help = true;
+    else if (name == "version")
+      version = true;
+    else if (name == "entry") {
+      if (value.empty())
+        usage("--entry needs an entry name");
+      setMode(Mode::Entry);
+      args.entry = value;
+    } else if (name == "train")
+      setMode(Mode::Train);
+    else if (name == "info")
+      setMode(Mode::Info);
+    else if (name == "export-onnx")
+      args.exportOnnx = value;
+    else if (name == "input") {
+      size_t eq = value.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == value.size())
+        usage("--input expects NAME=FILE.npy, got '" + value + "'");
+      args.inputs.emplace_back(value.substr(0, eq), value.substr(eq + 1));
+    } else if (name == "params")
+      t.paramsPath = value;
+    else if (name == "output-dir")
+      args.outputDir = value;
+    else if (name == "seed")
+      t.seed = parseSeed(value);
+    else if (name == "data")
+      t.dataPath = value;
+    else if (name == "steps")
+      t.steps = parseCount(name, value);
+    else if (name == "batch-size") {
+      t.batchSize = parseCount(name, value);
+      if (t.batchSize == 0)
+        usage("--batch-size must be positive");
+    } else if (name == "accumulate") {
+      t.accumulate = parseCount(name, value);
+      if (t.accumulate == 0)
+        usage("--accumulate must be at least 1");
+    } else if (name == "eval-data")
+      t.evalDataPath = value;
+    else if (name == "eval-every")
+      t.evalEvery = parseCount(name, value);
+    else if (name == "resume")
+      t.resumePath = value;
+    else if (name == "checkpoint-dir")
+      t.checkpointDir = value;
+    else if (name == "save-every")
+      t.saveEvery = parseCount(name, value);
+    else if (name == "keep-checkpoints")
+      t.keepCheckpoints = parseCount(name, value);
+    else if (name == "metrics")
+      t.metricsPath = value;
+    else if (name == "save-params")
+      t.saveParamsPath = value;
+    else if (name == "progress") {
+      if (value == "auto")
+        t.progress = ProgressMode::Auto;
+      else if (value == "bar")
+        t.progress = ProgressMode::Bar;
+      else if (value == "lines")
+        t.progress = ProgressMode::Lines;
+      else if (value == "none")
+        t.progress = ProgressMode::None;
+      else
+        usage("--progress expects auto, bar, lines or none, got '" + value +
+              "'");
+    } else if (name == "quiet")
+      args.quiet = true;
+    else if (name == "no-prefetch")
+      t.prefetch = false;
+    else if (name == "onnx")
+      args.onnxSource = value;
+  }
+  if (help || version)
+    return args;
+  if (positional.empty())
+    usage("missing the artifact directory (loom-run ARTIFACT.loom ...; see "
+          "--help)");
+  if (positional.size() > 1)
+    usage("unexpected argument '" + positional[1] +
+          "' (one artifact directory is expected)");
+  args.artifact = positional[0];
+  if (!args.exportOnnx.empty() && !modeSet)
+    setMode(Mode::Export);
+  if (args.mode == Mode::None)
+    usage("no mode: give --entry=NAME, --train, --info or --export-onnx "
+          "(see --help)");
+  if (!args.exportOnnx.empty() && args.mode != Mode::Train &&
+      args.mode != Mode::Export)
+    usage("--export-onnx goes with --train or alone, not with " +
+          std::string(modeFlag(args.mode)));
+  for (const std::string &name : args.given) {
+    auto it = kFlagModes.find(name);
+    if (it != kFlagModes.end() && !it->second.count(args.mode))
+      usage("--" + name + " does not apply to " + modeFlag(args.mode));
+  }
+  if (args.mode == Mode::Entry && args.outputDir.empty())
+    usage("--entry needs --output-dir DIR");
+  if (args.mode == Mode::Train) {
+    if (args.train.dataPath.empty())
+      usage("--train needs --data FILE.npz");
+    if (!args.given.count("steps"))
+      usage("--train needs --steps N");
+  }
+  if (args.quiet)
+    args.train.progress = ProgressMode::None;
+  return args;
+}
+
+/// A file name for output `name` inside the output directory: only
+/// [A-Za-z0-9._-], never hidden, never "." or "..", at most 200 bytes.
+std::string sanitize(const std::string &name) {
+  std::string out;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    out += ok ? c : '_';
+  }
+  if (out.empty() || out[0] == '.')
+    out = "_" + out;
+  if (out.size() > 200)
+    out.resize(200);
+  return out;
+}
+
+/// bf16 has no NumPy type: widen to f32 (exact) for the .npy file.
+NpyArray widenBf16(const NpyArray &a) {
+  NpyArray out;
+  out.dtype = DType::F32;
+  out.shape = a.shape;
+  out.data.resize(a.data.size() * 2);
+  for (size_t i = 0; i < a.data.size() / 2; ++i) {
+    uint32_t bits = (uint32_t(a.data[2 * i]) | uint32_t(a.data[2 * i + 1]) << 8)
+                    << 16;
+    std::memcpy(out.data.data() + 4 * i, &bits, 4);
+  }
+  return out;
+}
+
+std::unique_ptr<Artifact> loadArtifact(const std::string &dir) {
+  std::string error;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    failure(dir + ": not an artifact directory (expected a directory with "
+                  "plan.json, as loomc -o writes)");
+  std::unique_ptr<Artifact> artifact = Artifact::load(dir, &error);
+  if (!artifact)
+    failure(error);
+  return artifact;
+}
+
+/// The artifact's params/state, overridden by the tensors of `paramsPath`
+/// that are params or state of the artifact (type-checked).
+std::map<std::string, NpyArray> startingTensors(const Artifact &artifact,
+                                                const std::string &paramsPath,
+                                                std::optional<int64_t> *step) {
+  std::map<std::string, NpyArray> tensors = artifact.initialState();
+  if (paramsPath.empty())
+    return tensors;
+  std::string error;
+  std::unique_ptr<SafetensorsFile> file =
+      SafetensorsFile::open(paramsPath, &error);
+  if (!file)
+    failure(error);
+  std::map<std::string, const Binding *> bindings;
+  for (const PlanEntry &e : artifact.plan().entries)
+    for (const Binding &in : e.inputs)
+      if (in.kind == BindingKind::Param || in.kind == BindingKind::State)
+        bindings.emplace(in.name, &in);
+  for (const TensorView &t : file->tensors()) {
+    if (t.name == "step" && t.dtype == DType::I64 && t.shape.empty()) {
+      int64_t value;
+      std::memcpy(&value, t.data, 8);
+      if (step)
+        *step = value;
+      continue;
+    }
+    auto it = bindings.find(t.name);
+    if (it == bindings.end())
+      continue;
+    if (t.dtype != it->second->dtype || t.shape != it->second->shape)
+      failure(paramsPath + ": tensor '" + t.name + "' is " +
+              describeTensorType(t.dtype, t.shape) + ", the artifact's " +
+              bindingKindName(it->second->kind) + " is " +
+              describeTensorType(it->second->dtype, it->second->shape));
+    NpyArray a;
+    a.dtype = t.dtype;
+    a.shape = t.shape;
+    a.data.assign(t.data, t.data + t.nbytes);
+    tensors[t.name] = std::move(a);
+  }
+  return tensors;
+}
+
+std::map<std::string, NpyArray>
+paramsOnly(const Artifact &artifact,
+           const std::map<std::string, NpyArray> &tensors) {
+  std::map<std::string, NpyArray> result;
+  for (const PlanEntry &e : artifact.plan().entries)
+    for (const Binding &in : e.inputs)
+      if (in.kind == BindingKind::Param) {
+        auto it = tensors.find(in.name);
+        if (it != tensors.end())
+          result.emplace(in.name, it->second);
+      }
+  return result;
+}
+
+void exportWeights(const Args &args, const Artifact &artifact,
+                   const std::map<std::string, NpyArray> &tensors,
+                   std::FILE *err) {
+  if (!onnxExportSupported()) {
+    std::string error;
+    exportOnnx("", "", {}, nullptr, &error);
+    failure("--export-onnx: " + error);
+  }
+  std::string source =
+      args.onnxSource.empty() ? artifact.sourceModel() : args.onnxSource;
+  if (source.empty())
+    failure("--export-onnx: the plan names no source_model; pass --onnx "
+            "SRC.onnx");
+  std::vector<std::string> replaced;
+  std::string error;
+  if (!exportOnnx(source, args.exportOnnx, paramsOnly(artifact, tensors),
+                  &replaced, &error))
+    failure("--export-onnx: " + error);
+  if (!args.quiet)
+    std::fprintf(err, "wrote %s (%zu initializers replaced, from %s)\n",
+                 args.exportOnnx.c_str(), replaced.size(), source.c_str());
+}
+
+void runInfo(const Args &args, std::FILE *out) {
+  std::unique_ptr<Artifact> artifact = loadArtifact(args.artifact);
+  const Plan &plan = artifact->plan();
+  std::fprintf(out, "artifact %s: plan version %lld, target %s\n",
+               args.artifact.c_str(), static_cast<long long>(plan.version),
+               plan.target.c_str());
+  if (!plan.sourceModel.empty())
+    std::fprintf(out, "source model: %s\n", plan.sourceModel.c_str());
+  for (const PlanEntry &e : plan.entries) {
+    std::fprintf(out, "entry %s: %zu steps, arena %llu bytes\n", e.name.c_str(),
+                 e.steps.size(), static_cast<unsigned long long>(e.arenaBytes));
+    for (const Binding &b : e.inputs)
+      std::fprintf(out, "  input  %-6s %s %s\n", bindingKindName(b.kind),
+                   b.name.c_str(), describeTensorType(b.dtype, b.shape).c_str());
+    for (const Binding &b : e.outputs)
+      std::fprintf(out, "  output %-6s %s %s\n", bindingKindName(b.kind),
+                   b.name.c_str(), describeTensorType(b.dtype, b.shape).c_str());
+  }
+}
+
+void runEntry(const Args &args, std::FILE *err) {
+  std::unique_ptr<Artifact> artifact = loadArtifact(args.artifact);
+  const PlanEntry *entry = artifact->entry(args.entry);
+  if (!entry) {
+    std::string names;
+    for (const std::string &n : artifact->entryNames())
+      names += (names.empty() ? "" : ", ") + n;
+    failure("no entry '" + args.entry + "' in " + args.artifact +
+            " (it has " + names + ")");
+  }
+  std::map<std::string, NpyArray> given;
+  for (const auto &[name, path] : args.inputs) {
+    if (!entry->findInput(name)) {
+      std::string names;
+      for (const Binding &b : entry->inputs)
+        names += (names.empty() ? "" : ", ") + b.name;
+      failure("--input " + name + ": entry '" + entry->name +
+              "' has no input of that name (its inputs: " + names + ")");
+    }
+    if (given.count(name))
+      failure("--input " + name + " given twice");
+    std::string error;
+    std::optional<NpyArray> array = readNpy(path, &error);
+    if (!array)
+      failure("--input " + name + ": " + error);
+    given.emplace(name, std::move(*array));
+  }
+  std::optional<int64_t> checkpointStep;
+  std::map<std::string, NpyArray> tensors =
+      startingTensors(*artifact, args.train.paramsPath, &checkpointStep);
+  std::vector<TensorRef> refs;
+  NpyArray stepArray, seedArray;
+  int64_t stepValue = checkpointStep.value_or(0);
+  if (auto it = given.find("step");
+      it != given.end() && it->second.dtype == DType::I64 &&
+      it->second.data.size() == 8)
+    std::memcpy(&stepValue, it->second.data.data(), 8);
+  for (const Binding &in : entry->inputs) {
+    if (auto it = given.find(in.name); it != given.end()) {
+      refs.push_back(tensorRef(in.name, it->second));
+      continue;
+    }
+    if (in.kind == BindingKind::Param || in.kind == BindingKind::State) {
+      auto it = tensors.find(in.name);
+      if (it == tensors.end())
+        failure("no value for " + std::string(bindingKindName(in.kind)) +
+                " '" + in.name +
+                "': the artifact has no params file; pass --params FILE or "
+                "--input " +
+                in.name + "=FILE.npy");
+      refs.push_back(tensorRef(in.name, it->second));
+    } else if (in.name == "step") {
+      stepArray.dtype = DType::I64;
+      stepArray.data.resize(8);
+      std::memcpy(stepArray.data.data(), &stepValue, 8);
+      refs.push_back(tensorRef(in.name, stepArray));
+    } else if (in.name == "seed") {
+      int64_t seed = dropoutSeed(args.train.seed, stepValue, 0);
+      seedArray.dtype = DType::I64;
+      seedArray.data.resize(8);
+      std::memcpy(seedArray.data.data(), &seed, 8);
+      refs.push_back(tensorRef(in.name, seedArray));
+    } else {
+      failure("missing input '" + in.name + "' (" +
+              describeTensorType(in.dtype, in.shape) + "): pass --input " +
+              in.name + "=FILE.npy");
+    }
+  }
+  std::vector<NpyArray> outputs;
+  std::string error;
+  if (!artifact->run(entry->name, refs, &outputs, &error))
+    failure(error);
+
+  std::error_code ec;
+  fs::create_directories(args.outputDir, ec);
+  if (!fs::is_directory(args.outputDir, ec))
+    failure(args.outputDir + ": cannot create the output directory" +
+            (ec ? ": " + ec.message() : std::string()));
+  std::set<std::string> used;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Binding &out = entry->outputs[i];
+    std::string base = sanitize(out.name), file = base;
+    for (int n = 2; used.count(file); ++n)
+      file = base + "-" + std::to_string(n);
+    used.insert(file);
+    std::string path = args.outputDir + "/" + file + ".npy";
+    const NpyArray *array = &outputs[i];
+    NpyArray widened;
+    if (array->dtype == DType::BF16) {
+      widened = widenBf16(*array);
+      array = &widened;
+    }
+    if (!writeNpy(path, *array, &error))
+      failure(error);
+    if (!args.quiet)
+      std::fprintf(err, "wrote %s (%s%s)\n", path.c_str(),
+                   describeTensorType(out.dtype, out.shape).c_str(),
+                   out.dtype == DType::BF16 ? ", widened to f32" : "");
+  }
+}
+
+void runTrain(const Args &args, std::FILE *err) {
+  std::unique_ptr<Artifact> artifact = loadArtifact(args.artifact);
+  TrainOptions options = args.train;
+  options.log = err;
+  TrainResult result;
+  std::string error;
+  if (!train(*artifact, options, &result, &error))
+    failure(error);
+  if (!args.exportOnnx.empty())
+    exportWeights(args, *artifact, result.tensors, err);
+}
+
+void runExport(const Args &args, std::FILE *err) {
+  std::unique_ptr<Artifact> artifact = loadArtifact(args.artifact);
+  if (!args.train.resumePath.empty() && !args.train.paramsPath.empty())
+    usage("--resume and --params both name the weights; give one");
+  std::map<std::string, NpyArray> tensors;
+  if (!args.train.resumePath.empty()) {
+    std::string path = args.train.resumePath, error;
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+      path = findLatestCheckpoint(path, &error);
+      if (path.empty())
+        failure(error);
+    }
+    if (!loadCheckpoint(path, *artifact, &tensors, nullptr, &error))
+      failure(error);
+  } else {
+    tensors = startingTensors(*artifact, args.train.paramsPath, nullptr);
+  }
+  exportWeights(args, *artifact, tensors, err);
+}
+
+} // namespace
+
+int loomRunMain(int argc, const char *const *argv, std::FILE *out,
+                std::FILE *err) noexcept {
+  if (!out)
+    out = stdout;
+  if (!err)
+    err = stderr;
+  try {
+    bool help = false, version = false;
+    Args args = parseArgs(argc, argv, help, version);
+    if (help) {
+      std::fputs(kHelp, out);
+      return kExitOk;
+    }
+    if (version) {
+      std::fprintf(out, "loom-run (libloomrt %s)%s\n", loomrt_version(),
+                   onnxExportSupported() ? "" : ", without ONNX support");
+      return kExitOk;
+    }
+    switch (args.mode) {
+    case Mode::Info:
+      runInfo(args, out);
+      break;
+    case Mode::Entry:
+      runEntry(args, err);
+      break;
+    case Mode::Train:
+      runTrain(args, err);
+      break;
+    case Mode::Export:
+      runExport(args, err);
+      break;
+    case Mode::None:
+      break;
+    }
+    std::fflush(out);
+    return kExitOk;
+  } catch (const Exit &e) {
+    std::fprintf(err, "loom-run: error: %s\n", e.message.c_str());
+    if (e.status == kExitUsage)
+      std::fprintf(err, "usage: loom-run ARTIFACT.loom --entry=NAME | --train "
+                        "| --info | --export-onnx=OUT.onnx [options]; see "
+                        "--help\n");
+    return e.status;
+  } catch (const std::bad_alloc &) {
+    std::fprintf(err, "loom-run: error: out of memory\n");
+  } catch (const std::exception &e) {
+    std::fprintf(err, "loom-run: error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(err, "loom-run: error: unexpected failure\n");
+  }
+  return kExitFailure;
+}
+
+} // namespace loomrt
