@@ -1,0 +1,157 @@
+//===- ArtifactTest.cpp - Loading artifacts and running their entries -----===//
+
+#include "Fixtures.h"
+
+#include "loomrt/Artifact.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace loomrt::test {
+namespace {
+
+/// An entry `main`: y = relu(a . b + bias) (gemm, kernel), flat = copy of y.
+EntryBuilder mainEntry() {
+  EntryBuilder e("main");
+  int a = e.buffer("f32", {2, 3});
+  int b = e.buffer("f32", {3, 2});
+  int c = e.buffer("f32", {2, 2});
+  int bias = e.buffer("f32", {2, 2});
+  int y = e.buffer("f32", {2, 2});
+  int flat = e.buffer("f32", {4});
+  e.input("a", "input", a);
+  e.input("b", "input", b);
+  e.input("bias", "input", bias);
+  e.gemm(a, b, c, 1, 2, 2, 3, false, false, 0, 0, 0);
+  e.kernel("add_relu4", {c, bias, y});
+  e.copy(y, flat);
+  e.output("y", "output", y);
+  e.output("flat", "output", flat);
+  return e;
+}
+
+/// An entry `bgemm` in f64: c_i = a_i^T . b^T for a batch of 2, b shared.
+EntryBuilder batchedEntry() {
+  EntryBuilder e("bgemm");
+  int a = e.buffer("f64", {2, 3, 2}); // per batch: k x m = 3 x 2
+  int b = e.buffer("f64", {2, 3});    // shared: n x k = 2 x 3
+  int c = e.buffer("f64", {2, 2, 2});
+  e.input("a", "input", a);
+  e.input("b", "input", b);
+  e.gemm(a, b, c, 2, 2, 2, 3, true, true, 6, 0, 4);
+  e.output("c", "output", c);
+  return e;
+}
+
+TEST(Artifact, RunsGemmKernelAndCopy) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  writeBytes(dir.file("plan.json"),
+             planJson({mainEntry(), batchedEntry()}, "\"kernels.so\"", "null",
+                      ", \"source_model\": \"/models/m.onnx\""));
+  ASSERT_TRUE(installKernels(dir.path()));
+  std::string error;
+  std::unique_ptr<Artifact> artifact = Artifact::load(dir.path(), &error);
+  ASSERT_TRUE(artifact) << error;
+  EXPECT_EQ(artifact->sourceModel(), "/models/m.onnx");
+  EXPECT_EQ(artifact->entryNames(),
+            (std::vector<std::string>{"main", "bgemm"}));
+
+  std::vector<float> av = {1, -2, 3, 0.5f, 4, -1};
+  std::vector<float> bv = {2, 1, 0, -1, 1, 3};
+  std::vector<float> biasv = {0.5f, -20, 1, 2};
+  NpyArray a = f32Array({2, 3}, av), b = f32Array({3, 2}, bv),
+           bias = f32Array({2, 2}, biasv);
+  std::vector<NpyArray> outputs;
+  ASSERT_TRUE(artifact->run("main", {{"a", &a}, {"b", &b}, {"bias", &bias}},
+                            &outputs, &error))
+      << error;
+  ASSERT_EQ(outputs.size(), 2u);
+  std::vector<float> expected(4);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) {
+      float acc = 0;
+      for (int k = 0; k < 3; ++k)
+        acc += av[i * 3 + k] * bv[k * 2 + j];
+      acc += biasv[i * 2 + j];
+      expected[i * 2 + j] = acc > 0 ? acc : 0;
+    }
+  EXPECT_EQ(outputs[0].shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(f32Values(outputs[0]), expected);
+  EXPECT_EQ(outputs[1].shape, (std::vector<int64_t>{4}));
+  EXPECT_EQ(f32Values(outputs[1]), expected);
+
+  // Runs again on the same arena with other values.
+  biasv = {100, 100, 100, 100};
+  bias = f32Array({2, 2}, biasv);
+  ASSERT_TRUE(artifact->run("main", {{"a", &a}, {"b", &b}, {"bias", &bias}},
+                            &outputs, &error));
+  EXPECT_GT(f32Values(outputs[0])[1], 99.0f);
+
+  // Batched, transposed, f64, shared B.
+  std::vector<double> ad(12), bd(6);
+  for (int i = 0; i < 12; ++i)
+    ad[i] = 0.5 * i - 2;
+  for (int i = 0; i < 6; ++i)
+    bd[i] = 1.5 - i;
+  NpyArray a64 = makeArray(DType::F64, {2, 3, 2}, ad.data());
+  NpyArray b64 = makeArray(DType::F64, {2, 3}, bd.data());
+  ASSERT_TRUE(
+      artifact->run("bgemm", {{"a", &a64}, {"b", &b64}}, &outputs, &error))
+      << error;
+  std::vector<double> got(8);
+  std::memcpy(got.data(), outputs[0].data.data(), 64);
+  for (int p = 0; p < 2; ++p)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) {
+        double acc = 0;
+        for (int k = 0; k < 3; ++k) // a_p^T[i][k] = a_p[k][i]; b^T[k][j] = b[j][k]
+          acc += ad[p * 6 + k * 2 + i] * bd[j * 3 + k];
+        EXPECT_DOUBLE_EQ(got[p * 4 + i * 2 + j], acc) << p << i << j;
+      }
+}
+
+TEST(Artifact, RunChecksInputs) {
+  TempDir dir;
+  writeBytes(dir.file("plan.json"), planJson({mainEntry()}, "\"kernels.so\"",
+                                             "null"));
+  ASSERT_TRUE(installKernels(dir.path()));
+  std::string error;
+  std::unique_ptr<Artifact> artifact = Artifact::load(dir.path(), &error);
+  ASSERT_TRUE(artifact) << error;
+  NpyArray a = f32Array({2, 3}, std::vector<float>(6, 1.0f));
+  NpyArray b = f32Array({3, 2}, std::vector<float>(6, 1.0f));
+  NpyArray bias = f32Array({2, 2}, std::vector<float>(4, 1.0f));
+  NpyArray wrong = makeArray(DType::F64, {2, 3}, nullptr);
+  std::vector<NpyArray> out;
+  ErrorCode code;
+
+  EXPECT_FALSE(artifact->run("main", {{"a", &wrong}, {"b", &b}, {"bias", &bias}},
+                             &out, &error, &code));
+  EXPECT_EQ(code, ErrorCode::InvalidArgument);
+  EXPECT_NE(error.find("input 'a': expected f32 [2, 3], got f64 [2, 3]"),
+            std::string::npos)
+      << error;
+
+  NpyArray transposed = f32Array({3, 2}, std::vector<float>(6, 1.0f));
+  EXPECT_FALSE(artifact->run(
+      "main", {{"a", &transposed}, {"b", &b}, {"bias", &bias}}, &out, &error));
+  EXPECT_NE(error.find("expected f32 [2, 3], got f32 [3, 2]"),
+            std::string::npos)
+      << error;
+
+  EXPECT_FALSE(artifact->run("main", {{"a", &a}, {"b", &b}}, &out, &error));
+  EXPECT_NE(error.find("missing input 'bias'"), std::string::npos) << error;
+
+  EXPECT_FALSE(artifact->run(
+      "main", {{"a", &a}, {"b", &b}, {"bias", &bias}, {"extra", &a}}, &out,
+      &error));
+  EXPECT_NE(error.find("unknown input 'extra'"), std::string::npos) << error;
+
+  EXPECT_FALSE(artifact->run("nope", {{"a", &a}}, &out, &error));
+  EXPECT_NE(error.find("no entry 'nope'"), std::string::npos) << error;
+}
+
+} // namespace
+} // namespace loomrt::test

@@ -1,0 +1,311 @@
+//===- Fixtures.h - Hand-built artifacts (plan.json + kernels.so) for tests ===//
+//
+// Tests build their artifacts the way loomc would lay them out: a plan made
+// with PlanBuilder, kernels.so copied from the LoomRTTestKernels module
+// (kernels.c), params.safetensors written with SafetensorsWriter.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOMRT_TESTS_FIXTURES_H
+#define LOOMRT_TESTS_FIXTURES_H
+
+#include "TestUtil.h"
+
+#include "loomrt/Npy.h"
+#include "loomrt/Safetensors.h"
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace loomrt::test {
+
+/// One entry point, with buffers laid out one after another at 64-byte
+/// aligned offsets.
+class EntryBuilder {
+public:
+  explicit EntryBuilder(std::string name) : name(std::move(name)) {}
+
+  int buffer(const std::string &dtype, const std::vector<int64_t> &shape) {
+    uint64_t elements = 1;
+    for (int64_t d : shape)
+      elements *= static_cast<uint64_t>(d);
+    uint64_t size = elements * dtypeBytes(dtype);
+    std::string text = "{\"offset\": " + std::to_string(next) +
+                       ", \"dtype\": \"" + dtype + "\", \"shape\": [";
+    for (size_t i = 0; i < shape.size(); ++i)
+      text += (i ? ", " : "") + std::to_string(shape[i]);
+    text += "]}";
+    buffers.push_back(text);
+    next += (size + 63) / 64 * 64;
+    if (size == 0)
+      next += 64;
+    return static_cast<int>(buffers.size()) - 1;
+  }
+  void input(const std::string &n, const std::string &kind, int id) {
+    inputs.push_back(binding(n, kind, id));
+  }
+  void output(const std::string &n, const std::string &kind, int id) {
+    outputs.push_back(binding(n, kind, id));
+  }
+  void kernel(const std::string &symbol, const std::vector<int> &ids) {
+    std::string text =
+        "{\"kind\": \"kernel\", \"name\": \"" + symbol + "\", \"buffers\": [";
+    for (size_t i = 0; i < ids.size(); ++i)
+      text += (i ? ", " : "") + std::to_string(ids[i]);
+    steps.push_back(text + "]}");
+  }
+  void gemm(int a, int b, int c, int64_t batch, int64_t m, int64_t n,
+            int64_t k, bool ta, bool tb, uint64_t sa, uint64_t sb,
+            uint64_t sc) {
+    steps.push_back(
+        "{\"kind\": \"gemm\", \"a\": " + std::to_string(a) +
+        ", \"b\": " + std::to_string(b) + ", \"c\": " + std::to_string(c) +
+        ", \"batch\": " + std::to_string(batch) +
+        ", \"m\": " + std::to_string(m) + ", \"n\": " + std::to_string(n) +
+        ", \"k\": " + std::to_string(k) +
+        ", \"trans_a\": " + (ta ? "true" : "false") +
+        ", \"trans_b\": " + (tb ? "true" : "false") +
+        ", \"stride_a\": " + std::to_string(sa) +
+        ", \"stride_b\": " + std::to_string(sb) +
+        ", \"stride_c\": " + std::to_string(sc) + "}");
+  }
+  void copy(int src, int dst) {
+    steps.push_back("{\"kind\": \"copy\", \"src\": " + std::to_string(src) +
+                    ", \"dst\": " + std::to_string(dst) + "}");
+  }
+  /// A raw step, for malformed cases.
+  void rawStep(const std::string &json) { steps.push_back(json); }
+
+  std::string json() const {
+    return "{\"name\": \"" + name + "\", \"arena_bytes\": " +
+           std::to_string(next) + ",\n \"buffers\": [" + join(buffers) +
+           "],\n \"inputs\": [" + join(inputs) + "],\n \"outputs\": [" +
+           join(outputs) + "],\n \"steps\": [" + join(steps) + "]}";
+  }
+
+private:
+  static uint64_t dtypeBytes(const std::string &dtype) {
+    if (dtype == "f64" || dtype == "i64")
+      return 8;
+    if (dtype == "f32" || dtype == "i32")
+      return 4;
+    if (dtype == "f16" || dtype == "bf16")
+      return 2;
+    return 1;
+  }
+  static std::string binding(const std::string &n, const std::string &kind,
+                             int id) {
+    return "{\"name\": \"" + n + "\", \"kind\": \"" + kind +
+           "\", \"buffer\": " + std::to_string(id) + "}";
+  }
+  static std::string join(const std::vector<std::string> &items) {
+    std::string out;
+    for (size_t i = 0; i < items.size(); ++i)
+      out += (i ? ",\n  " : "") + items[i];
+    return out;
+  }
+
+  std::string name;
+  uint64_t next = 0;
+  std::vector<std::string> buffers, inputs, outputs, steps;
+};
+
+inline std::string
+planJson(const std::vector<EntryBuilder> &entries,
+         const std::string &kernels = "\"kernels.so\"",
+         const std::string &params = "\"params.safetensors\"",
+         const std::string &extra = "") {
+  std::string text = "{\"format\": \"loom-plan\", \"version\": 1, "
+                     "\"target\": \"cpu\", \"kernel_abi\": 1,\n"
+                     "\"kernels\": " +
+                     kernels + ", \"params\": " + params + extra +
+                     ",\n\"entries\": [\n";
+  for (size_t i = 0; i < entries.size(); ++i)
+    text += (i ? ",\n" : "") + entries[i].json();
+  return text + "]}\n";
+}
+
+/// Copies the test kernels into `dir` as kernels.so.
+inline bool installKernels(const std::string &dir,
+                           const std::string &name = "kernels.so") {
+  std::error_code ec;
+  std::filesystem::copy_file(LOOMRT_TEST_KERNELS_PATH, dir + "/" + name,
+                             std::filesystem::copy_options::overwrite_existing,
+                             ec);
+  return !ec;
+}
+
+inline NpyArray makeArray(DType dtype, std::vector<int64_t> shape,
+                          const void *data) {
+  NpyArray a;
+  a.dtype = dtype;
+  a.shape = std::move(shape);
+  size_t n = 1;
+  for (int64_t d : a.shape)
+    n *= static_cast<size_t>(d);
+  a.data.resize(n * dtypeSize(dtype));
+  if (data)
+    std::memcpy(a.data.data(), data, a.data.size());
+  return a;
+}
+
+inline NpyArray f32Array(std::vector<int64_t> shape,
+                         const std::vector<float> &values) {
+  return makeArray(DType::F32, std::move(shape), values.data());
+}
+
+inline std::vector<float> f32Values(const NpyArray &a) {
+  std::vector<float> v(a.data.size() / 4);
+  std::memcpy(v.data(), a.data.data(), v.size() * 4);
+  return v;
+}
+
+// The linear-regression model of kernels.c: batch 8, 4 features, momentum
+// SGD (lr 0.05, momentum 0.9) on w [4, 1] and b [1].
+inline constexpr int kBatch = 8;
+inline constexpr int kFeatures = 4;
+
+/// The model's forward pass and loss into `e`; returns the ids
+/// {x, y, w, b, pred, loss, dpred}.
+struct ForwardIds {
+  int x, y, w, b, pred, loss, dpred;
+};
+inline ForwardIds regressionForward(EntryBuilder &e) {
+  ForwardIds f;
+  f.x = e.buffer("f32", {kBatch, kFeatures});
+  f.y = e.buffer("f32", {kBatch, 1});
+  f.w = e.buffer("f32", {kFeatures, 1});
+  f.b = e.buffer("f32", {1});
+  f.pred = e.buffer("f32", {kBatch, 1});
+  f.loss = e.buffer("f32", {});
+  f.dpred = e.buffer("f32", {kBatch, 1});
+  e.input("x", "input", f.x);
+  e.input("y", "input", f.y);
+  e.input("w", "param", f.w);
+  e.input("b", "param", f.b);
+  e.gemm(f.x, f.w, f.pred, 1, kBatch, 1, kFeatures, false, false, 0, 0, 0);
+  e.kernel("lr_add_bias", {f.pred, f.b});
+  e.kernel("lr_mse", {f.pred, f.y, f.loss, f.dpred});
+  return f;
+}
+
+/// Writes the regression artifact: train_step, forward_backward,
+/// apply_optimizer, forward; params w = b = 0 and zero momentum.
+inline bool writeRegressionArtifact(const std::string &dir,
+                                    bool withSeed = false) {
+  std::vector<EntryBuilder> entries;
+  {
+    EntryBuilder e("train_step");
+    ForwardIds f = regressionForward(e);
+    int wm = e.buffer("f32", {kFeatures, 1});
+    int bm = e.buffer("f32", {1});
+    int step = e.buffer("i64", {});
+    int dw = e.buffer("f32", {kFeatures, 1});
+    int db = e.buffer("f32", {1});
+    int next = e.buffer("i64", {});
+    int lr = e.buffer("f32", {});
+    e.input("w.momentum", "state", wm);
+    e.input("b.momentum", "state", bm);
+    e.input("step", "input", step);
+    if (withSeed)
+      e.input("seed", "input", e.buffer("i64", {}));
+    e.gemm(f.x, f.dpred, dw, 1, kFeatures, 1, kBatch, true, false, 0, 0, 0);
+    e.kernel("lr_sum", {f.dpred, db});
+    e.kernel("lr_momentum_w", {f.w, wm, dw});
+    e.kernel("lr_momentum_b", {f.b, bm, db});
+    e.kernel("inc_step", {step, next});
+    e.kernel("lr_const", {lr});
+    e.output("loss", "output", f.loss);
+    e.output("w", "output", f.w);
+    e.output("b", "output", f.b);
+    e.output("w.momentum", "output", wm);
+    e.output("b.momentum", "output", bm);
+    e.output("step", "output", next);
+    e.output("lr", "output", lr);
+    entries.push_back(e);
+  }
+  {
+    EntryBuilder e("forward_backward");
+    ForwardIds f = regressionForward(e);
+    int dw = e.buffer("f32", {kFeatures, 1});
+    int db = e.buffer("f32", {1});
+    e.gemm(f.x, f.dpred, dw, 1, kFeatures, 1, kBatch, true, false, 0, 0, 0);
+    e.kernel("lr_sum", {f.dpred, db});
+    e.output("loss", "output", f.loss);
+    e.output("w", "grad", dw);
+    e.output("b", "grad", db);
+    entries.push_back(e);
+  }
+  {
+    EntryBuilder e("apply_optimizer");
+    int w = e.buffer("f32", {kFeatures, 1});
+    int b = e.buffer("f32", {1});
+    int wm = e.buffer("f32", {kFeatures, 1});
+    int bm = e.buffer("f32", {1});
+    int step = e.buffer("i64", {});
+    int gw = e.buffer("f32", {kFeatures, 1});
+    int gb = e.buffer("f32", {1});
+    int next = e.buffer("i64", {});
+    e.input("w", "param", w);
+    e.input("b", "param", b);
+    e.input("w.momentum", "state", wm);
+    e.input("b.momentum", "state", bm);
+    e.input("step", "input", step);
+    e.input("w.grad", "input", gw);
+    e.input("b.grad", "input", gb);
+    e.kernel("lr_momentum_w", {w, wm, gw});
+    e.kernel("lr_momentum_b", {b, bm, gb});
+    e.kernel("inc_step", {step, next});
+    e.output("w", "output", w);
+    e.output("b", "output", b);
+    e.output("w.momentum", "output", wm);
+    e.output("b.momentum", "output", bm);
+    e.output("step", "output", next);
+    entries.push_back(e);
+  }
+  {
+    EntryBuilder e("forward");
+    ForwardIds f = regressionForward(e);
+    e.output("loss", "output", f.loss);
+    entries.push_back(e);
+  }
+  writeBytes(dir + "/plan.json", planJson(entries));
+  if (!installKernels(dir))
+    return false;
+  SafetensorsWriter params;
+  float zeros[kFeatures] = {0, 0, 0, 0};
+  params.add("w", DType::F32, {kFeatures, 1}, zeros, sizeof zeros);
+  params.add("b", DType::F32, {1}, zeros, 4);
+  params.add("w.momentum", DType::F32, {kFeatures, 1}, zeros, sizeof zeros);
+  params.add("b.momentum", DType::F32, {1}, zeros, 4);
+  return params.write(dir + "/params.safetensors", nullptr);
+}
+
+/// y = x . [1, -2, 3, 0.5] + 0.25 for `samples` random x in [-1, 1].
+inline bool writeRegressionData(const std::string &path, int64_t samples,
+                                uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(samples * kFeatures)),
+      y(static_cast<size_t>(samples));
+  const float w[kFeatures] = {1.0f, -2.0f, 3.0f, 0.5f};
+  for (int64_t i = 0; i < samples; ++i) {
+    float acc = 0.25f;
+    for (int j = 0; j < kFeatures; ++j) {
+      x[i * kFeatures + j] = u(rng);
+      acc += w[j] * x[i * kFeatures + j];
+    }
+    y[i] = acc;
+  }
+  std::map<std::string, NpyArray> arrays;
+  arrays["x"] = f32Array({samples, kFeatures}, x);
+  arrays["y"] = f32Array({samples, 1}, y);
+  return writeNpz(path, arrays, nullptr);
+}
+
+} // namespace loomrt::test
+
+#endif // LOOMRT_TESTS_FIXTURES_H

@@ -1,0 +1,80 @@
+/* kernels.c - Hand-written kernels (ABI 1: void name(void **buffers)) that
+ * stand in for compiled ones in the runtime tests. Shapes are compiled in,
+ * as in generated kernels: the linear-regression model has batch 8 and 4
+ * features. */
+
+#include <stdint.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum { B = 8, D = 4 };
+
+/* --- the gemm + kernel + copy test --------------------------------------- */
+
+/* y[4] = max(c[4] + bias[4], 0) */
+EXPORT void add_relu4(void **b) {
+  const float *c = b[0], *bias = b[1];
+  float *y = b[2];
+  for (int i = 0; i < 4; ++i) {
+    float v = c[i] + bias[i];
+    y[i] = v > 0 ? v : 0;
+  }
+}
+
+/* --- linear regression: pred = x w + bias, loss = mean((pred - y)^2) ----- */
+
+/* pred[B] += bias[0] */
+EXPORT void lr_add_bias(void **b) {
+  float *pred = b[0];
+  const float *bias = b[1];
+  for (int i = 0; i < B; ++i)
+    pred[i] += bias[0];
+}
+
+/* loss = mean((pred - y)^2); dpred = 2 (pred - y) / B */
+EXPORT void lr_mse(void **b) {
+  const float *pred = b[0], *y = b[1];
+  float *loss = b[2], *dpred = b[3];
+  float sum = 0;
+  for (int i = 0; i < B; ++i) {
+    float e = pred[i] - y[i];
+    sum += e * e;
+    dpred[i] = 2.0f * e / B;
+  }
+  *loss = sum / B;
+}
+
+/* out[0] = sum(in[B]) */
+EXPORT void lr_sum(void **b) {
+  const float *in = b[0];
+  float *out = b[1];
+  float s = 0;
+  for (int i = 0; i < B; ++i)
+    s += in[i];
+  out[0] = s;
+}
+
+/* Momentum SGD, in place: m = 0.9 m + g; w -= 0.05 m. */
+static void momentum(float *w, float *m, const float *g, int n) {
+  for (int i = 0; i < n; ++i) {
+    m[i] = 0.9f * m[i] + g[i];
+    w[i] -= 0.05f * m[i];
+  }
+}
+EXPORT void lr_momentum_w(void **b) { momentum(b[0], b[1], b[2], D); }
+EXPORT void lr_momentum_b(void **b) { momentum(b[0], b[1], b[2], 1); }
+
+/* out = in + 1 (i64 step counter) */
+EXPORT void inc_step(void **b) {
+  *(int64_t *)b[1] = *(const int64_t *)b[0] + 1;
+}
+
+/* The learning rate as an output, as an in-graph schedule would report it. */
+EXPORT void lr_const(void **b) { *(float *)b[0] = 0.05f; }
+
+/* --- classifier for evaluation: predict = x, loss = x[0][0] -------------- */
+
+EXPORT void first_elem(void **b) { *(float *)b[1] = *(const float *)b[0]; }
+
+/* A kernel that writes a distinctive value to check ordering. */
+EXPORT void fill_seven(void **b) { *(float *)b[0] = 7.0f; }
