@@ -83,8 +83,8 @@ bool loadParams(const std::string &path, const std::string &fileName,
       std::string user = "(" + std::string(bindingKindName(in.kind)) +
                          " input of entry " + quoteName(entry.name) + ")";
       if (!tensor) {
-        sink.set(ErrorCode::Format, fileName + ": no tensor " +
-                                        quoteName(in.name) + " " + user);
+        sink.set(ErrorCode::Format,
+                 fileName + ": no tensor " + quoteName(in.name) + " " + user);
         return false;
       }
       if (tensor->dtype != in.dtype || tensor->shape != in.shape) {
@@ -173,8 +173,7 @@ const PlanEntry *Artifact::entry(std::string_view name) const noexcept {
   return impl->plan.findEntry(name);
 }
 
-const std::map<std::string, NpyArray> &
-Artifact::initialState() const noexcept {
+const std::map<std::string, NpyArray> &Artifact::initialState() const noexcept {
   return impl->initial;
 }
 
@@ -190,9 +189,9 @@ bool Artifact::run(std::string_view entryName,
       std::string names;
       for (const PlanEntry &e : im.plan.entries)
         names += (names.empty() ? "" : ", ") + e.name;
-      sink.set(ErrorCode::InvalidArgument,
-               "no entry " + quoteName(entryName) + " in the artifact (it has " +
-                   names + ")");
+      sink.set(ErrorCode::InvalidArgument, "no entry " + quoteName(entryName) +
+                                               " in the artifact (it has " +
+                                               names + ")");
       return false;
     }
     std::string where = "entry " + quoteName(entry->name);
@@ -269,7 +268,8 @@ bool Artifact::run(std::string_view entryName,
       return false;
     };
     for (size_t i = 0; i < bound.size(); ++i)
-      if (!backend.upload(*arena, entry->buffers[entry->inputs[i].buffer].offset,
+      if (!backend.upload(*arena,
+                          entry->buffers[entry->inputs[i].buffer].offset,
                           bound[i]->data, bound[i]->nbytes, &stepError))
         return stepFailed("input " + quoteName(entry->inputs[i].name));
 

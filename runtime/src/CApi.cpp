@@ -117,9 +117,9 @@ loomrt_status bindingInfo(const loomrt_artifact *artifact, const char *entry,
   const auto &list = output ? e->outputs : e->inputs;
   if (!info || index >= list.size())
     return setError(LOOMRT_ERROR_INVALID_ARGUMENT,
-                    std::string(function) + ": index " +
-                        std::to_string(index) + " out of range (entry '" +
-                        entry + "' has " + std::to_string(list.size()) + ")");
+                    std::string(function) + ": index " + std::to_string(index) +
+                        " out of range (entry '" + entry + "' has " +
+                        std::to_string(list.size()) + ")");
   describe(list[index], info);
   return clearError();
 }
@@ -279,9 +279,10 @@ loomrt_status loomrt_artifact_initial_value(const loomrt_artifact *artifact,
     const auto &state = artifact->artifact->initialState();
     auto it = state.find(name);
     if (it == state.end())
-      return setError(LOOMRT_ERROR_INVALID_ARGUMENT,
-                      std::string("loomrt_artifact_initial_value: no tensor '") +
-                          name + "' in the params file");
+      return setError(
+          LOOMRT_ERROR_INVALID_ARGUMENT,
+          std::string("loomrt_artifact_initial_value: no tensor '") + name +
+              "' in the params file");
     out->name = it->first.c_str();
     out->dtype = static_cast<loomrt_dtype>(it->second.dtype);
     out->rank = it->second.shape.size();

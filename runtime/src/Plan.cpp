@@ -84,8 +84,8 @@ uint64_t getUint(const json &obj, const char *key, const std::string &where,
     result = static_cast<uint64_t>(signedValue);
   }
   if (result > max)
-    fail(at, std::to_string(result) + " exceeds the limit " +
-                 std::to_string(max));
+    fail(at,
+         std::to_string(result) + " exceeds the limit " + std::to_string(max));
   return result;
 }
 
@@ -171,9 +171,10 @@ uint32_t getBufferId(const json &obj, const char *key, const std::string &where,
                      const PlanEntry &entry) {
   uint64_t id = getUint(obj, key, where);
   if (id >= entry.buffers.size())
-    fail(fieldWhere(where, key),
-         "buffer id " + std::to_string(id) + " is out of range (the entry has " +
-             std::to_string(entry.buffers.size()) + " buffers)");
+    fail(fieldWhere(where, key), "buffer id " + std::to_string(id) +
+                                     " is out of range (the entry has " +
+                                     std::to_string(entry.buffers.size()) +
+                                     " buffers)");
   return static_cast<uint32_t>(id);
 }
 
@@ -194,9 +195,9 @@ PlanBuffer parseBuffer(const json &value, const std::string &where,
   PlanBuffer buffer;
   buffer.offset = getUint(value, "offset", where);
   if (buffer.offset % kBufferAlignment != 0)
-    fail(fieldWhere(where, "offset"),
-         std::to_string(buffer.offset) + " is not a multiple of " +
-             std::to_string(kBufferAlignment));
+    fail(fieldWhere(where, "offset"), std::to_string(buffer.offset) +
+                                          " is not a multiple of " +
+                                          std::to_string(kBufferAlignment));
   const std::string &dtypeName = getString(value, "dtype", where);
   std::optional<DType> dtype = dtypeFromShortName(dtypeName);
   if (!dtype)
@@ -227,14 +228,14 @@ PlanBuffer parseBuffer(const json &value, const std::string &where,
   std::optional<uint64_t> bytes = checkedByteSize(buffer.dtype, buffer.shape);
   std::optional<int64_t> elements = checkedNumElements(buffer.shape);
   if (!bytes || !elements)
-    fail(fieldWhere(where, "shape"), detail::formatShape(buffer.shape) +
-                                         " overflows a 64-bit byte size");
+    fail(fieldWhere(where, "shape"),
+         detail::formatShape(buffer.shape) + " overflows a 64-bit byte size");
   buffer.bytes = *bytes;
   buffer.elements = static_cast<uint64_t>(*elements);
   if (buffer.bytes > arenaBytes || buffer.offset > arenaBytes - buffer.bytes)
     fail(where, "bytes [" + std::to_string(buffer.offset) + ", " +
-                    (buffer.offset > std::numeric_limits<uint64_t>::max() -
-                                         buffer.bytes
+                    (buffer.offset >
+                             std::numeric_limits<uint64_t>::max() - buffer.bytes
                          ? std::string("overflow")
                          : std::to_string(buffer.offset + buffer.bytes)) +
                     ") exceed arena_bytes " + std::to_string(arenaBytes));
@@ -259,9 +260,8 @@ Binding parseBinding(const json &value, const std::string &where,
     else if (kind == "input")
       binding.kind = BindingKind::Input;
     else
-      fail(fieldWhere(where, "kind"),
-           "unknown input kind " + quoteName(kind) +
-               " (expected param, state or input)");
+      fail(fieldWhere(where, "kind"), "unknown input kind " + quoteName(kind) +
+                                          " (expected param, state or input)");
   } else {
     if (kind == "output")
       binding.kind = BindingKind::Output;
@@ -309,8 +309,8 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
       fail(fieldWhere(where, "buffers"), "more than 65536 buffers");
     for (size_t i = 0; i < buffers.size(); ++i) {
       const json &id = buffers[i];
-      std::string at = fieldWhere(where, "buffers") + ": element " +
-                       std::to_string(i);
+      std::string at =
+          fieldWhere(where, "buffers") + ": element " + std::to_string(i);
       if (!id.is_number_integer() ||
           (!id.is_number_unsigned() && id.get<int64_t>() < 0))
         fail(at, std::string("expected a buffer id, got ") + typeName(id));
@@ -356,10 +356,10 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
     const PlanBuffer &b = entry.buffers[g.b];
     const PlanBuffer &c = entry.buffers[g.c];
     if (a.dtype != DType::F32 && a.dtype != DType::F64)
-      fail(fieldWhere(where, "a"),
-           "buffer " + std::to_string(g.a) + " has dtype " +
-               std::string(dtypeToShortName(a.dtype)) +
-               "; gemm supports f32 and f64");
+      fail(fieldWhere(where, "a"), "buffer " + std::to_string(g.a) +
+                                       " has dtype " +
+                                       std::string(dtypeToShortName(a.dtype)) +
+                                       "; gemm supports f32 and f64");
     if (b.dtype != a.dtype)
       fail(fieldWhere(where, "b"),
            "buffer " + std::to_string(g.b) + " has dtype " +
@@ -397,8 +397,8 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
     // Each C_i must be written once: distinct, non-overlapping matrices.
     if (g.batch > 1 && g.strideC < m * n)
       fail(fieldWhere(where, "stride_c"),
-           std::to_string(g.strideC) + " is less than m * n = " +
-               std::to_string(m * n) +
+           std::to_string(g.strideC) +
+               " is less than m * n = " + std::to_string(m * n) +
                ": the batch's result matrices would overlap");
     if (overlaps(c, a) || overlaps(c, b))
       fail(fieldWhere(where, "c"),
@@ -424,9 +424,8 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
                                          std::to_string(step.src));
     return step;
   }
-  fail(fieldWhere(where, "kind"),
-       "unknown step kind " + quoteName(kind) +
-           " (expected kernel, gemm or copy)");
+  fail(fieldWhere(where, "kind"), "unknown step kind " + quoteName(kind) +
+                                      " (expected kernel, gemm or copy)");
 }
 
 PlanEntry parseEntry(const json &value, size_t index,
@@ -461,8 +460,8 @@ PlanEntry parseEntry(const json &value, size_t index,
     std::vector<Binding> &bindings = isInput ? entry.inputs : entry.outputs;
     std::set<std::string> names;
     for (size_t i = 0; i < list.size(); ++i) {
-      std::string at = where + ": " + (isInput ? "input " : "output ") +
-                       std::to_string(i);
+      std::string at =
+          where + ": " + (isInput ? "input " : "output ") + std::to_string(i);
       Binding binding = parseBinding(list[i], at, entry, isInput);
       if (!names.insert(binding.name).second)
         fail(fieldWhere(at, "name"),
@@ -480,9 +479,9 @@ PlanEntry parseEntry(const json &value, size_t index,
                    entry.buffers[entry.inputs[j].buffer]))
         fail(where + ": input " + std::to_string(j),
              quoteName(entry.inputs[j].name) + " (buffer " +
-                 std::to_string(entry.inputs[j].buffer) +
-                 ") overlaps input " + quoteName(entry.inputs[i].name) +
-                 " (buffer " + std::to_string(entry.inputs[i].buffer) + ")");
+                 std::to_string(entry.inputs[j].buffer) + ") overlaps input " +
+                 quoteName(entry.inputs[i].name) + " (buffer " +
+                 std::to_string(entry.inputs[i].buffer) + ")");
 
   // The names the training loop relies on (docs/plan-format.md, training
   // convention): checked here so that a plan either follows them or fails.
@@ -507,8 +506,9 @@ PlanEntry parseEntry(const json &value, size_t index,
         fail(at, "grad output " + quoteName(out.name) +
                      " names no param input of this entry");
     }
-    if (in && (out.kind == BindingKind::Grad || in->kind != BindingKind::Input ||
-               out.name == "step") &&
+    if (in &&
+        (out.kind == BindingKind::Grad || in->kind != BindingKind::Input ||
+         out.name == "step") &&
         (in->dtype != out.dtype || in->shape != out.shape))
       fail(at, quoteName(out.name) + " is " + describe(out.dtype, out.shape) +
                    " but the input of that name is " +
@@ -563,8 +563,7 @@ Plan parse(std::string_view text, const std::string &what) {
                                             : ErrorCode::Format);
   plan.kernels = getFileName(root, "kernels", what, /*optional=*/false);
   plan.params = getFileName(root, "params", what, /*optional=*/false);
-  if (auto it = root.find("source_model");
-      it != root.end() && !it->is_null()) {
+  if (auto it = root.find("source_model"); it != root.end() && !it->is_null()) {
     if (!it->is_string())
       fail(fieldWhere(what, "source_model"),
            std::string("expected a string, got ") + typeName(*it));
@@ -599,9 +598,9 @@ Plan parse(std::string_view text, const std::string &what) {
       if (in.kind != BindingKind::Param && in.kind != BindingKind::State)
         continue;
       auto [it, inserted] = seen.emplace(in.name, &in);
-      if (!inserted && (it->second->dtype != in.dtype ||
-                        it->second->shape != in.shape ||
-                        it->second->kind != in.kind))
+      if (!inserted &&
+          (it->second->dtype != in.dtype || it->second->shape != in.shape ||
+           it->second->kind != in.kind))
         fail(what + ": entry " + quoteName(entry.name),
              std::string(bindingKindName(in.kind)) + " " + quoteName(in.name) +
                  " is " + describe(in.dtype, in.shape) +
@@ -682,7 +681,8 @@ std::optional<Plan> parsePlan(std::string_view text, const std::string &what,
 }
 
 std::optional<Plan> readPlan(const std::string &path, std::string *error,
-                             ErrorCode *code, const std::string &what) noexcept {
+                             ErrorCode *code,
+                             const std::string &what) noexcept {
   ErrorSink sink{error, code};
   try {
     std::string name = what.empty() ? path : what;
@@ -695,10 +695,10 @@ std::optional<Plan> readPlan(const std::string &path, std::string *error,
                                       std::to_string(kPlanMaxFileSize));
       return std::nullopt;
     }
-    return parsePlan(std::string_view(
-                         reinterpret_cast<const char *>(bytes.data()),
+    return parsePlan(
+        std::string_view(reinterpret_cast<const char *>(bytes.data()),
                          bytes.size()),
-                     name, error, code);
+        name, error, code);
   } catch (...) {
     sink.outOfMemory(path);
   }

@@ -209,11 +209,13 @@ void loadDataset(const std::string &path, const std::vector<DataInput> &inputs,
                describe(a.dtype, a.shape) + ", expected " + expectText +
                " (N samples; entry " + quoteName(entryName) +
                " takes batches of " +
-               describe(d.dtype, [&] {
-                 std::vector<int64_t> s = {d.batch};
-                 s.insert(s.end(), d.sampleShape.begin(), d.sampleShape.end());
-                 return s;
-               }()) +
+               describe(d.dtype,
+                        [&] {
+                          std::vector<int64_t> s = {d.batch};
+                          s.insert(s.end(), d.sampleShape.begin(),
+                                   d.sampleShape.end());
+                          return s;
+                        }()) +
                ")",
            ErrorCode::Format);
     auto n = static_cast<uint64_t>(a.shape[0]);
@@ -222,9 +224,9 @@ void loadDataset(const std::string &path, const std::vector<DataInput> &inputs,
       firstName = d.name;
       first = false;
     } else if (n != out.samples) {
-      fail(path + ": array " + quoteName(d.name) + " has " +
-               std::to_string(n) + " samples but " + quoteName(firstName) +
-               " has " + std::to_string(out.samples),
+      fail(path + ": array " + quoteName(d.name) + " has " + std::to_string(n) +
+               " samples but " + quoteName(firstName) + " has " +
+               std::to_string(out.samples),
            ErrorCode::Format);
     }
   }
@@ -391,12 +393,12 @@ std::string formatDuration(double seconds) {
   auto s = static_cast<int64_t>(seconds + 0.5);
   char buf[32];
   if (s >= 3600)
-    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld",
-                  static_cast<long long>(s / 3600),
-                  static_cast<long long>(s / 60 % 60),
-                  static_cast<long long>(s % 60));
+    std::snprintf(
+        buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
+        static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
   else
-    std::snprintf(buf, sizeof buf, "%lld:%02lld", static_cast<long long>(s / 60),
+    std::snprintf(buf, sizeof buf, "%lld:%02lld",
+                  static_cast<long long>(s / 60),
                   static_cast<long long>(s % 60));
   return buf;
 }
@@ -492,8 +494,7 @@ public:
       return;
     file = std::fopen(path.c_str(), append ? "a" : "w");
     if (!file)
-      fail(path + ": cannot open metrics file: " +
-               detail::errnoText(errno),
+      fail(path + ": cannot open metrics file: " + detail::errnoText(errno),
            ErrorCode::IO);
     this->path = path;
   }
@@ -529,9 +530,8 @@ std::map<std::string, const Binding *> stateBindings(const Plan &plan) {
   return result;
 }
 
-void checkTensor(const std::string &file, const std::string &name,
-                 DType dtype, const std::vector<int64_t> &shape,
-                 const Binding &expected) {
+void checkTensor(const std::string &file, const std::string &name, DType dtype,
+                 const std::vector<int64_t> &shape, const Binding &expected) {
   if (dtype != expected.dtype || shape != expected.shape)
     fail(file + ": tensor " + quoteName(name) + " is " +
              describe(dtype, shape) + ", the artifact's " +
@@ -570,8 +570,8 @@ uint64_t metaUint(const SafetensorsFile &file, const char *key, bool required,
     value = value * 10 + static_cast<uint64_t>(c - '0');
   }
   if (!ok)
-    fail(file.path() + ": checkpoint metadata '" + key + "' = " +
-             quoteName(text) + " is not a non-negative integer",
+    fail(file.path() + ": checkpoint metadata '" + key +
+             "' = " + quoteName(text) + " is not a non-negative integer",
          ErrorCode::Format);
   return value;
 }
@@ -595,17 +595,16 @@ void loadCheckpointImpl(const std::string &path, const Artifact &artifact,
     fail(path + ": checkpoint version " + std::to_string(version) +
              " is not supported (this runtime reads version 1)",
          ErrorCode::Unsupported);
-  info.step = static_cast<int64_t>(
-      std::min<uint64_t>(metaUint(*file, "step", true),
-                         std::numeric_limits<int64_t>::max()));
+  info.step = static_cast<int64_t>(std::min<uint64_t>(
+      metaUint(*file, "step", true), std::numeric_limits<int64_t>::max()));
   info.seed = metaUint(*file, "seed", true);
   info.dataEpoch = metaUint(*file, "data_epoch", true);
   info.dataBatch = metaUint(*file, "data_batch", true);
   info.dataSamples = metaUint(*file, "data_samples", false);
-  info.batchSize = static_cast<int64_t>(std::min<uint64_t>(
-      metaUint(*file, "batch_size", false), 1u << 30));
-  info.accumulate = static_cast<int64_t>(std::min<uint64_t>(
-      metaUint(*file, "accumulate", false, 1), 1u << 30));
+  info.batchSize = static_cast<int64_t>(
+      std::min<uint64_t>(metaUint(*file, "batch_size", false), 1u << 30));
+  info.accumulate = static_cast<int64_t>(
+      std::min<uint64_t>(metaUint(*file, "accumulate", false, 1), 1u << 30));
 
   const TensorView *step = file->find("step");
   if (!step)
@@ -679,8 +678,9 @@ std::map<std::string, NpyArray> initialTensors(const Artifact &artifact,
     }
     auto it = artifact.initialState().find(name);
     if (it == artifact.initialState().end())
-      fail("no initial value for " + std::string(bindingKindName(binding->kind)) +
-               " " + quoteName(name) +
+      fail("no initial value for " +
+               std::string(bindingKindName(binding->kind)) + " " +
+               quoteName(name) +
                (artifact.plan().params.empty()
                     ? " (the artifact has no params file; pass --params)"
                     : ""),
@@ -708,8 +708,8 @@ TensorRef rowsOf(const std::string &name, const NpyArray &array,
   return ref;
 }
 
-template <typename T> int64_t argmaxStrided(const uint8_t *base, int64_t n,
-                                            int64_t stride) {
+template <typename T>
+int64_t argmaxStrided(const uint8_t *base, int64_t n, int64_t stride) {
   int64_t best = 0;
   T bestValue;
   std::memcpy(&bestValue, base, sizeof(T));
@@ -847,7 +847,8 @@ void evaluateImpl(Artifact &artifact,
     // else dim 1 if that fits ([N, C, ...] layouts).
     int axis = -1;
     const std::vector<int64_t> &p = pred.shape;
-    if (!p.empty() && labelShape == std::vector<int64_t>(p.begin(), p.end() - 1))
+    if (!p.empty() &&
+        labelShape == std::vector<int64_t>(p.begin(), p.end() - 1))
       axis = static_cast<int>(p.size()) - 1;
     else if (p.size() >= 2) {
       std::vector<int64_t> without = p;
@@ -858,8 +859,7 @@ void evaluateImpl(Artifact &artifact,
     if (axis < 0)
       fail("cannot compute accuracy: labels " + quoteName(labelName) + " " +
                detail::formatShape(labelShape) +
-               " are neither the predictions' shape " +
-               detail::formatShape(p) +
+               " are neither the predictions' shape " + detail::formatShape(p) +
                " without its last dimension nor without dimension 1",
            ErrorCode::Unsupported);
     int64_t outer = 1, classes = p[axis], inner = 1;
@@ -869,7 +869,8 @@ void evaluateImpl(Artifact &artifact,
       inner *= p[i];
     uint64_t batches = data.samples / static_cast<uint64_t>(batch);
     int64_t correct = 0, counted = 0;
-    uint64_t labelRow = labels.data.size() / std::max<uint64_t>(data.samples, 1);
+    uint64_t labelRow =
+        labels.data.size() / std::max<uint64_t>(data.samples, 1);
     size_t labelsPerRow = labelRow / dtypeSize(labels.dtype);
     for (uint64_t b = 0; b < batches; ++b) {
       std::vector<TensorRef> refs;
@@ -1117,16 +1118,16 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
          " (shapes are static: recompile for another batch size)");
 
   const Binding *lossOut = stepEntry->findOutput("loss");
-  if (lossOut && (!isFloat(lossOut->dtype) || lossOut->bytes !=
-                                                  dtypeSize(lossOut->dtype)))
+  if (lossOut &&
+      (!isFloat(lossOut->dtype) || lossOut->bytes != dtypeSize(lossOut->dtype)))
     fail("entry " + quoteName(stepName) + ": output 'loss' is " +
              describe(lossOut->dtype, lossOut->shape) +
              ", expected one f32 or f64 value",
          ErrorCode::Unsupported);
   const PlanEntry *updater = accumulating ? applyEntry : stepEntry;
   const Binding *lrOut = updater->findOutput("lr");
-  if (lrOut && (!isFloat(lrOut->dtype) || lrOut->bytes !=
-                                              dtypeSize(lrOut->dtype)))
+  if (lrOut &&
+      (!isFloat(lrOut->dtype) || lrOut->bytes != dtypeSize(lrOut->dtype)))
     lrOut = nullptr;
 
   // With accumulation: apply_optimizer's `<param>.grad` inputs come from
@@ -1139,8 +1140,8 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       const std::string suffix = ".grad";
       std::string param =
           in.name.size() > suffix.size() &&
-                  in.name.compare(in.name.size() - suffix.size(),
-                                  suffix.size(), suffix) == 0
+                  in.name.compare(in.name.size() - suffix.size(), suffix.size(),
+                                  suffix) == 0
               ? in.name.substr(0, in.name.size() - suffix.size())
               : std::string();
       const Binding *g = param.empty() ? nullptr : stepEntry->findOutput(param);
@@ -1218,8 +1219,8 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     std::error_code ec;
     fs::create_directories(opt.checkpointDir, ec);
     if (ec || !fs::is_directory(opt.checkpointDir, ec))
-      fail(opt.checkpointDir + ": cannot create checkpoint directory: " +
-               ec.message(),
+      fail(opt.checkpointDir +
+               ": cannot create checkpoint directory: " + ec.message(),
            ErrorCode::IO);
     removeStaleTemporaries(opt.checkpointDir);
   }
@@ -1375,8 +1376,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       for (const auto &[input, param] : gradOf) {
         auto it = grads.find(param);
         if (it == grads.end())
-          fail("forward_backward returned no gradient for " +
-               quoteName(param));
+          fail("forward_backward returned no gradient for " + quoteName(param));
         refs.push_back(tensorRef(input, it->second));
       }
       std::vector<NpyArray> outs;
@@ -1442,9 +1442,9 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
              " of " + std::to_string(opt.steps);
     else
       line = "trained steps " + std::to_string(result.startStep) + ".." +
-             std::to_string(step) + " in " + formatNumber(seconds) + " s: " +
-             formatNumber(result.samplesPerSecond) + " samples/s, loss " +
-             formatNumber(lastLoss);
+             std::to_string(step) + " in " + formatNumber(seconds) +
+             " s: " + formatNumber(result.samplesPerSecond) +
+             " samples/s, loss " + formatNumber(lastLoss);
     if (lastEval == step) {
       if (lastEvalResult.haveLoss)
         line += ", eval loss " + formatNumber(lastEvalResult.loss);
@@ -1577,7 +1577,8 @@ bool train(Artifact &artifact, const TrainOptions &options, TrainResult *result,
   });
 }
 
-bool evaluate(Artifact &artifact, const std::map<std::string, NpyArray> &tensors,
+bool evaluate(Artifact &artifact,
+              const std::map<std::string, NpyArray> &tensors,
               const std::string &dataPath, int64_t step, EvalResult *result,
               std::string *error, ErrorCode *code) noexcept {
   ErrorSink sink{error, code};

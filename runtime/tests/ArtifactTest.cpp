@@ -106,7 +106,8 @@ TEST(Artifact, RunsGemmKernelAndCopy) {
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 2; ++j) {
         double acc = 0;
-        for (int k = 0; k < 3; ++k) // a_p^T[i][k] = a_p[k][i]; b^T[k][j] = b[j][k]
+        for (int k = 0; k < 3;
+             ++k) // a_p^T[i][k] = a_p[k][i]; b^T[k][j] = b[j][k]
           acc += ad[p * 6 + k * 2 + i] * bd[j * 3 + k];
         EXPECT_DOUBLE_EQ(got[p * 4 + i * 2 + j], acc) << p << i << j;
       }
@@ -114,8 +115,8 @@ TEST(Artifact, RunsGemmKernelAndCopy) {
 
 TEST(Artifact, RunChecksInputs) {
   TempDir dir;
-  writeBytes(dir.file("plan.json"), planJson({mainEntry()}, "\"kernels.so\"",
-                                             "null"));
+  writeBytes(dir.file("plan.json"),
+             planJson({mainEntry()}, "\"kernels.so\"", "null"));
   ASSERT_TRUE(installKernels(dir.path()));
   std::string error;
   std::unique_ptr<Artifact> artifact = Artifact::load(dir.path(), &error);
@@ -127,8 +128,9 @@ TEST(Artifact, RunChecksInputs) {
   std::vector<NpyArray> out;
   ErrorCode code;
 
-  EXPECT_FALSE(artifact->run("main", {{"a", &wrong}, {"b", &b}, {"bias", &bias}},
-                             &out, &error, &code));
+  EXPECT_FALSE(artifact->run("main",
+                             {{"a", &wrong}, {"b", &b}, {"bias", &bias}}, &out,
+                             &error, &code));
   EXPECT_EQ(code, ErrorCode::InvalidArgument);
   EXPECT_NE(error.find("input 'a': expected f32 [2, 3], got f64 [2, 3]"),
             std::string::npos)

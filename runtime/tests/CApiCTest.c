@@ -14,8 +14,7 @@ static int failures = 0;
 
 static void check(int ok, const char *what) {
   if (!ok) {
-    fprintf(stderr, "FAILED: %s (last error: %s)\n", what,
-            loomrt_last_error());
+    fprintf(stderr, "FAILED: %s (last error: %s)\n", what, loomrt_last_error());
     ++failures;
   }
 }
@@ -36,12 +35,15 @@ static const char kPlan[] =
     "              {\"name\": \"b\", \"kind\": \"input\", \"buffer\": 1},\n"
     "              {\"name\": \"bias\", \"kind\": \"input\", \"buffer\": 3}],\n"
     "  \"outputs\": [{\"name\": \"y\", \"kind\": \"output\", \"buffer\": 4},\n"
-    "               {\"name\": \"flat\", \"kind\": \"output\", \"buffer\": 5}],\n"
+    "               {\"name\": \"flat\", \"kind\": \"output\", \"buffer\": "
+    "5}],\n"
     "  \"steps\": [\n"
     "   {\"kind\": \"gemm\", \"a\": 0, \"b\": 1, \"c\": 2, \"batch\": 1,\n"
-    "    \"m\": 2, \"n\": 2, \"k\": 3, \"trans_a\": false, \"trans_b\": false,\n"
+    "    \"m\": 2, \"n\": 2, \"k\": 3, \"trans_a\": false, \"trans_b\": "
+    "false,\n"
     "    \"stride_a\": 0, \"stride_b\": 0, \"stride_c\": 0},\n"
-    "   {\"kind\": \"kernel\", \"name\": \"add_relu4\", \"buffers\": [2, 3, 4]},\n"
+    "   {\"kind\": \"kernel\", \"name\": \"add_relu4\", \"buffers\": [2, 3, "
+    "4]},\n"
     "   {\"kind\": \"copy\", \"src\": 4, \"dst\": 5}]}]}\n";
 
 static void testArtifact(void) {

@@ -1,4 +1,5 @@
-//===- Fixtures.h - Hand-built artifacts (plan.json + kernels.so) for tests ===//
+//===- Fixtures.h - Hand-built artifacts (plan.json + kernels.so) for tests
+//===//
 //
 // Tests build their artifacts the way loomc would lay them out: a plan made
 // with PlanBuilder, kernels.so copied from the LoomRTTestKernels module
@@ -57,20 +58,17 @@ public:
       text += (i ? ", " : "") + std::to_string(ids[i]);
     steps.push_back(text + "]}");
   }
-  void gemm(int a, int b, int c, int64_t batch, int64_t m, int64_t n,
-            int64_t k, bool ta, bool tb, uint64_t sa, uint64_t sb,
-            uint64_t sc) {
+  void gemm(int a, int b, int c, int64_t batch, int64_t m, int64_t n, int64_t k,
+            bool ta, bool tb, uint64_t sa, uint64_t sb, uint64_t sc) {
     steps.push_back(
         "{\"kind\": \"gemm\", \"a\": " + std::to_string(a) +
         ", \"b\": " + std::to_string(b) + ", \"c\": " + std::to_string(c) +
         ", \"batch\": " + std::to_string(batch) +
         ", \"m\": " + std::to_string(m) + ", \"n\": " + std::to_string(n) +
-        ", \"k\": " + std::to_string(k) +
-        ", \"trans_a\": " + (ta ? "true" : "false") +
-        ", \"trans_b\": " + (tb ? "true" : "false") +
-        ", \"stride_a\": " + std::to_string(sa) +
-        ", \"stride_b\": " + std::to_string(sb) +
-        ", \"stride_c\": " + std::to_string(sc) + "}");
+        ", \"k\": " + std::to_string(k) + ", \"trans_a\": " +
+        (ta ? "true" : "false") + ", \"trans_b\": " + (tb ? "true" : "false") +
+        ", \"stride_a\": " + std::to_string(sa) + ", \"stride_b\": " +
+        std::to_string(sb) + ", \"stride_c\": " + std::to_string(sc) + "}");
   }
   void copy(int src, int dst) {
     steps.push_back("{\"kind\": \"copy\", \"src\": " + std::to_string(src) +
@@ -80,10 +78,11 @@ public:
   void rawStep(const std::string &json) { steps.push_back(json); }
 
   std::string json() const {
-    return "{\"name\": \"" + name + "\", \"arena_bytes\": " +
-           std::to_string(next) + ",\n \"buffers\": [" + join(buffers) +
-           "],\n \"inputs\": [" + join(inputs) + "],\n \"outputs\": [" +
-           join(outputs) + "],\n \"steps\": [" + join(steps) + "]}";
+    return "{\"name\": \"" + name +
+           "\", \"arena_bytes\": " + std::to_string(next) +
+           ",\n \"buffers\": [" + join(buffers) + "],\n \"inputs\": [" +
+           join(inputs) + "],\n \"outputs\": [" + join(outputs) +
+           "],\n \"steps\": [" + join(steps) + "]}";
   }
 
 private:

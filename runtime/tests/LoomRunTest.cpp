@@ -26,7 +26,7 @@ namespace loomrt::test {
 namespace {
 
 struct Outcome {
-  int status = -1; ///< exit status, or -signal
+  int status = -1;    ///< exit status, or -signal
   std::string output; ///< stdout and stderr
 };
 
@@ -173,15 +173,15 @@ TEST_F(LoomRunTest, TrainsWithProgressLinesAndRefusesBadInput) {
   EXPECT_OUTPUT(o, ", eval loss ");
   std::string error;
   EXPECT_TRUE(SafetensorsFile::open(params, &error)) << error;
-  EXPECT_TRUE(std::filesystem::exists(dir.file("ckpt") + "/" +
-                                      checkpointFileName(20)));
+  EXPECT_TRUE(
+      std::filesystem::exists(dir.file("ckpt") + "/" + checkpointFileName(20)));
 
   o = loomRun({model, "--train", "--data", data, "--steps", "2", "--quiet"});
   EXPECT_EQ(o.status, 0);
   EXPECT_EQ(o.output, "");
 
-  o = loomRun({model, "--train", "--data", data, "--steps", "2",
-               "--batch-size", "32"});
+  o = loomRun(
+      {model, "--train", "--data", data, "--steps", "2", "--batch-size", "32"});
   EXPECT_EQ(o.status, 1);
   EXPECT_OUTPUT(o, "does not match the compiled batch size 8");
 
@@ -215,13 +215,13 @@ TEST_F(LoomRunTest, EvaluatesAnEntryIntoNpyFiles) {
   }
   expected /= kBatch; // w = b = 0: the loss is mean(y^2)
   std::string error;
-  ASSERT_TRUE(writeNpy(dir.file("x.npy"), f32Array({kBatch, kFeatures}, x),
-                       &error));
+  ASSERT_TRUE(
+      writeNpy(dir.file("x.npy"), f32Array({kBatch, kFeatures}, x), &error));
   ASSERT_TRUE(writeNpy(dir.file("y.npy"), f32Array({kBatch, 1}, y), &error));
   std::string out = dir.file("out");
-  Outcome o = loomRun({model, "--entry=forward", "--input",
-                       "x=" + dir.file("x.npy"), "--input",
-                       "y=" + dir.file("y.npy"), "--output-dir", out});
+  Outcome o =
+      loomRun({model, "--entry=forward", "--input", "x=" + dir.file("x.npy"),
+               "--input", "y=" + dir.file("y.npy"), "--output-dir", out});
   ASSERT_EQ(o.status, 0) << o.output;
   std::optional<NpyArray> loss = readNpy(out + "/loss.npy", &error);
   ASSERT_TRUE(loss) << error;
@@ -294,20 +294,20 @@ TEST_F(LoomRunTest, SurvivesSigkillDuringCheckpointWrites) {
   constexpr int kSteps = 3000;
   // The reference: the same run, never interrupted.
   std::string reference = dir.file("reference.safetensors");
-  Outcome o = loomRun({model, "--train", "--data", data, "--steps",
-                       std::to_string(kSteps), "--save-params", reference,
-                       "--quiet"});
+  Outcome o =
+      loomRun({model, "--train", "--data", data, "--steps",
+               std::to_string(kSteps), "--save-params", reference, "--quiet"});
   ASSERT_EQ(o.status, 0) << o.output;
 
   std::random_device device;
   std::mt19937 rng(device());
   std::string ckpt = dir.file("ckpt"), metrics = dir.file("metrics.jsonl");
   int fd;
-  pid_t pid = spawn({model, "--train", "--data", data, "--steps",
-                     std::to_string(kSteps), "--checkpoint-dir", ckpt,
-                     "--save-every", "1", "--keep-checkpoints", "3",
-                     "--metrics", metrics, "--quiet"},
-                    fd);
+  pid_t pid =
+      spawn({model, "--train", "--data", data, "--steps",
+             std::to_string(kSteps), "--checkpoint-dir", ckpt, "--save-every",
+             "1", "--keep-checkpoints", "3", "--metrics", metrics, "--quiet"},
+            fd);
   ASSERT_GT(pid, 0);
   // Wait for the first checkpoint, then kill at a random moment.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -339,8 +339,8 @@ TEST_F(LoomRunTest, SurvivesSigkillDuringCheckpointWrites) {
     }
     ++checkpoints;
     CheckpointInfo info;
-    EXPECT_TRUE(loadCheckpoint(f.path().string(), *artifact, nullptr, &info,
-                               &error))
+    EXPECT_TRUE(
+        loadCheckpoint(f.path().string(), *artifact, nullptr, &info, &error))
         << name << ": " << error;
     newest = std::max(newest, info.step);
   }
@@ -349,8 +349,8 @@ TEST_F(LoomRunTest, SurvivesSigkillDuringCheckpointWrites) {
   ASSERT_LE(checkpoints, 4);
   std::string latest = readBytes(ckpt + "/latest");
   ASSERT_FALSE(latest.empty());
-  EXPECT_TRUE(std::filesystem::exists(ckpt + "/" +
-                                      latest.substr(0, latest.size() - 1)))
+  EXPECT_TRUE(
+      std::filesystem::exists(ckpt + "/" + latest.substr(0, latest.size() - 1)))
       << latest;
   // At most the step in flight is lost: metrics are written before the save.
   std::vector<std::string> lines;
@@ -362,8 +362,8 @@ TEST_F(LoomRunTest, SurvivesSigkillDuringCheckpointWrites) {
   }
   ASSERT_FALSE(lines.empty());
   int64_t logged = std::stoll(lines.back().substr(lines.back().find(": ") + 2));
-  EXPECT_GE(newest, logged - 1) << "newest checkpoint " << newest
-                                << ", last logged step " << logged;
+  EXPECT_GE(newest, logged - 1)
+      << "newest checkpoint " << newest << ", last logged step " << logged;
   std::printf("killed after step %lld; newest checkpoint: step %lld\n",
               static_cast<long long>(logged), static_cast<long long>(newest));
 

@@ -82,14 +82,16 @@ TEST(PlanValidation, AcceptsTheFixture) {
 }
 
 TEST(PlanValidation, NewerVersionIsRefusedClearly) {
-  Refusal r = parseError(replace(validPlan(), "\"version\": 1", "\"version\": 2"));
+  Refusal r =
+      parseError(replace(validPlan(), "\"version\": 1", "\"version\": 2"));
   EXPECT_EQ(r.code, ErrorCode::Unsupported);
   EXPECT_MESSAGE(r, "plan version 2 is newer than this runtime supports (1)");
   r = parseError(replace(validPlan(), "\"version\": 1", "\"version\": 0"));
   EXPECT_MESSAGE(r, "invalid version 0");
   r = parseError(replace(validPlan(), "\"version\": 1", "\"version\": \"1\""));
   EXPECT_MESSAGE(r, "field 'version': expected an integer, got string");
-  r = parseError(replace(validPlan(), "\"kernel_abi\": 1", "\"kernel_abi\": 7"));
+  r = parseError(
+      replace(validPlan(), "\"kernel_abi\": 1", "\"kernel_abi\": 7"));
   EXPECT_MESSAGE(r, "kernel ABI 7 is not supported");
   r = parseError(replace(validPlan(), "loom-plan", "loom-plan2"));
   EXPECT_MESSAGE(r, "field 'format'");
@@ -105,9 +107,10 @@ TEST(PlanValidation, BuffersMustFitTheArena) {
                     "exceed arena_bytes 320");
   r = parseError(replace(plan, "\"offset\": 256", "\"offset\": 288"));
   EXPECT_MESSAGE(r, "buffer 4: field 'offset': 288 is not a multiple of 64");
-  r = parseError(replace(plan, "\"offset\": 256",
-                         "\"offset\": 18446744073709551552"));
-  EXPECT_MESSAGE(r, "bytes [18446744073709551552, 18446744073709551568) exceed");
+  r = parseError(
+      replace(plan, "\"offset\": 256", "\"offset\": 18446744073709551552"));
+  EXPECT_MESSAGE(r,
+                 "bytes [18446744073709551552, 18446744073709551568) exceed");
   r = parseError(replace(plan, "\"arena_bytes\": 320", "\"arena_bytes\": 270"));
   EXPECT_MESSAGE(r, "buffer 4: bytes [256, 272) exceed arena_bytes 270");
   r = parseError(replace(plan, "\"offset\": 256", "\"offset\": -64"));
@@ -116,11 +119,11 @@ TEST(PlanValidation, BuffersMustFitTheArena) {
   EXPECT_MESSAGE(r, "got non-integer number");
   r = parseError(replace(plan, "\"offset\": 256", "\"offset\": 1e400"));
   EXPECT_MESSAGE(r, "not valid JSON");
-  r = parseError(replace(plan, "\"offset\": 256",
-                         "\"offset\": 99999999999999999999999"));
-  EXPECT_MESSAGE(r, "field 'offset'");
   r = parseError(
-      replace(plan, "\"shape\": [2, 2]}", "\"shape\": [4611686018427387904, 4]}"));
+      replace(plan, "\"offset\": 256", "\"offset\": 99999999999999999999999"));
+  EXPECT_MESSAGE(r, "field 'offset'");
+  r = parseError(replace(plan, "\"shape\": [2, 2]}",
+                         "\"shape\": [4611686018427387904, 4]}"));
   EXPECT_MESSAGE(r, "overflows a 64-bit byte size");
   r = parseError(replace(plan, "\"shape\": [2, 2]}", "\"shape\": [-2, 2]}"));
   EXPECT_MESSAGE(r, "dimension 0 is not a non-negative integer");
@@ -134,13 +137,14 @@ TEST(PlanValidation, BuffersMustFitTheArena) {
 
 TEST(PlanValidation, StepBufferIdsAreChecked) {
   std::string plan = validPlan();
-  Refusal r = parseError(replace(plan, "\"buffers\": [2, 3, 4]",
-                                 "\"buffers\": [2, 99, 4]"));
-  EXPECT_MESSAGE(r, "plan.json: entry 'main': step 1 (kernel): field 'buffers': "
-                    "element 1: buffer id 99 is out of range (the entry has 5 "
-                    "buffers)");
-  r = parseError(replace(plan, "\"buffers\": [2, 3, 4]",
-                         "\"buffers\": [2, -1, 4]"));
+  Refusal r = parseError(
+      replace(plan, "\"buffers\": [2, 3, 4]", "\"buffers\": [2, 99, 4]"));
+  EXPECT_MESSAGE(r,
+                 "plan.json: entry 'main': step 1 (kernel): field 'buffers': "
+                 "element 1: buffer id 99 is out of range (the entry has 5 "
+                 "buffers)");
+  r = parseError(
+      replace(plan, "\"buffers\": [2, 3, 4]", "\"buffers\": [2, -1, 4]"));
   EXPECT_MESSAGE(r, "element 1: expected a buffer id, got integer");
   r = parseError(replace(plan, "\"buffers\": [2, 3, 4]", "\"buffers\": 2"));
   EXPECT_MESSAGE(r, "field 'buffers': expected an array of buffer ids");
@@ -165,7 +169,8 @@ TEST(PlanValidation, GemmDimensionsAndStridesFitTheBuffers) {
   r = parseError(replace(plan, "\"k\": 3", "\"k\": \"3\""));
   EXPECT_MESSAGE(r, "field 'k': expected a non-negative integer, got string");
   r = parseError(replace(replace(plan, "\"batch\": 1", "\"batch\": 4"),
-                         "\"stride_a\": 0", "\"stride_a\": 6148914691236517206"));
+                         "\"stride_a\": 0",
+                         "\"stride_a\": 6148914691236517206"));
   EXPECT_MESSAGE(r, "step 0 (gemm): field 'stride_a': operand a needs more "
                     "than 2^64 elements");
   r = parseError(replace(replace(plan, "\"batch\": 1", "\"batch\": 2"),
@@ -216,9 +221,11 @@ TEST(PlanValidation, NamesAndConventions) {
   EXPECT_MESSAGE(r, "is not a valid name");
   r = parseError(replace(plan, "\"kind\": \"output\"", "\"kind\": \"grad\""));
   EXPECT_MESSAGE(r, "grad output 'y' names no param input of this entry");
-  r = parseError(planJson({validEntry(), validEntry()}, "\"kernels.so\"", "null"));
+  r = parseError(
+      planJson({validEntry(), validEntry()}, "\"kernels.so\"", "null"));
   EXPECT_MESSAGE(r, "duplicate entry name 'main'");
-  r = parseError(replace(plan, "\"kernels\": \"kernels.so\"", "\"kernels\": null"));
+  r = parseError(
+      replace(plan, "\"kernels\": \"kernels.so\"", "\"kernels\": null"));
   EXPECT_MESSAGE(r, "field 'kernels': is null, but entries have kernel steps");
   r = parseError("[1, 2]");
   EXPECT_MESSAGE(r, "plan.json: expected an object, got array");
@@ -232,9 +239,8 @@ TEST(PlanValidation, FileNamesStayInsideTheArtifact) {
   for (const char *name : {"../kernels.so", "/etc/passwd", "sub/kernels.so",
                            "..", ".", "", "a\\nb"}) {
     std::string quoted = std::string("\"") + name + "\"";
-    Refusal r = parseError(
-        replace(validPlan(), "\"kernels\": \"kernels.so\"",
-                std::string("\"kernels\": ") + quoted));
+    Refusal r = parseError(replace(validPlan(), "\"kernels\": \"kernels.so\"",
+                                   std::string("\"kernels\": ") + quoted));
     EXPECT_MESSAGE(r, "field 'kernels'");
     EXPECT_MESSAGE(r, "not a plain file name");
     r = parseError(replace(validPlan(), "\"params\": null",

@@ -1,4 +1,5 @@
-//===- TrainerTest.cpp - The training loop on a hand-built regression model ===//
+//===- TrainerTest.cpp - The training loop on a hand-built regression model
+//===//
 
 #include "Fixtures.h"
 
@@ -133,7 +134,8 @@ TEST_F(TrainerTest, ResumeIsBitwiseIdentical) {
   EXPECT_EQ(resumed.startStep, 10);
   EXPECT_EQ(resumed.finalStep, 20);
 
-  std::string pa = readBytes(a.saveParamsPath), pc = readBytes(c.saveParamsPath);
+  std::string pa = readBytes(a.saveParamsPath),
+              pc = readBytes(c.saveParamsPath);
   ASSERT_FALSE(pa.empty());
   EXPECT_EQ(pa, pc);
   // The checkpoints at step 20 are the same bytes too (tensors, step, data
@@ -147,7 +149,8 @@ TEST_F(TrainerTest, ResumeIsBitwiseIdentical) {
   for (size_t i = 0; i < 20; ++i)
     EXPECT_EQ(la[i].substr(0, la[i].find(", \"samples")),
               lb[i].substr(0, lb[i].find(", \"samples")));
-  EXPECT_EQ(readBytes(a.checkpointDir + "/latest"), checkpointFileName(20) + "\n");
+  EXPECT_EQ(readBytes(a.checkpointDir + "/latest"),
+            checkpointFileName(20) + "\n");
 
   // Resuming a finished run does nothing and says so.
   TrainResult done;
@@ -166,8 +169,9 @@ TEST_F(TrainerTest, KeepsTheNewestCheckpoints) {
   for (const auto &e : std::filesystem::directory_iterator(o.checkpointDir))
     names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{checkpointFileName(10),
-                                             checkpointFileName(12), "latest"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{checkpointFileName(10),
+                                      checkpointFileName(12), "latest"}));
 }
 
 TEST_F(TrainerTest, GradientAccumulationAveragesGradients) {
@@ -207,13 +211,15 @@ TEST_F(TrainerTest, TruncatedOrForeignCheckpointsAreRefused) {
   ErrorCode code;
   EXPECT_FALSE(run(r, nullptr, &error, &code));
   EXPECT_EQ(code, ErrorCode::Format);
-  EXPECT_NE(error.find("cannot read checkpoint: " + truncated), std::string::npos)
+  EXPECT_NE(error.find("cannot read checkpoint: " + truncated),
+            std::string::npos)
       << error;
 
   // A checkpoint whose tensors do not fit the artifact names the tensor.
   std::map<std::string, NpyArray> tensors;
   CheckpointInfo info;
-  ASSERT_TRUE(loadCheckpoint(path, *artifact, &tensors, &info, &error)) << error;
+  ASSERT_TRUE(loadCheckpoint(path, *artifact, &tensors, &info, &error))
+      << error;
   EXPECT_EQ(info.step, 4);
   EXPECT_EQ(info.batchSize, kBatch);
   tensors["w"] = f32Array({2, 2}, {0, 0, 0, 0});
@@ -229,8 +235,9 @@ TEST_F(TrainerTest, TruncatedOrForeignCheckpointsAreRefused) {
   tensors["decoder.weight"] = f32Array({1}, {0});
   ASSERT_TRUE(saveCheckpoint(foreign, tensors, info, &error));
   EXPECT_FALSE(run(r, nullptr, &error));
-  EXPECT_NE(error.find("tensor 'decoder.weight' is not a param or state tensor"),
-            std::string::npos)
+  EXPECT_NE(
+      error.find("tensor 'decoder.weight' is not a param or state tensor"),
+      std::string::npos)
       << error;
   tensors.erase("decoder.weight");
   tensors.erase("b.momentum");
@@ -363,8 +370,8 @@ TEST(Trainer, EvaluatesAccuracyAndLossOnFullBatches) {
   std::string data = dir.file("eval.npz");
   ASSERT_TRUE(writeNpz(data, arrays, nullptr));
   EvalResult result;
-  ASSERT_TRUE(evaluate(*artifact, artifact->initialState(), data, 0, &result,
-                       &error))
+  ASSERT_TRUE(
+      evaluate(*artifact, artifact->initialState(), data, 0, &result, &error))
       << error;
   EXPECT_EQ(result.samples, 8);
   EXPECT_EQ(result.counted, 7);
@@ -376,8 +383,8 @@ TEST(Trainer, EvaluatesAccuracyAndLossOnFullBatches) {
   // Labels of the wrong shape are refused with both shapes.
   arrays["labels"] = makeArray(DType::I64, {10, 3}, nullptr);
   ASSERT_TRUE(writeNpz(data, arrays, nullptr));
-  EXPECT_FALSE(evaluate(*artifact, artifact->initialState(), data, 0, &result,
-                        &error));
+  EXPECT_FALSE(
+      evaluate(*artifact, artifact->initialState(), data, 0, &result, &error));
   EXPECT_NE(error.find("array 'labels' is i64 [10, 3], expected i64 [N]"),
             std::string::npos)
       << error;

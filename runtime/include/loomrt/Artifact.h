@@ -1,4 +1,5 @@
-//===- Artifact.h - A compiled Loom artifact, loaded and runnable -*- C++ -*-===//
+//===- Artifact.h - A compiled Loom artifact, loaded and runnable -*- C++
+//-*-===//
 //
 // An artifact is the directory `loomc --target=cpu -o OUT.loom` writes:
 // plan.json, kernels.so, params.safetensors, final.mlir. The plan format is
@@ -58,8 +59,9 @@ public:
 
   const std::string &directory() const noexcept;
   const Plan &plan() const noexcept;
-  const std::string &target() const noexcept;      ///< "cpu"
-  const std::string &sourceModel() const noexcept; ///< "" when the plan has none
+  const std::string &target() const noexcept; ///< "cpu"
+  const std::string &
+  sourceModel() const noexcept; ///< "" when the plan has none
 
   std::vector<std::string> entryNames() const;
   bool hasEntry(std::string_view entry) const noexcept;

@@ -92,7 +92,7 @@ struct PlanEntry {
 
 struct Plan {
   int64_t version = kPlanVersion;
-  std::string target;      ///< "cpu"
+  std::string target; ///< "cpu"
   int64_t kernelAbi = kKernelAbiVersion;
   std::string kernels;     ///< file name in the artifact, "" for none
   std::string params;      ///< file name in the artifact, "" for none

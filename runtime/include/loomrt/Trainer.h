@@ -35,18 +35,18 @@ enum class ProgressMode {
 };
 
 struct TrainOptions {
-  std::string dataPath;    ///< .npz, arrays named like the data inputs
-  int64_t steps = 0;       ///< train until this many optimizer steps are done
-  int64_t batchSize = 0;   ///< 0: the compiled one; else must equal it
-  int64_t accumulate = 1;  ///< micro-batches per optimizer step
-  uint64_t seed = 0;       ///< shuffling and the `seed` input
-  bool prefetch = true;    ///< assemble the next batch on a second thread
+  std::string dataPath;   ///< .npz, arrays named like the data inputs
+  int64_t steps = 0;      ///< train until this many optimizer steps are done
+  int64_t batchSize = 0;  ///< 0: the compiled one; else must equal it
+  int64_t accumulate = 1; ///< micro-batches per optimizer step
+  uint64_t seed = 0;      ///< shuffling and the `seed` input
+  bool prefetch = true;   ///< assemble the next batch on a second thread
 
   std::string evalDataPath; ///< .npz for held-out loss/accuracy
   int64_t evalEvery = 0;    ///< evaluate every K steps (and at the end)
 
-  std::string resumePath;   ///< checkpoint file, or a checkpoint directory
-  std::string paramsPath;   ///< initial params/state instead of the artifact's
+  std::string resumePath; ///< checkpoint file, or a checkpoint directory
+  std::string paramsPath; ///< initial params/state instead of the artifact's
   std::string checkpointDir;
   int64_t saveEvery = 0;       ///< checkpoint every K steps (and at the end)
   int64_t keepCheckpoints = 3; ///< ckpt files kept in checkpointDir; 0 = all
@@ -61,7 +61,7 @@ struct TrainOptions {
 struct TrainResult {
   int64_t startStep = 0; ///< completed steps when the run began (resume)
   int64_t finalStep = 0;
-  double lastLoss = 0;   ///< NaN if the entry has no `loss` output
+  double lastLoss = 0; ///< NaN if the entry has no `loss` output
   double samplesPerSecond = 0;
   double seconds = 0;
   /// Final values of every param and state tensor, by name.
@@ -74,18 +74,19 @@ bool train(Artifact &artifact, const TrainOptions &options, TrainResult *result,
            std::string *error, ErrorCode *code = nullptr) noexcept;
 
 struct EvalResult {
-  int64_t samples = 0;      ///< samples in full batches, the rest dropped
+  int64_t samples = 0; ///< samples in full batches, the rest dropped
   bool haveLoss = false;
-  double loss = 0;          ///< mean of `forward`'s loss over the batches
+  double loss = 0; ///< mean of `forward`'s loss over the batches
   bool haveAccuracy = false;
-  double accuracy = 0;      ///< argmax(predict) == labels, labels in range
-  int64_t counted = 0;      ///< labels that took part in accuracy
+  double accuracy = 0; ///< argmax(predict) == labels, labels in range
+  int64_t counted = 0; ///< labels that took part in accuracy
 };
 
 /// Evaluates `tensors` (params) on the .npz at `dataPath` with the entries
 /// `predict` (accuracy) and `forward` (loss), whichever exist; `step` feeds an
 /// input named `step` if an entry has one.
-bool evaluate(Artifact &artifact, const std::map<std::string, NpyArray> &tensors,
+bool evaluate(Artifact &artifact,
+              const std::map<std::string, NpyArray> &tensors,
               const std::string &dataPath, int64_t step, EvalResult *result,
               std::string *error, ErrorCode *code = nullptr) noexcept;
 

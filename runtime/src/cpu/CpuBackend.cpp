@@ -104,19 +104,18 @@ public:
                "arena of " + std::to_string(bytes) + " bytes is too large");
       return nullptr;
     }
-    rounded = (rounded + kBufferAlignment - 1) / kBufferAlignment *
-              kBufferAlignment;
+    rounded =
+        (rounded + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
     void *base = std::aligned_alloc(kBufferAlignment, rounded);
     if (!base) {
-      sink.set(ErrorCode::OutOfMemory,
-               "cannot allocate an arena of " + std::to_string(bytes) +
-                   " bytes");
+      sink.set(ErrorCode::OutOfMemory, "cannot allocate an arena of " +
+                                           std::to_string(bytes) + " bytes");
       return nullptr;
     }
     // Zero-filled so that a run never depends on what was there before.
     std::memset(base, 0, rounded);
-    std::unique_ptr<Arena> arena(new (std::nothrow) CpuArena(
-        static_cast<uint8_t *>(base), bytes));
+    std::unique_ptr<Arena> arena(
+        new (std::nothrow) CpuArena(static_cast<uint8_t *>(base), bytes));
     if (!arena) {
       std::free(base);
       sink.set(ErrorCode::OutOfMemory, "out of memory");
@@ -148,8 +147,8 @@ public:
                     const std::vector<uint64_t> &offsets,
                     std::string *error) noexcept override {
     if (kernel >= kernels.size()) {
-      setError(error, "kernel index " + std::to_string(kernel) +
-                          " was not loaded");
+      setError(error,
+               "kernel index " + std::to_string(kernel) + " was not loaded");
       return false;
     }
     // Kernels may be called with many buffers; a small array covers the
@@ -200,8 +199,8 @@ public:
       auto *b = reinterpret_cast<double *>(base + call.offsetB);
       auto *c = reinterpret_cast<double *>(base + call.offsetC);
       for (int64_t i = 0; i < g.batch; ++i)
-        cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a + i * g.strideA,
-                    lda, b + i * g.strideB, ldb, 0.0, c + i * g.strideC, ldc);
+        cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a + i * g.strideA, lda,
+                    b + i * g.strideB, ldb, 0.0, c + i * g.strideC, ldc);
       return true;
     }
     setError(error, "gemm on dtype " +
@@ -216,8 +215,8 @@ public:
         !inRange(arena, dstOffset, bytes, error))
       return false;
     if (srcOffset != dstOffset && bytes)
-      std::memmove(cpu(arena).data() + dstOffset,
-                   cpu(arena).data() + srcOffset, bytes);
+      std::memmove(cpu(arena).data() + dstOffset, cpu(arena).data() + srcOffset,
+                   bytes);
     return true;
   }
 

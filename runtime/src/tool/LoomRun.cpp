@@ -123,19 +123,19 @@ struct Flag {
 };
 
 const Flag kFlags[] = {
-    {"entry", true},          {"train", false},
-    {"info", false},          {"export-onnx", true},
-    {"input", true},          {"params", true},
-    {"output-dir", true},     {"seed", true},
-    {"data", true},           {"steps", true},
-    {"batch-size", true},     {"accumulate", true},
-    {"eval-data", true},      {"eval-every", true},
-    {"resume", true},         {"checkpoint-dir", true},
-    {"save-every", true},     {"keep-checkpoints", true},
-    {"metrics", true},        {"save-params", true},
-    {"progress", true},       {"quiet", false},
-    {"no-prefetch", false},   {"onnx", true},
-    {"help", false},          {"version", false},
+    {"entry", true},        {"train", false},
+    {"info", false},        {"export-onnx", true},
+    {"input", true},        {"params", true},
+    {"output-dir", true},   {"seed", true},
+    {"data", true},         {"steps", true},
+    {"batch-size", true},   {"accumulate", true},
+    {"eval-data", true},    {"eval-every", true},
+    {"resume", true},       {"checkpoint-dir", true},
+    {"save-every", true},   {"keep-checkpoints", true},
+    {"metrics", true},      {"save-params", true},
+    {"progress", true},     {"quiet", false},
+    {"no-prefetch", false}, {"onnx", true},
+    {"help", false},        {"version", false},
 };
 
 /// Flags that only make sense in some modes.
@@ -219,7 +219,8 @@ Args parseArgs(int argc, const char *const *argv, bool &help, bool &version) {
     }
     if (arg.size() < 2 || arg.compare(0, 2, "--") != 0) {
       if (!arg.empty() && arg[0] == '-' && arg != "-")
-        usage("unknown option '" + arg + "' (options start with --; see "
+        usage("unknown option '" + arg +
+              "' (options start with --; see "
               "--help)");
       positional.push_back(arg);
       continue;
@@ -492,10 +493,12 @@ void runInfo(const Args &args, std::FILE *out) {
                  e.steps.size(), static_cast<unsigned long long>(e.arenaBytes));
     for (const Binding &b : e.inputs)
       std::fprintf(out, "  input  %-6s %s %s\n", bindingKindName(b.kind),
-                   b.name.c_str(), describeTensorType(b.dtype, b.shape).c_str());
+                   b.name.c_str(),
+                   describeTensorType(b.dtype, b.shape).c_str());
     for (const Binding &b : e.outputs)
       std::fprintf(out, "  output %-6s %s %s\n", bindingKindName(b.kind),
-                   b.name.c_str(), describeTensorType(b.dtype, b.shape).c_str());
+                   b.name.c_str(),
+                   describeTensorType(b.dtype, b.shape).c_str());
   }
 }
 
@@ -506,8 +509,8 @@ void runEntry(const Args &args, std::FILE *err) {
     std::string names;
     for (const std::string &n : artifact->entryNames())
       names += (names.empty() ? "" : ", ") + n;
-    failure("no entry '" + args.entry + "' in " + args.artifact +
-            " (it has " + names + ")");
+    failure("no entry '" + args.entry + "' in " + args.artifact + " (it has " +
+            names + ")");
   }
   std::map<std::string, NpyArray> given;
   for (const auto &[name, path] : args.inputs) {
@@ -532,9 +535,9 @@ void runEntry(const Args &args, std::FILE *err) {
   std::vector<TensorRef> refs;
   NpyArray stepArray, seedArray;
   int64_t stepValue = checkpointStep.value_or(0);
-  if (auto it = given.find("step");
-      it != given.end() && it->second.dtype == DType::I64 &&
-      it->second.data.size() == 8)
+  if (auto it = given.find("step"); it != given.end() &&
+                                    it->second.dtype == DType::I64 &&
+                                    it->second.data.size() == 8)
     std::memcpy(&stepValue, it->second.data.data(), 8);
   for (const Binding &in : entry->inputs) {
     if (auto it = given.find(in.name); it != given.end()) {
@@ -544,8 +547,8 @@ void runEntry(const Args &args, std::FILE *err) {
     if (in.kind == BindingKind::Param || in.kind == BindingKind::State) {
       auto it = tensors.find(in.name);
       if (it == tensors.end())
-        failure("no value for " + std::string(bindingKindName(in.kind)) +
-                " '" + in.name +
+        failure("no value for " + std::string(bindingKindName(in.kind)) + " '" +
+                in.name +
                 "': the artifact has no params file; pass --params FILE or "
                 "--input " +
                 in.name + "=FILE.npy");
