@@ -19,6 +19,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <sys/stat.h>
 
 namespace loomrt {
 
@@ -686,6 +687,15 @@ std::optional<Plan> readPlan(const std::string &path, std::string *error,
   ErrorSink sink{error, code};
   try {
     std::string name = what.empty() ? path : what;
+    // Refuse an oversized file before reading it into memory.
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        static_cast<uint64_t>(st.st_size) > kPlanMaxFileSize) {
+      sink.set(ErrorCode::Format, name + ": " + std::to_string(st.st_size) +
+                                      " bytes exceed the limit of " +
+                                      std::to_string(kPlanMaxFileSize));
+      return std::nullopt;
+    }
     std::vector<uint8_t> bytes;
     if (!detail::readWholeFile(path, bytes, sink))
       return std::nullopt;
