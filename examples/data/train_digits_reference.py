@@ -8,13 +8,14 @@ softmax cross-entropy and the update is PyTorch's AdamW rule (same file), as
 `loomc --train --loss=cross_entropy --optimizer=adamw` builds them. Batches are
 the model's static batch (32); each epoch visits the training set in a fresh
 random order (--order shuffle, seed --seed) or in file order, wrapping around
-(--order sequential). Held-out accuracy is over the whole test file.
+(--order sequential). Held-out accuracy is over the whole test file (with
+--full-batches, over its whole batches only, as loom-run evaluates).
 
 Usage:
   .venv/bin/python examples/data/train_digits_reference.py \
       [--data-dir out/data] [--lr 1e-2] [--steps 500] [--weight-decay 0]
       [--schedule constant|cosine] [--eval-every 100] [--seeds 0,1,2]
-      [--order shuffle|sequential]
+      [--order shuffle|sequential] [--full-batches]
       [--metrics FILE.jsonl]
 
 Prints one line per evaluation and, with several seeds, the final test
@@ -118,6 +119,9 @@ def main(argv=None):
     ap.add_argument("--order", choices=["shuffle", "sequential"], default="shuffle")
     ap.add_argument("--metrics", help="JSON-lines file (first seed only)")
     ap.add_argument("--min-accuracy", type=float, default=0.97)
+    ap.add_argument("--full-batches", action="store_true",
+                    help="evaluate on whole batches only (the first 352 of the "
+                         "360 test images), as loom-run --eval-data does")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
 
@@ -128,8 +132,13 @@ def main(argv=None):
         import make_digits
         make_digits.main(["--out-dir", args.data_dir])
     tr, te = np.load(train_f), np.load(test_f)
-    data = ((tr["x"], tr["labels"]), (te["x"], te["labels"]))
     model = onnx.load(args.model)
+    x_te, y_te = te["x"], te["labels"]
+    if args.full_batches:
+        batch = model.graph.input[0].type.tensor_type.shape.dim[0].dim_value
+        keep = len(y_te) // batch * batch
+        x_te, y_te = x_te[:keep], y_te[:keep]
+    data = ((tr["x"], tr["labels"]), (x_te, y_te))
 
     accs = []
     for i, seed in enumerate(int(s) for s in args.seeds.split(",")):
