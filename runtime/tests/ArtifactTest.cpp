@@ -157,3 +157,34 @@ TEST(Artifact, RunChecksInputs) {
 
 } // namespace
 } // namespace loomrt::test
+
+namespace loomrt::test {
+namespace {
+
+// An arena no machine can back fails at the first run with a message, not
+// with the OOM killer.
+TEST(Artifact, ImpossibleArenaFailsCleanly) {
+  TempDir dir;
+  EntryBuilder e("main");
+  int a = e.buffer("f32", {4});
+  e.input("a", "input", a);
+  e.output("a", "output", a);
+  std::string plan = planJson({e}, "null", "null");
+  plan.replace(plan.find("\"arena_bytes\": 64"), 17,
+               "\"arena_bytes\": 1152921504606846976");
+  writeBytes(dir.file("plan.json"), plan);
+  std::string error;
+  std::unique_ptr<Artifact> artifact = Artifact::load(dir.path(), &error);
+  ASSERT_TRUE(artifact) << error;
+  NpyArray x = f32Array({4}, {1, 2, 3, 4});
+  std::vector<NpyArray> out;
+  ErrorCode code;
+  EXPECT_FALSE(artifact->run("main", {{"a", &x}}, &out, &error, &code));
+  EXPECT_EQ(code, ErrorCode::OutOfMemory);
+  EXPECT_NE(error.find("cannot allocate an arena of 1152921504606846976 bytes"),
+            std::string::npos)
+      << error;
+}
+
+} // namespace
+} // namespace loomrt::test

@@ -1,8 +1,9 @@
 //===- CpuBackend.cpp - Run plans on the host: dlopen kernels, BLAS GEMMs -===//
 //
-// The arena is one 64-byte-aligned host allocation. Kernels come from
-// kernels.so, opened RTLD_NOW (every undefined symbol resolved at load, not at
-// the first call) and RTLD_LOCAL (two artifacts' kernels may share names).
+// The arena is one page-aligned anonymous mapping (64-byte alignment and zero
+// fill for free). Kernels come from kernels.so, opened RTLD_NOW (every
+// undefined symbol resolved at load, not at the first call) and RTLD_LOCAL
+// (two artifacts' kernels may share names).
 // GEMMs go to OpenBLAS's cblas_sgemm/cblas_dgemm, row-major, one call per
 // batch element.
 //
@@ -13,10 +14,13 @@
 #include "../Support.h"
 
 #include <cblas.h>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <new>
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace loomrt {
 
@@ -25,16 +29,24 @@ Backend::~Backend() = default;
 
 namespace {
 
+/// Anonymous mmap rather than malloc: the pages arrive zero-filled and are
+/// faulted in only when touched, so zeroing a large arena costs nothing up
+/// front. Without MAP_NORESERVE the kernel still refuses an arena that could
+/// never be backed, so an absurd arena_bytes fails here with a message rather
+/// than later with the OOM killer. Page alignment satisfies the 64-byte
+/// buffer alignment.
 class CpuArena final : public Arena {
 public:
-  CpuArena(uint8_t *base, uint64_t bytes) : base(base), bytes(bytes) {}
-  ~CpuArena() override { std::free(base); }
+  CpuArena(uint8_t *base, uint64_t bytes, size_t mapped)
+      : base(base), bytes(bytes), mapped(mapped) {}
+  ~CpuArena() override { ::munmap(base, mapped); }
   uint64_t size() const noexcept override { return bytes; }
   uint8_t *data() const noexcept { return base; }
 
 private:
   uint8_t *base;
   uint64_t bytes;
+  size_t mapped;
 };
 
 using KernelFn = void (*)(void **);
@@ -96,28 +108,29 @@ public:
   std::unique_ptr<Arena> allocateArena(uint64_t bytes, std::string *error,
                                        ErrorCode *code) noexcept override {
     detail::ErrorSink sink{error, code};
-    // aligned_alloc wants a size that is a multiple of the alignment.
-    uint64_t rounded = bytes == 0 ? kBufferAlignment : bytes;
-    if (rounded > UINT64_MAX - (kBufferAlignment - 1) ||
-        rounded + kBufferAlignment - 1 > SIZE_MAX) {
+    auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    if (page == 0 || page % kBufferAlignment != 0)
+      page = 4096;
+    uint64_t wanted = bytes == 0 ? 1 : bytes;
+    if (wanted > UINT64_MAX - page || wanted + page > SIZE_MAX) {
       sink.set(ErrorCode::OutOfMemory,
                "arena of " + std::to_string(bytes) + " bytes is too large");
       return nullptr;
     }
-    rounded =
-        (rounded + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
-    void *base = std::aligned_alloc(kBufferAlignment, rounded);
-    if (!base) {
+    auto mapped = static_cast<size_t>((wanted + page - 1) / page * page);
+    void *base = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+      int err = errno;
       sink.set(ErrorCode::OutOfMemory, "cannot allocate an arena of " +
-                                           std::to_string(bytes) + " bytes");
+                                           std::to_string(bytes) +
+                                           " bytes: " + detail::errnoText(err));
       return nullptr;
     }
-    // Zero-filled so that a run never depends on what was there before.
-    std::memset(base, 0, rounded);
-    std::unique_ptr<Arena> arena(
-        new (std::nothrow) CpuArena(static_cast<uint8_t *>(base), bytes));
+    std::unique_ptr<Arena> arena(new (std::nothrow) CpuArena(
+        static_cast<uint8_t *>(base), bytes, mapped));
     if (!arena) {
-      std::free(base);
+      ::munmap(base, mapped);
       sink.set(ErrorCode::OutOfMemory, "out of memory");
       return nullptr;
     }
