@@ -411,6 +411,12 @@ std::string formatNumber(double v) {
   return buf;
 }
 
+std::string formatSeconds(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", seconds);
+  return buf;
+}
+
 /// A JSON number, or null for NaN/infinity (JSON has neither).
 std::string jsonNumber(double v) {
   if (!std::isfinite(v))
@@ -439,6 +445,12 @@ public:
     double eta = done > 0 ? elapsed / done * static_cast<double>(total - step)
                           : std::nan("");
     if (mode == ProgressMode::Bar) {
+      // Redraw at most ten times a second: small models run thousands of
+      // steps a second, and a terminal should not have to keep up.
+      auto now = std::chrono::steady_clock::now();
+      if (step != total && barShown && now - lastDraw < kRedraw)
+        return;
+      lastDraw = now;
       constexpr int kWidth = 24;
       int filled = total > 0 ? static_cast<int>(kWidth * step / total) : kWidth;
       std::string bar(static_cast<size_t>(filled), '#');
@@ -485,6 +497,8 @@ private:
   ProgressMode mode;
   int64_t start, total, every;
   bool barShown = false;
+  static constexpr std::chrono::milliseconds kRedraw{100};
+  std::chrono::steady_clock::time_point lastDraw;
 };
 
 class Metrics {
@@ -1442,9 +1456,9 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
              " of " + std::to_string(opt.steps);
     else
       line = "trained steps " + std::to_string(result.startStep) + ".." +
-             std::to_string(step) + " in " + formatNumber(seconds) +
-             " s: " + formatNumber(result.samplesPerSecond) +
-             " samples/s, loss " + formatNumber(lastLoss);
+             std::to_string(step) + " in " + formatSeconds(seconds) + ": " +
+             formatNumber(result.samplesPerSecond) + " samples/s, loss " +
+             formatNumber(lastLoss);
     if (lastEval == step) {
       if (lastEvalResult.haveLoss)
         line += ", eval loss " + formatNumber(lastEvalResult.loss);
