@@ -12,7 +12,9 @@ Every framework trains the same ONNX model (examples/onnx/NAME.onnx: same
 shapes, same initial weights, read from the ONNX initializers) with mean
 softmax cross-entropy and AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, weight
 decay 0.01) on the same random data (NAME.npz in the work folder: inputs
-named like the model's, `labels`, 8 batches, cycled):
+named like the model's, and `labels`: one batch, used at every step, so that
+loom-run's shuffling, which only permutes the samples inside it, changes
+nothing, and every framework computes the same losses):
 
 - loom:  `loomc --train --target=cpu` compiles the step; `loom-run --train`
          runs it; ms/step comes from its --metrics file, warm-up steps left out.
@@ -52,7 +54,10 @@ ROOT = os.path.dirname(HERE)
 MODELS = ["mlp", "cnn", "transformer_block"]
 FRAMEWORKS = ["loom", "jax", "torch"]
 LR, BETA1, BETA2, EPS, WD = 1e-3, 0.9, 0.999, 1e-8, 0.01
-N_BATCHES = 8  # distinct random batches in the data file, cycled
+# Random batches in the data file, cycled. One: loom-run shuffles the samples
+# of its data file (docs/loom-run.md), and the mean loss of one batch does not
+# depend on the order of its samples, so all frameworks see the same steps.
+N_BATCHES = 1
 
 
 # --------------------------------------------------------------------------
@@ -265,6 +270,15 @@ def run_child(cmd, log_path, env=None):
     return p.returncode, out, peak_rss_mib(usage), time.perf_counter() - t0
 
 
+def failure(what, rc, log_path, out):
+    """One line on a failed command: its first `error` line (the cause; a
+    compiler may print IR after it), else the end of its output."""
+    errors = [l.strip() for l in out.splitlines() if "error" in l.lower()]
+    tail = errors[0].split(".onnx: ")[-1] if errors else " ".join(out.split())[-200:]
+    return {"error": "%s exit %d (log %s): %s"
+            % (what, rc, os.path.relpath(log_path, ROOT), tail[:200])}
+
+
 def run_python_worker(fw, model_path, data_path, args, log_path):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", fw, "--model",
            model_path, "--data", data_path, "--steps", str(args.steps),
@@ -272,7 +286,7 @@ def run_python_worker(fw, model_path, data_path, args, log_path):
     rc, out, rss, wall = run_child(cmd, log_path)
     lines = [l for l in out.splitlines() if l.startswith("RESULT ")]
     if rc != 0 or not lines:
-        return {"error": "exit %d, see %s: %s" % (rc, log_path, out.strip()[-300:])}
+        return failure(fw, rc, log_path, out)
     res = json.loads(lines[-1][len("RESULT "):])
     if "skipped" not in res:
         res["peak_rss_mib"] = rss
@@ -366,7 +380,7 @@ def run_loom(name, model_path, data_path, batch, args, work):
     rc, out, _, _ = run_child(cmd, log)
     compile_s = time.perf_counter() - t0
     if rc != 0:
-        return {"error": "loomc exit %d, see %s: %s" % (rc, log, out.strip()[-300:])}
+        return failure("loomc", rc, log, out)
     metrics = os.path.join(work, name + ".loom.metrics.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
@@ -376,7 +390,7 @@ def run_loom(name, model_path, data_path, batch, args, work):
     log = os.path.join(work, name + ".loom-run.log")
     rc, out, rss, wall = run_child(cmd, log)
     if rc != 0:
-        return {"error": "loom-run exit %d, see %s: %s" % (rc, log, out.strip()[-300:])}
+        return failure("loom-run", rc, log, out)
     try:
         times, first, last = loom_step_times(metrics, batch, args.warmup)
     except (OSError, ValueError) as e:
@@ -417,7 +431,7 @@ def print_table(results, markdown):
             if "ms_per_step" not in r:
                 why = r.get("skipped") or r.get("error") or "?"
                 label = "not measured" if "skipped" in r else "FAILED"
-                rows.append([name, fw, label, why[:70], "", "", "", ""])
+                rows.append([name, fw, label, why, "", "", "", ""])
                 continue
             speed = ratio = "-"
             if fw != "loom" and "ms_per_step" in loom:
