@@ -13,6 +13,9 @@
 namespace loom {
 /// Adds the loom dialect and the upstream dialects Loom's IR uses.
 void registerAllDialects(mlir::DialectRegistry &registry);
+/// Adds, on top of registerAllDialects, the dialects and interface models
+/// code generation uses (linalg, bufferization, LLVM, ...).
+void registerCodegenDialects(mlir::DialectRegistry &registry);
 /// Registers Loom's passes and pipelines with the global registry.
 void registerAllPasses();
 } // namespace loom

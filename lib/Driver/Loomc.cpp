@@ -1,15 +1,16 @@
 //===- Loomc.cpp - The loomc compiler driver ------------------------------===//
 //
-// loomc takes a model (ONNX or Loom JSON) and runs Loom's pipeline on it. The
-// phases that exist today: import. `--emit=mlir` prints the imported IR and
-// writes the parameter values beside it; the training, optimization and
-// code-generation phases of DESIGN.md arrive with the issues that build them,
-// and loomc refuses their flags rather than ignoring them.
+// loomc takes a model (ONNX or Loom JSON) and runs Loom's pipeline on it:
+// import, the training pipeline (--train), and for --target=cpu the
+// code-generation phases (fuse, plan-memory, kernels) and the artifact
+// directory. `--emit=<phase>` prints the IR after a phase instead. Phases of
+// DESIGN.md that later issues build are refused rather than ignored.
 //
 //===----------------------------------------------------------------------===//
 
 #include "loom/Driver/Loomc.h"
 
+#include "loom/Codegen/CpuCodegen.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Driver/Diagnostics.h"
 #include "loom/Import/Import.h"
@@ -45,7 +46,9 @@ struct Options {
   cl::opt<std::string> emit{
       "emit",
       cl::desc("Phase after which to print the IR: mlir (alias import), "
-               "loss, autodiff, optimizer (the last three imply --train)"),
+               "loss, autodiff, optimizer (these three imply --train), "
+               "fuse, plan-memory, kernels (the kernels in the LLVM "
+               "dialect; these need --target)"),
       cl::value_desc("phase"), cl::init("mlir"), cl::cat(category)};
   cl::opt<std::string> params{
       "params",
@@ -113,6 +116,16 @@ struct Options {
   cl::opt<int64_t> totalSteps{"total-steps",
                               cl::desc("Steps of the cosine decay"),
                               cl::init(0), cl::cat(category)};
+  cl::opt<std::string> target{
+      "target",
+      cl::desc("Compile for a target and write an artifact directory at -o: "
+               "cpu (plan.json, kernels.so, params.safetensors, "
+               "final.mlir). cuda is not implemented yet"),
+      cl::value_desc("cpu"), cl::init(""), cl::cat(category)};
+  cl::opt<bool> report{"report",
+                       cl::desc("With --target: print the kernels, steps and "
+                                "arena bytes of each entry point"),
+                       cl::cat(category)};
   cl::opt<bool> summary{"summary",
                         cl::desc("Print a summary of the imported model "
                                  "(inputs, outputs, parameters, ops) to "
@@ -122,8 +135,7 @@ struct Options {
 
 /// Phases DESIGN.md names that later issues implement: refused, not ignored.
 bool isPlannedPhase(StringRef phase) {
-  return llvm::is_contained({"mixed-precision", "shard", "pipeline", "remat",
-                             "fuse", "bufferize", "plan-memory", "codegen"},
+  return llvm::is_contained({"mixed-precision", "shard", "pipeline", "remat"},
                             phase);
 }
 
@@ -187,6 +199,94 @@ void printSummary(ModuleOp module, const loom::ParameterStore &params,
     os << " " << StringRef(name).drop_front(5) << "=" << count;
   os << "\n  forward FLOPs (estimate): " << flops << "\n";
 }
+void printReport(ModuleOp module, llvm::raw_ostream &os) {
+  int64_t numKernels = 0;
+  module.walk([&](loom::FusionOp) { ++numKernels; });
+  os << "loomc report: " << numKernels << " kernels\n";
+  for (auto func : module.getOps<func::FuncOp>()) {
+    int64_t kernelSteps = 0, gemms = 0, views = 0, flops = 0;
+    for (Operation &op : func.getBody().front()) {
+      if (isa<loom::FusionOp>(op))
+        ++kernelSteps;
+      else if (isa<loom::MatmulOp>(op))
+        ++gemms;
+      else if (isa<loom::ReshapeOp>(op))
+        ++views;
+    }
+    func.walk([&](loom::CostOpInterface c) { flops += c.getFlopCount(); });
+    auto arena = func->getAttrOfType<IntegerAttr>("loom.arena_bytes");
+    os << "  @" << func.getName() << ": " << kernelSteps << " kernel steps, "
+       << gemms << " GEMMs, " << views << " views; arena "
+       << (arena ? arena.getInt() : 0) << " bytes (peak); " << flops
+       << " FLOPs (estimate)\n";
+  }
+}
+
+/// --target=cpu: fuse, plan memory, make the kernels and write the artifact
+/// (or print the IR of the phase --emit names).
+int compileForTarget(ModuleOp module, Options &opts, bool writeArtifact,
+                     llvm::raw_ostream &err) {
+  bool stopAtPrep = opts.emit == "fuse" || opts.emit == "plan-memory";
+  PassManager pm(module.getContext());
+  loom::buildCodegenPreparationPipeline(pm, opts.emit == "fuse" ? "fuse" : "");
+  if (failed(pm.run(module))) {
+    err << "loomc: error: preparing the code failed\n";
+    return 1;
+  }
+  auto printTo = [&](Operation *op) {
+    std::string error;
+    auto out = mlir::openOutputFile(opts.output, &error);
+    if (!out) {
+      err << "loomc: error: " << error << "\n";
+      return 1;
+    }
+    op->print(out->os());
+    out->os() << "\n";
+    out->keep();
+    return 0;
+  };
+  if (stopAtPrep)
+    return printTo(module);
+  OwningOpRef<ModuleOp> kernels = loom::outlineKernels(module);
+  if (failed(loom::lowerKernelsToLLVM(*kernels))) {
+    err << "loomc: error: generating the kernels failed\n";
+    return 1;
+  }
+  if (!writeArtifact)
+    return printTo(*kernels);
+
+  bool hasKernels = !kernels->getBody()->empty();
+  std::string error;
+  SmallString<256> dir(opts.output), path;
+  auto inDir = [&](StringRef name) {
+    path = dir;
+    llvm::sys::path::append(path, name);
+    return std::string(path);
+  };
+  if (hasKernels &&
+      failed(loom::emitSharedObject(*kernels, inDir("kernels.so"), error))) {
+    err << "loomc: error: " << error << "\n";
+    return 1;
+  }
+  SmallString<256> source(opts.input);
+  llvm::sys::fs::make_absolute(source);
+  if (failed(loom::writePlan(module, inDir("plan.json"), hasKernels,
+                             std::string(source), error))) {
+    err << "loomc: error: " << error << "\n";
+    return 1;
+  }
+  std::string finalPath = inDir("final.mlir");
+  auto out = mlir::openOutputFile(finalPath, &error);
+  if (!out) {
+    err << "loomc: error: " << error << "\n";
+    return 1;
+  }
+  module.print(out->os());
+  out->keep();
+  if (opts.report)
+    printReport(module, llvm::outs());
+  return 0;
+}
 } // namespace
 
 int loom::loomcMain(int argc, char **argv) {
@@ -198,29 +298,67 @@ int loom::loomcMain(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "loomc: Loom's compiler driver\n\n"
-      "  loomc MODEL.onnx|MODEL.json [--emit=mlir] [-o OUT.mlir] [--summary]\n\n"
+      "  loomc MODEL.onnx|MODEL.json [--emit=mlir] [-o OUT.mlir] [--summary]\n"
+      "  loomc MODEL [--train --loss=cross_entropy ...] --target=cpu -o OUT.loom"
+      " [--report]\n\n"
       "Imports the model into the loom dialect and prints it. Parameters are\n"
       "function arguments marked loom.param; their values are written to a\n"
-      "safetensors file (see --params), never into the IR. Training, the\n"
-      "optimizations and code generation are not implemented yet.\n");
+      "safetensors file (see --params), never into the IR. --train builds the\n"
+      "training step; --target=cpu compiles it to an artifact that loom-run\n"
+      "runs. Mixed precision, remat, sharding, pipelining and the CUDA target\n"
+      "are not implemented yet.\n");
 
   llvm::raw_ostream &err = llvm::errs();
   bool trainingPhase = llvm::is_contained(loom::trainingPhases(),
                                           StringRef(opts.emit));
-  if (opts.emit != "mlir" && opts.emit != "import" && !trainingPhase) {
+  bool codegenPhase =
+      llvm::is_contained(loom::codegenPhases(), StringRef(opts.emit)) ||
+      opts.emit == "kernels";
+  if (opts.emit != "mlir" && opts.emit != "import" && !trainingPhase &&
+      !codegenPhase) {
     if (isPlannedPhase(opts.emit))
       err << "loomc: error: --emit=" << opts.emit
           << " is not implemented yet (implemented: mlir, loss, autodiff, "
-          << "optimizer)\n";
+          << "optimizer, fuse, plan-memory, kernels)\n";
     else
       err << "loomc: error: unknown phase '" << opts.emit
-          << "' for --emit (expected: mlir, loss, autodiff or optimizer)\n";
+          << "' for --emit (expected: mlir, loss, autodiff, optimizer, fuse, "
+          << "plan-memory or kernels)\n";
+    return 2;
+  }
+  if (!opts.target.empty() && opts.target != "cpu") {
+    if (StringRef(opts.target).starts_with("cuda"))
+      err << "loomc: error: --target=" << opts.target
+          << " is not implemented yet (implemented: cpu)\n";
+    else
+      err << "loomc: error: unknown target '" << opts.target
+          << "' (expected cpu)\n";
+    return 2;
+  }
+  if (codegenPhase && opts.target.empty()) {
+    err << "loomc: error: --emit=" << opts.emit
+        << " is a code-generation phase: give --target=cpu\n";
+    return 2;
+  }
+  bool writeArtifact = !opts.target.empty() && !codegenPhase;
+  if (writeArtifact && opts.output == "-") {
+    err << "loomc: error: --target=" << opts.target
+        << " writes an artifact directory: give -o OUT.loom\n";
+    return 2;
+  }
+  if (writeArtifact && !opts.params.empty()) {
+    err << "loomc: error: --params does not apply to --target: the "
+           "artifact holds its parameters (OUT.loom/params.safetensors)\n";
+    return 2;
+  }
+  if (opts.report && opts.target.empty()) {
+    err << "loomc: error: --report needs --target\n";
     return 2;
   }
   bool runTraining = opts.train || trainingPhase;
 
   DialectRegistry registry;
-  loom::registerAllDialects(registry);
+  loom::registerCodegenDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   loom::ToolDiagnosticHandler diag(&context, err);
@@ -279,6 +417,8 @@ int loom::loomcMain(int argc, char **argv) {
     t.warmupSteps = opts.warmupSteps;
     t.totalSteps = opts.totalSteps;
     t.stopAfter = trainingPhase ? opts.emit : std::string("optimizer");
+    // The model itself stays too (@predict), for predictions and accuracy.
+    t.keepPredict = true;
     PassManager pm(&context);
     loom::buildTrainingPipeline(pm, t);
     if (failed(pm.run(*module))) {
@@ -288,8 +428,22 @@ int loom::loomcMain(int argc, char **argv) {
     addOptimizerState(*module, params);
   }
 
+  if (writeArtifact) {
+    std::error_code ec = llvm::sys::fs::create_directories(opts.output);
+    if (!ec && !llvm::sys::fs::is_directory(opts.output))
+      ec = std::make_error_code(std::errc::not_a_directory);
+    if (ec) {
+      err << "loomc: error: cannot create the artifact directory '"
+          << opts.output << "': " << ec.message() << "\n";
+      return 1;
+    }
+  }
   std::string paramsPath = opts.params;
-  if (paramsPath.empty() && opts.output != "-") {
+  if (writeArtifact && paramsPath.empty()) {
+    SmallString<256> p(opts.output);
+    llvm::sys::path::append(p, "params.safetensors");
+    paramsPath = std::string(p);
+  } else if (paramsPath.empty() && opts.output != "-" && !codegenPhase) {
     SmallString<256> p(opts.output);
     llvm::sys::path::replace_extension(p, ".safetensors");
     paramsPath = std::string(p);
@@ -304,6 +458,9 @@ int loom::loomcMain(int argc, char **argv) {
                        StringAttr::get(&context,
                                        llvm::sys::path::filename(paramsPath)));
   }
+
+  if (!opts.target.empty())
+    return compileForTarget(*module, opts, writeArtifact, err);
 
   std::string error;
   auto out = mlir::openOutputFile(opts.output, &error);

@@ -161,6 +161,10 @@ public:
   Interpreter(const Options &options) : options(options) {}
   FailureOr<std::vector<Tensor>> runFunc(func::FuncOp func,
                                          ArrayRef<Tensor> args);
+  /// Runs the ops of `block` (ending in func.return or loom.yield) with
+  /// `values` holding its arguments.
+  FailureOr<std::vector<Tensor>> runBlock(Block &block,
+                                          llvm::DenseMap<Value, Tensor> values);
   const Options &getOptions() const { return options; }
 
 private:
@@ -936,8 +940,23 @@ LogicalResult mseRule(Operation *op, ArrayRef<const Tensor *> in,
 }
 
 //===----------------------------------------------------------------------===//
-// func
+// func, and loom.fusion (a kernel's body runs like a function's)
 //===----------------------------------------------------------------------===//
+
+LogicalResult fusionRule(Operation *op, ArrayRef<const Tensor *> in,
+                         MutableArrayRef<Tensor> out, Interpreter &interp) {
+  Block &body = cast<loom::FusionOp>(op).getBody().front();
+  llvm::DenseMap<Value, Tensor> values;
+  for (auto [arg, t] : llvm::zip(body.getArguments(), in))
+    values[arg] = *t;
+  FailureOr<std::vector<Tensor>> results =
+      interp.runBlock(body, std::move(values));
+  if (failed(results))
+    return failure();
+  for (auto [i, r] : llvm::enumerate(*results))
+    out[i].data = std::move(r.data);
+  return success();
+}
 
 LogicalResult callRule(Operation *op, ArrayRef<const Tensor *> in,
                        MutableArrayRef<Tensor> out, Interpreter &interp) {
@@ -1026,6 +1045,8 @@ const llvm::StringMap<Rule> &rules() {
     t["loom.mse"] = mseRule;
     // func (func.return is the terminator runFunc handles itself).
     t["func.call"] = callRule;
+    t["loom.fusion"] = fusionRule;
+    t["loom.yield"] = nullptr;
     t["func.return"] = nullptr;
     return t;
   }();
@@ -1088,8 +1109,13 @@ FailureOr<std::vector<Tensor>> Interpreter::runFunc(func::FuncOp func,
 
   ++depth;
   llvm::scope_exit restoreDepth([&] { --depth; });
+  return runBlock(func.getBody().front(), std::move(values));
+}
+
+FailureOr<std::vector<Tensor>>
+Interpreter::runBlock(Block &block, llvm::DenseMap<Value, Tensor> values) {
   const llvm::StringMap<Rule> &table = rules();
-  for (Operation &op : func.getBody().front()) {
+  for (Operation &op : block) {
     SmallVector<const Tensor *> in;
     for (Value operand : op.getOperands()) {
       auto it = values.find(operand);
@@ -1098,7 +1124,7 @@ FailureOr<std::vector<Tensor>> Interpreter::runFunc(func::FuncOp func,
                             "outside the function?)");
       in.push_back(&it->second);
     }
-    if (isa<func::ReturnOp>(op)) {
+    if (isa<func::ReturnOp, loom::YieldOp>(op)) {
       std::vector<Tensor> results;
       for (const Tensor *t : in)
         results.push_back(*t);
@@ -1108,7 +1134,7 @@ FailureOr<std::vector<Tensor>> Interpreter::runFunc(func::FuncOp func,
     if (rule == table.end() || !rule->second)
       return op.emitError("loom-interp: no rule for op '")
              << op.getName() << "'";
-    if (op.getNumRegions() != 0)
+    if (op.getNumRegions() != 0 && !isa<loom::FusionOp>(op))
       return op.emitError("loom-interp: ops with regions are not supported");
 
     SmallVector<Tensor> out;
@@ -1126,8 +1152,8 @@ FailureOr<std::vector<Tensor>> Interpreter::runFunc(func::FuncOp func,
       values[result] = std::move(tensor);
     }
   }
-  return func.emitError("loom-interp: @")
-         << func.getSymName() << " does not end with func.return";
+  return block.getParentOp()->emitError(
+      "loom-interp: the body does not end with a terminator");
 }
 
 } // namespace
@@ -1140,7 +1166,7 @@ FailureOr<std::vector<Tensor>> loom::interp::run(func::FuncOp func,
 }
 
 bool loom::interp::hasRule(llvm::StringRef opName) {
-  if (opName == "func.return")
+  if (opName == "func.return" || opName == "loom.yield")
     return true;
   auto it = rules().find(opName);
   return it != rules().end() && it->second;

@@ -59,6 +59,13 @@ struct AttachLossPass : loom::impl::AttachLossPassBase<AttachLossPass> {
                        << "' (expected cross_entropy, mse or auto)";
       return signalPassFailure();
     }
+    // The model as given, for evaluation (predictions, accuracy), before
+    // @forward is turned into the loss.
+    if (keepPredict && !module.lookupSymbol("predict")) {
+      OpBuilder b(func);
+      auto predict = cast<func::FuncOp>(b.clone(*func));
+      predict.setSymName("predict");
+    }
     if (reduction != "mean" && reduction != "sum") {
       func.emitError() << "loom-attach-loss: unknown reduction '" << reduction
                        << "' (expected mean or sum)";

@@ -21,6 +21,7 @@ void loom::buildTrainingPipeline(OpPassManager &pm,
   loss.output = options.output;
   loss.reduction = options.reduction;
   loss.classAxis = options.classAxis;
+  loss.keepPredict = options.keepPredict;
   pm.addPass(createAttachLossPass(loss));
   if (options.stopAfter == "loss")
     return;
@@ -43,7 +44,26 @@ void loom::buildTrainingPipeline(OpPassManager &pm,
   pm.addPass(createOptimizerPass(opt));
 }
 
+llvm::ArrayRef<llvm::StringRef> loom::codegenPhases() {
+  static const llvm::StringRef phases[] = {"fuse", "plan-memory"};
+  return phases;
+}
+
+void loom::buildCodegenPreparationPipeline(OpPassManager &pm,
+                                           llvm::StringRef stopAfter) {
+  pm.addPass(createInlinerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createFusePass());
+  if (stopAfter == "fuse")
+    return;
+  pm.addPass(createPlanMemoryPass());
+}
+
 void loom::registerTrainingPipeline() {
+  PassPipelineRegistration<>(
+      "loom-prepare-codegen",
+      "Inline, CSE, loom-fuse and loom-plan-memory (loomc --target)",
+      [](OpPassManager &pm) { buildCodegenPreparationPipeline(pm); });
   PassPipelineRegistration<TrainingOptions>(
       "loom-training",
       "Attach a loss, differentiate, add the optimizer (loomc --train)",

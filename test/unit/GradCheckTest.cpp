@@ -152,6 +152,10 @@ TEST(GradCheck, EveryOpHasACase) {
     if (op.getDialectNamespace() != "loom")
       continue;
     std::string name = op.getStringRef().drop_front(5).str(); // "loom."
+    // Kernel structure, created by loom-fuse after autodiff has run: not
+    // values with gradients.
+    if (name == "fusion" || name == "yield")
+      continue;
     seen.insert(name);
     EXPECT_TRUE(op.hasInterface<loom::DifferentiableOpInterface>())
         << "loom." << name << " has no gradient rule";

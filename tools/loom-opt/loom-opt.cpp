@@ -6,7 +6,7 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  loom::registerAllDialects(registry);
+  loom::registerCodegenDialects(registry);
   loom::registerAllPasses();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "Loom optimizer driver (loom dialect, Loom passes)\n",

@@ -32,6 +32,8 @@ def AttachLossPass : Pass<"loom-attach-loss", "mlir::ModuleOp"> {
     Option<"classAxis", "class-axis", "int64_t", "-1",
            "Cross-entropy class dimension of the logits: -1 (last, as in "
            "language models: [B, T, V] with labels [B, T]) or 1 ([N, C, ...])">,
+    Option<"keepPredict", "keep-predict", "bool", "false",
+           "Keep a copy of the model as @predict (its outputs, no labels)">,
     Option<"labelsDtype", "labels-dtype", "std::string", "\"i64\"",
            "Element type of cross-entropy labels: i64 or i32">,
   ];
@@ -92,6 +94,53 @@ def OptimizerPass : Pass<"loom-optimizer", "mlir::ModuleOp"> {
            "Final learning rate of the cosine decay, relative to lr">,
   ];
   let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Code generation preparation
+//===----------------------------------------------------------------------===//
+
+def FusePass : Pass<"loom-fuse", "mlir::ModuleOp"> {
+  let summary = "Groups ops into loom.fusion regions, one kernel each.";
+  let description = [{
+    Walks every function in order and groups the ops that become kernels:
+    a chain of pointwise and injective ops joined through their values, with
+    at most one reduction-kind op (reduce_*, softmax, layer_norm,
+    cross_entropy, ...) and its pointwise prologue and epilogue. Contraction
+    and opaque ops (conv2d and its gradients, pooling, gather, scatter_add)
+    are kernels alone. `loom.matmul` stays outside (a library GEMM), and so
+    does `loom.reshape` (a view of its operand's buffer). Constants are
+    cloned into every region that reads them. Function calls must be inlined
+    first. Reports the kernel count as a remark and a statistic.
+  }];
+  let options = [
+    Option<"maxOps", "max-ops", "int64_t", "256",
+           "Largest number of ops in one region">,
+  ];
+  let statistics = [
+    Statistic<"numKernels", "num-kernels", "Fusion regions formed">,
+    Statistic<"numFusedOps", "num-fused-ops", "Ops placed in regions">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def PlanMemoryPass : Pass<"loom-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Assigns every tensor of an entry point an offset in one arena.";
+  let description = [{
+    For each function made of `loom.fusion`, `loom.matmul`, `loom.reshape`
+    and `func.return` (the output of `loom-fuse`), computes each value's
+    live range in program order and packs the values into one arena:
+    largest first, each at the lowest 64-byte-aligned offset where it
+    overlaps no value live at the same time. A reshape shares its operand's
+    bytes. Arguments are live from the start, returned values to the end.
+    Writes `loom.offsets` (one offset per result) on every op,
+    `loom.offset` on every argument and `loom.arena_bytes` on the function,
+    and reports the peak as a remark.
+  }];
+  let statistics = [
+    Statistic<"arenaBytes", "arena-bytes", "Sum of the arenas' sizes">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
 }
 
 #endif // LOOM_TRANSFORMS_PASSES_TD

@@ -60,6 +60,9 @@ struct TrainingOptions : public mlir::PassPipelineOptions<TrainingOptions> {
   Option<int64_t> totalSteps{*this, "total-steps",
                              llvm::cl::desc("Steps of the cosine decay"),
                              llvm::cl::init(0)};
+  Option<bool> keepPredict{*this, "keep-predict",
+                           llvm::cl::desc("Keep the model as @predict"),
+                           llvm::cl::init(false)};
   Option<std::string> stopAfter{
       *this, "stop-after",
       llvm::cl::desc("Last phase to run: loss, autodiff or optimizer"),
@@ -72,6 +75,15 @@ llvm::ArrayRef<llvm::StringRef> trainingPhases();
 /// Adds loss attachment, autodiff and the optimizer (up to `stopAfter`).
 void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const TrainingOptions &options);
+
+/// Phases of code-generation preparation, in order.
+llvm::ArrayRef<llvm::StringRef> codegenPhases();
+
+/// Adds what turns a training (or inference) module into kernels and steps
+/// over one arena per entry: inline calls, CSE, loom-fuse, then (unless
+/// `stopAfter` is "fuse") loom-plan-memory.
+void buildCodegenPreparationPipeline(mlir::OpPassManager &pm,
+                                     llvm::StringRef stopAfter = "");
 
 /// Registers `loom-training` with loom-opt's pipeline registry.
 void registerTrainingPipeline();

@@ -759,3 +759,28 @@ LogicalResult MaxPool2DArgmaxOp::inferReturnTypes(
 
 #define GET_OP_CLASSES
 #include "loom/Dialect/Loom/IR/LoomOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// FusionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult loom::FusionOp::verify() {
+  Block &body = getBody().front();
+  // (C1)
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("body has ")
+           << body.getNumArguments() << " arguments for "
+           << getInputs().size() << " operands (C1)";
+  for (auto [arg, input] : llvm::zip(body.getArguments(), getInputs()))
+    if (arg.getType() != input.getType())
+      return emitOpError("body argument #")
+             << arg.getArgNumber() << " has type " << arg.getType()
+             << ", its operand " << input.getType() << " (C1)";
+  // (C2)
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("body yields ")
+           << yield.getValues().getTypes() << " for results "
+           << getResultTypes() << " (C2)";
+  return success();
+}

@@ -16,6 +16,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 //===----------------------------------------------------------------------===//
 // Type constraints
@@ -1067,6 +1068,69 @@ def Loom_MseOp : Loom_Op<"mse", [Pure, Loom_ReductionKind, Loom_KeepF32,
   let assemblyFormat = [{
     $prediction `,` $target `reduction` `=` $reduction attr-dict `:` `(` type($prediction) `,` type($target) `)` `->` type($result)
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+def Loom_FusionOp : Op<Loom_Dialect, "fusion", [IsolatedFromAbove,
+    SingleBlockImplicitTerminator<"YieldOp">, RecursiveMemoryEffects]> {
+  let summary = "A group of ops that becomes one kernel.";
+  let description = [{
+    The body computes the results from the block arguments, which are the
+    operands (the region is isolated from above: everything the kernel reads
+    is an operand). Code generation turns each `loom.fusion` into one kernel:
+    a pointwise chain, or a row reduction with its pointwise prologue and
+    epilogue, or one opaque op (gather, convolution, pooling) alone.
+    Values defined inside the region and not yielded never reach memory
+    outside the kernel.
+
+    ```mlir
+    %y = loom.fusion (%a, %b) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> {
+    ^bb0(%x: tensor<4x8xf32>, %w: tensor<4x8xf32>):
+      %s = loom.add %x, %w : tensor<4x8xf32>
+      %r = loom.relu %s : tensor<4x8xf32>
+      loom.yield %r : tensor<4x8xf32>
+    }
+    ```
+
+    **Lifecycle**: created by `loom-fuse` after the training pipeline;
+    consumed by code generation (one kernel each). `loom-interp` runs the
+    body as a function.
+
+    **Constraints**:
+
+    1. (C1) the body has one block whose arguments have the operands' types.
+    2. (C2) the body yields values of the result types.
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_YieldOp : Op<Loom_Dialect, "yield", [Pure, Terminator,
+    HasParent<"FusionOp">, ReturnLike]> {
+  let summary = "Returns the results of a `loom.fusion` body.";
+  let description = [{
+    ```mlir
+    loom.yield %r : tensor<4x8xf32>
+    ```
+
+    **Lifecycle**: created with `loom.fusion`.
+
+    **Constraints**:
+
+    1. (C1) the operands have the parent's result types (checked by the
+       parent, `loom.fusion` C2).
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$values);
+  let builders = [OpBuilder<(ins), [{ build($_builder, $_state, {}); }]>];
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
 }
 
 #endif // LOOM_DIALECT_LOOM_IR_LOOMOPS_TD

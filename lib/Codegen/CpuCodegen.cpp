@@ -1,0 +1,492 @@
+//===- CpuCodegen.cpp - Kernels, plan and artifact for the CPU ------------===//
+//
+// Kernels: each loom.fusion region is outlined into a function of a separate
+// module, lowered loom -> linalg (LoomToLinalg) -> fused elementwise generics
+// -> one-shot bufferization (inputs read-only, results turned into
+// caller-provided out-params) -> loops -> LLVM dialect -> LLVM IR, optimized
+// at -O3 for the host CPU (the loop vectorizer does the vectorizing) and
+// linked by ld.lld into one shared object. A thin exported wrapper per kernel
+// gives the runtime's ABI, `void name(void **buffers)`.
+//
+// Plan: the host side is not generated code. Each entry function, after
+// loom-fuse and loom-plan-memory, is a sequence of steps: a fusion is a
+// `kernel` step, a matmul a `gemm` step (BLAS in the runtime), a reshape a
+// view (a second buffer at the same offset, no step).
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Codegen/CpuCodegen.h"
+
+#include "loom/Conversion/LoomToLinalg/LoomToLinalg.h"
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Import/Import.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+
+#include <mutex>
+
+#ifndef LOOM_LLVM_TOOLS_DIR
+#define LOOM_LLVM_TOOLS_DIR ""
+#endif
+
+using namespace mlir;
+using namespace loom;
+
+//===----------------------------------------------------------------------===//
+// Outlining
+//===----------------------------------------------------------------------===//
+
+OwningOpRef<ModuleOp> loom::outlineKernels(ModuleOp module) {
+  OpBuilder b(module.getContext());
+  OwningOpRef<ModuleOp> kernels = ModuleOp::create(module.getLoc());
+  b.setInsertionPointToEnd(kernels->getBody());
+  for (auto func : module.getOps<func::FuncOp>()) {
+    unsigned index = 0;
+    for (auto fusion : func.getBody().getOps<FusionOp>()) {
+      std::string name =
+          ("loom_" + func.getName() + "_k" + Twine(index++)).str();
+      fusion->setAttr("loom.kernel", b.getStringAttr(name));
+      Block &body = fusion.getBody().front();
+      auto type = b.getFunctionType(body.getArgumentTypes(),
+                                    fusion.getResultTypes());
+      auto kernel = func::FuncOp::create(b, fusion.getLoc(), name, type);
+      Block *entry = kernel.addEntryBlock();
+      IRMapping map;
+      map.map(body.getArguments(), entry->getArguments());
+      OpBuilder kb = OpBuilder::atBlockEnd(entry);
+      for (Operation &op : body.without_terminator())
+        kb.clone(op, map);
+      auto yield = cast<YieldOp>(body.getTerminator());
+      SmallVector<Value> results;
+      for (Value v : yield.getValues())
+        results.push_back(map.lookupOrDefault(v));
+      func::ReturnOp::create(kb, yield.getLoc(), results);
+      // Inputs live in the arena beside other values: never written.
+      for (unsigned i = 0; i < kernel.getNumArguments(); ++i)
+        kernel.setArgAttr(i, bufferization::BufferizationDialect::kWritableAttrName,
+                          b.getBoolAttr(false));
+    }
+  }
+  return kernels;
+}
+
+//===----------------------------------------------------------------------===//
+// Lowering to the LLVM dialect
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The upstream passes of the kernel pipeline, registered once so that the
+/// pipeline can be spelled as text (the same text `loom-opt` accepts, inside
+/// `builtin.module(...)`).
+void registerKernelPasses() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    registerTransformsPasses();
+    bufferization::registerBufferizationPasses();
+    bufferization::registerBufferizationPipelines();
+    registerLinalgPasses();
+    memref::registerMemRefPasses();
+    registerConversionPasses();
+  });
+}
+
+LogicalResult runPipeline(ModuleOp module, StringRef pipeline) {
+  registerKernelPasses();
+  PassManager pm(module.getContext());
+  std::string errors;
+  llvm::raw_string_ostream os(errors);
+  if (failed(parsePassPipeline(pipeline, pm, os))) {
+    return module.emitError("loom codegen: bad pipeline: ") << errors;
+  }
+  return pm.run(module);
+}
+} // namespace
+
+LogicalResult loom::lowerKernelsToLLVM(ModuleOp kernels) {
+  for (auto func : kernels.getOps<func::FuncOp>())
+    if (failed(lowerLoomToLinalg(func)))
+      return failure();
+  if (failed(runPipeline(
+          kernels,
+          "func.func(linalg-fuse-elementwise-ops),"
+          "canonicalize,cse,"
+          "one-shot-bufferize{bufferize-function-boundaries "
+          "function-boundary-type-conversion=identity-layout-map},"
+          "buffer-results-to-out-params{hoist-static-allocs "
+          "modify-public-functions},"
+          "canonicalize,buffer-deallocation-pipeline")))
+    return failure();
+  // Strided copies (insert_slice with strides) would call the MLIR runner's
+  // memrefCopy; as linalg.copy they become plain loops.
+  SmallVector<memref::CopyOp> copies;
+  kernels.walk([&](memref::CopyOp c) { copies.push_back(c); });
+  for (memref::CopyOp c : copies) {
+    OpBuilder b(c);
+    linalg::CopyOp::create(b, c.getLoc(), c.getSource(), c.getTarget());
+    c.erase();
+  }
+  return runPipeline(
+      kernels,
+      "convert-linalg-to-loops,expand-strided-metadata,"
+      "lower-affine,convert-scf-to-cf,convert-math-to-llvm,"
+      "convert-math-to-libm,finalize-memref-to-llvm,convert-arith-to-llvm,"
+      "convert-index-to-llvm,convert-cf-to-llvm,"
+      "convert-func-to-llvm{use-bare-ptr-memref-call-conv},"
+      "reconcile-unrealized-casts");
+}
+
+//===----------------------------------------------------------------------===//
+// Native code
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Renames each kernel `k` to an internal `k.impl` and exports `void k(void
+/// **buffers)`, which loads the pointers and calls it.
+void addAbiWrappers(llvm::Module &m, ArrayRef<std::string> names) {
+  llvm::LLVMContext &ctx = m.getContext();
+  llvm::Type *ptr = llvm::PointerType::getUnqual(ctx);
+  for (const std::string &name : names) {
+    llvm::Function *impl = m.getFunction(name);
+    if (!impl)
+      continue;
+    impl->setName(name + ".impl");
+    impl->setLinkage(llvm::GlobalValue::InternalLinkage);
+    auto *type =
+        llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr}, false);
+    auto *wrapper = llvm::Function::Create(
+        type, llvm::GlobalValue::ExternalLinkage, name, m);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", wrapper));
+    SmallVector<llvm::Value *> args;
+    for (unsigned i = 0; i < impl->arg_size(); ++i) {
+      llvm::Value *slot = b.CreateConstGEP1_64(ptr, wrapper->getArg(0), i);
+      args.push_back(b.CreateLoad(ptr, slot));
+    }
+    b.CreateCall(impl, args);
+    b.CreateRetVoid();
+  }
+}
+
+std::string findLinker() {
+  for (const char *name : {"ld.lld-22", "ld.lld"}) {
+    SmallVector<StringRef> dirs;
+    if (StringRef(LOOM_LLVM_TOOLS_DIR).size())
+      dirs.push_back(LOOM_LLVM_TOOLS_DIR);
+    if (auto p = llvm::sys::findProgramByName(name, dirs))
+      return *p;
+    if (auto p = llvm::sys::findProgramByName(name))
+      return *p;
+  }
+  return "";
+}
+} // namespace
+
+LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
+                                     std::string &error) {
+  SmallVector<std::string> names;
+  for (auto f : kernels.getOps<LLVM::LLVMFuncOp>())
+    if (!f.isExternal())
+      names.push_back(f.getName().str());
+
+  DialectRegistry registry;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  kernels.getContext()->appendDialectRegistry(registry);
+
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> m =
+      translateModuleToLLVMIR(kernels, llvmContext, "loom_kernels");
+  if (!m) {
+    error = "cannot translate the kernels to LLVM IR";
+    return failure();
+  }
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return failure();
+  std::string features;
+  for (auto &f : llvm::sys::getHostCPUFeatures())
+    features += (f.second ? "+" : "-") + f.first().str() + ",";
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, llvm::sys::getHostCPUName(), features, llvm::TargetOptions(),
+      llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!tm) {
+    error = "cannot create a target machine for " + triple.str();
+    return failure();
+  }
+  m->setTargetTriple(triple);
+  m->setDataLayout(tm->createDataLayout());
+  addAbiWrappers(*m, names);
+  if (llvm::Error e = makeOptimizingTransformer(3, 0, tm.get())(m.get())) {
+    error = "LLVM optimization failed: " + llvm::toString(std::move(e));
+    return failure();
+  }
+
+  std::string object = path + ".o";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(object, ec, llvm::sys::fs::OF_None);
+    if (ec) {
+      error = "cannot write " + object + ": " + ec.message();
+      return failure();
+    }
+    llvm::legacy::PassManager pm;
+    if (tm->addPassesToEmitFile(pm, os, nullptr,
+                                llvm::CodeGenFileType::ObjectFile)) {
+      error = "the target cannot emit object files";
+      return failure();
+    }
+    pm.run(*m);
+  }
+  std::string linker = findLinker();
+  if (linker.empty()) {
+    error = "cannot find ld.lld (install lld-22)";
+    return failure();
+  }
+  SmallVector<StringRef> args{linker, "-shared", "-O2", "--as-needed",
+                              "-o", path, object};
+  // libm resolves the math the kernels call (expf, tanhf, erff, ...).
+  for (const char *libm : {"/lib/x86_64-linux-gnu/libm.so.6",
+                           "/usr/lib/x86_64-linux-gnu/libm.so.6",
+                           "/lib64/libm.so.6", "/usr/lib64/libm.so.6"})
+    if (llvm::sys::fs::exists(libm)) {
+      args.push_back(libm);
+      break;
+    }
+  std::string message;
+  int rc = llvm::sys::ExecuteAndWait(linker, args, std::nullopt, {}, 0, 0,
+                                     &message);
+  llvm::sys::fs::remove(object);
+  if (rc != 0) {
+    error = "linking " + path + " failed" +
+            (message.empty() ? "" : ": " + message);
+    return failure();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// plan.json
+//===----------------------------------------------------------------------===//
+
+namespace {
+std::string dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isF64())
+    return "f64";
+  if (t.isF16())
+    return "f16";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isInteger(64))
+    return "i64";
+  if (t.isInteger(32))
+    return "i32";
+  if (t.isInteger(8))
+    return "i8";
+  if (t.isInteger(1))
+    return "bool";
+  return "";
+}
+
+struct EntryWriter {
+  func::FuncOp func;
+  llvm::json::Array buffers;
+  llvm::DenseMap<Value, int64_t> ids;
+  std::string error;
+
+  int64_t add(Value v, int64_t offset) {
+    auto t = cast<RankedTensorType>(v.getType());
+    llvm::json::Array shape;
+    for (int64_t d : t.getShape())
+      shape.push_back(d);
+    buffers.push_back(llvm::json::Object{{"offset", offset},
+                                         {"dtype", dtypeName(t.getElementType())},
+                                         {"shape", std::move(shape)}});
+    ids[v] = buffers.size() - 1;
+    return ids[v];
+  }
+
+  FailureOr<llvm::json::Object> write() {
+    llvm::json::Array inputs, outputs, steps;
+    for (BlockArgument arg : func.getArguments()) {
+      auto offset = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                        "loom.offset");
+      if (!offset)
+        return func.emitError("plan: argument ")
+               << arg.getArgNumber() << " has no loom.offset (run "
+               << "loom-plan-memory)";
+      if (dtypeName(getElementTypeOrSelf(arg.getType())).empty())
+        return func.emitError("plan: argument ")
+               << arg.getArgNumber() << " has an unsupported element type";
+      int64_t id = add(arg, offset.getInt());
+      std::string kind, name;
+      unsigned i = arg.getArgNumber();
+      if (auto n = func.getArgAttrOfType<StringAttr>(i, kParamAttr))
+        kind = "param", name = n.str();
+      else if (auto n = func.getArgAttrOfType<StringAttr>(i, "loom.opt_state"))
+        kind = "state", name = n.str();
+      else if (auto n = func.getArgAttrOfType<StringAttr>(i, kInputAttr))
+        kind = "input", name = n.str();
+      else if (func.getArgAttr(i, kRngSeedAttr))
+        kind = "input", name = "seed"; // the dropout seed; loom-run feeds it
+      else
+        return func.emitError("plan: argument ")
+               << i << " is not named (loom.param, loom.opt_state, "
+               << "loom.input or loom.rng_seed)";
+      inputs.push_back(llvm::json::Object{
+          {"name", name}, {"kind", kind}, {"buffer", id}});
+    }
+    for (Operation &op : func.getBody().front()) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+          std::string kind, name;
+          if (auto n = func.getResultAttrOfType<StringAttr>(i, kOutputAttr))
+            kind = "output", name = n.str();
+          else if (auto n = func.getResultAttrOfType<StringAttr>(i, "loom.grad"))
+            kind = "grad", name = n.str();
+          else
+            return func.emitError("plan: result ")
+                   << i << " is not named (loom.output or loom.grad)";
+          outputs.push_back(llvm::json::Object{
+              {"name", name}, {"kind", kind}, {"buffer", ids.lookup(v)}});
+        }
+        continue;
+      }
+      auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("loom.offsets");
+      if (!offsets)
+        return op.emitError("plan: op has no loom.offsets (run "
+                            "loom-plan-memory)");
+      for (auto [r, off] : llvm::zip(op.getResults(), offsets.asArrayRef())) {
+        if (dtypeName(getElementTypeOrSelf(r.getType())).empty())
+          return op.emitError("plan: result has an unsupported element type");
+        add(r, off);
+      }
+      if (auto fusion = dyn_cast<FusionOp>(op)) {
+        llvm::json::Array bufs;
+        for (Value v : fusion.getInputs())
+          bufs.push_back(ids.lookup(v));
+        for (Value v : fusion.getResults())
+          bufs.push_back(ids.lookup(v));
+        steps.push_back(llvm::json::Object{
+            {"kind", "kernel"},
+            {"name", fusion->getAttrOfType<StringAttr>("loom.kernel").str()},
+            {"buffers", std::move(bufs)}});
+      } else if (auto mm = dyn_cast<MatmulOp>(op)) {
+        auto lt = cast<RankedTensorType>(mm.getLhs().getType());
+        auto rt = cast<RankedTensorType>(mm.getRhs().getType());
+        Type et = lt.getElementType();
+        if (!et.isF32() && !et.isF64())
+          return op.emitError("plan: the CPU backend multiplies f32 and f64 "
+                              "matrices only, not ")
+                 << et;
+        bool ta = mm.getTransposeA(), tb = mm.getTransposeB();
+        int64_t rank = lt.getRank(), rr = rt.getRank();
+        int64_t M = lt.getDimSize(rank - (ta ? 1 : 2));
+        int64_t K = lt.getDimSize(rank - (ta ? 2 : 1));
+        int64_t N = rt.getDimSize(rr - (tb ? 2 : 1));
+        int64_t batch = 1;
+        for (int64_t d : lt.getShape().drop_back(2))
+          batch *= d;
+        bool sharedRhs = rr == 2 && rank != 2;
+        steps.push_back(llvm::json::Object{
+            {"kind", "gemm"},
+            {"a", ids.lookup(mm.getLhs())},
+            {"b", ids.lookup(mm.getRhs())},
+            {"c", ids.lookup(mm.getResult())},
+            {"batch", batch},
+            {"m", M},
+            {"n", N},
+            {"k", K},
+            {"trans_a", ta},
+            {"trans_b", tb},
+            {"stride_a", M * K},
+            {"stride_b", sharedRhs ? 0 : K * N},
+            {"stride_c", M * N}});
+      } else if (!isa<ReshapeOp>(op)) {
+        return op.emitError("plan: '")
+               << op.getName() << "' is not a step the plan can hold";
+      }
+    }
+    auto arena = func->getAttrOfType<IntegerAttr>("loom.arena_bytes");
+    return llvm::json::Object{{"name", func.getName().str()},
+                              {"arena_bytes", arena ? arena.getInt() : 0},
+                              {"buffers", std::move(buffers)},
+                              {"inputs", std::move(inputs)},
+                              {"outputs", std::move(outputs)},
+                              {"steps", std::move(steps)}};
+  }
+};
+} // namespace
+
+LogicalResult loom::writePlan(ModuleOp module, const std::string &path,
+                              bool hasKernels, const std::string &sourceModel,
+                              std::string &error) {
+  llvm::json::Array entries;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal())
+      continue;
+    EntryWriter w;
+    w.func = func;
+    FailureOr<llvm::json::Object> entry = w.write();
+    if (failed(entry)) {
+      error = "cannot write the plan of @" + func.getName().str();
+      return failure();
+    }
+    entries.push_back(std::move(*entry));
+  }
+  llvm::json::Object plan{{"format", "loom-plan"},
+                          {"version", 1},
+                          {"target", "cpu"},
+                          {"kernel_abi", 1},
+                          {"entries", std::move(entries)}};
+  plan["kernels"] = hasKernels ? llvm::json::Value("kernels.so")
+                               : llvm::json::Value(nullptr);
+  plan["params"] = "params.safetensors";
+  if (!sourceModel.empty())
+    plan["source_model"] = sourceModel;
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);
+  if (ec) {
+    error = "cannot write " + path + ": " + ec.message();
+    return failure();
+  }
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
+  return success();
+}

@@ -1,0 +1,161 @@
+//===- PlanMemory.cpp - Pack an entry point's tensors into one arena ------===//
+//
+// `loom-plan-memory` runs on the output of `loom-fuse`: a function whose body
+// is a sequence of steps (loom.fusion kernels, loom.matmul GEMMs, loom.reshape
+// views) ending in func.return. Each tensor value gets a live range [def,
+// last use] in step order: arguments are defined before step 0, returned
+// values live past the last step, and a reshape is a view that shares its
+// operand's bytes (the two ranges are merged). Values are then placed largest
+// first, each at the lowest 64-byte-aligned offset where it overlaps no value
+// whose range intersects its own (first fit over the placed intervals).
+//
+// Invariant the runtime relies on: a step's inputs are live at that step and
+// its outputs are defined there, so a kernel's or GEMM's outputs never share
+// bytes with its inputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/EquivalenceClasses.h"
+
+#include <algorithm>
+
+#define DEBUG_TYPE "loom-plan-memory"
+
+namespace loom {
+#define GEN_PASS_DEF_PLANMEMORYPASS
+#include "loom/Transforms/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+constexpr int64_t kAlignment = 64;
+
+int64_t alignUp(int64_t v) { return (v + kAlignment - 1) / kAlignment * kAlignment; }
+
+/// Bytes of a dense row-major tensor (i1 takes a byte per element).
+int64_t byteSize(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  int64_t bits = t.getElementTypeBitWidth();
+  return t.getNumElements() * std::max<int64_t>(1, (bits + 7) / 8);
+}
+
+struct Interval {
+  Value root;
+  int64_t begin = 0, end = 0, size = 0, offset = -1;
+};
+
+struct PlanMemoryPass : loom::impl::PlanMemoryPassBase<PlanMemoryPass> {
+  using PlanMemoryPassBase::PlanMemoryPassBase;
+
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      if (failed(planFunction(func)))
+        return signalPassFailure();
+    }
+  }
+
+  LogicalResult planFunction(func::FuncOp func) {
+    Block &block = func.getBody().front();
+    // Step index of every op; arguments are defined at -1.
+    llvm::DenseMap<Operation *, int64_t> stepOf;
+    int64_t numSteps = 0;
+    for (Operation &op : block) {
+      if (!isa<FusionOp, MatmulOp, ReshapeOp, func::ReturnOp>(op))
+        return op.emitError("loom-plan-memory: '")
+               << op.getName()
+               << "' is not a step of a fused function (run loom-fuse "
+                  "first)";
+      stepOf[&op] = numSteps++;
+    }
+
+    // Views share their operand's storage: one class per storage.
+    llvm::EquivalenceClasses<Value> storage;
+    SmallVector<Value> values(func.getArguments().begin(),
+                              func.getArguments().end());
+    for (Operation &op : block)
+      for (Value r : op.getResults())
+        values.push_back(r);
+    for (Value v : values)
+      storage.insert(v);
+    for (auto reshape : block.getOps<ReshapeOp>())
+      storage.unionSets(reshape.getX(), reshape.getResult());
+
+    llvm::DenseMap<Value, Interval> byRoot;
+    for (Value v : values) {
+      Value root = storage.getLeaderValue(v);
+      Interval &iv = byRoot[root];
+      if (!iv.root) {
+        iv.root = root;
+        iv.begin = numSteps;
+        iv.end = -1;
+        iv.size = byteSize(root.getType());
+      }
+      int64_t def = isa<BlockArgument>(v) ? -1 : stepOf[v.getDefiningOp()];
+      iv.begin = std::min(iv.begin, def);
+      iv.end = std::max(iv.end, def);
+      for (Operation *user : v.getUsers()) {
+        int64_t at = isa<func::ReturnOp>(user) ? numSteps : stepOf[user];
+        iv.end = std::max(iv.end, at);
+      }
+    }
+
+    SmallVector<Interval *> order;
+    for (auto &entry : byRoot)
+      order.push_back(&entry.second);
+    llvm::sort(order, [](const Interval *a, const Interval *b) {
+      if (a->size != b->size)
+        return a->size > b->size;
+      return a->begin < b->begin;
+    });
+    SmallVector<Interval *> placed;
+    int64_t arena = 0;
+    for (Interval *iv : order) {
+      // Byte ranges taken by placed values live at the same time.
+      SmallVector<std::pair<int64_t, int64_t>> taken;
+      for (Interval *p : placed)
+        if (!(p->end < iv->begin || iv->end < p->begin))
+          taken.push_back({p->offset, p->offset + p->size});
+      llvm::sort(taken);
+      int64_t offset = 0;
+      for (auto [lo, hi] : taken) {
+        if (offset + iv->size <= lo)
+          break;
+        offset = std::max(offset, alignUp(hi));
+      }
+      iv->offset = offset;
+      arena = std::max(arena, alignUp(offset + iv->size));
+      placed.push_back(iv);
+    }
+
+    auto offsetOf = [&](Value v) {
+      return byRoot[storage.getLeaderValue(v)].offset;
+    };
+    OpBuilder b(func.getContext());
+    for (BlockArgument arg : func.getArguments())
+      func.setArgAttr(arg.getArgNumber(), "loom.offset",
+                      b.getI64IntegerAttr(offsetOf(arg)));
+    for (Operation &op : block) {
+      if (op.getNumResults() == 0)
+        continue;
+      SmallVector<int64_t> offsets;
+      for (Value r : op.getResults())
+        offsets.push_back(offsetOf(r));
+      op.setAttr("loom.offsets", b.getDenseI64ArrayAttr(offsets));
+    }
+    func->setAttr("loom.arena_bytes", b.getI64IntegerAttr(arena));
+    arenaBytes += arena;
+    return success();
+  }
+};
+
+} // namespace
