@@ -356,7 +356,6 @@ Value unaryScalar(Lowerer &l, Operation *op, Value x) {
         }
         return l.mul(l.mul(half, x), l.add(one, inner));
       })
-      .Case([&](StopGradientOp) { return x; })
       .Default([](Operation *) { return Value(); });
 }
 
@@ -426,7 +425,6 @@ Rewrite lowerReduce(Lowerer &l, Operation *op, Value x,
 Value lowerSoftmax(Lowerer &l, Value x, int64_t axis, bool logSoftmax) {
   RankedTensorType xt = tensorType(x);
   int64_t rank = xt.getRank();
-  Type et = xt.getElementType();
   Value mx = l.reduce(x, {axis}, Lowerer::Combine::Max);
   SmallVector<AffineExpr> kept;
   SmallVector<IteratorType> its;
@@ -450,7 +448,6 @@ Value lowerSoftmax(Lowerer &l, Value x, int64_t axis, bool logSoftmax) {
                        return one(l.sub(v, l.log(a[2])));
                      return one(l.div(l.exp(v), a[2]));
                    })[0];
-  (void)et;
 }
 
 /// Layer norm and RMS norm over the dims from `axis` on.
@@ -858,7 +855,6 @@ Rewrite lowerCrossEntropy(Lowerer &l, CrossEntropyOp op, Value logits,
   RankedTensorType rt = tensorType(op.getResult());
   Type et = xt.getElementType();
   int64_t rank = xt.getRank();
-  int64_t C = xt.getDimSize(1);
   std::optional<int64_t> ignore;
   if (IntegerAttr attr = op.getIgnoreIndexAttr())
     ignore = attr.getInt();
@@ -897,7 +893,6 @@ Rewrite lowerCrossEntropy(Lowerer &l, CrossEntropyOp op, Value logits,
         Value loss = l.sub(l.add(a[1], l.log(a[2])), picked);
         return one(l.select(isCounted(a[0]), loss, l.constant(et, 0)));
       })[0];
-  (void)C;
   if (op.getReduction() == Reduction::None)
     return one(losses);
   SmallVector<int64_t> all;
@@ -947,39 +942,17 @@ Rewrite lowerMse(Lowerer &l, MseOp op, Value p, Value t) {
 
 Rewrite lowerOp(Lowerer &l, Operation *op) {
   ValueRange in = op->getOperands();
-  if (op->getNumResults() == 1 && op->getNumOperands() == 1 &&
-      op->hasTrait<mlir::OpTrait::SameOperandsAndResultType>() &&
-      !isa<CastOp>(op)) {
-    RankedTensorType t = tensorType(op->getResult(0));
-    if (isa<StopGradientOp>(op))
-      return one(in[0]);
-    bool ok = true;
-    Value r = l.elementwise(in, t, [&](ValueRange a) {
-      Value v = unaryScalar(l, op, a[0]);
-      if (!v) {
-        ok = false;
-        return a[0];
-      }
-      return v;
-    });
-    if (ok)
-      return one(r);
-  }
-  if (op->getNumOperands() == 2 && op->getNumResults() == 1 &&
-      op->hasTrait<mlir::OpTrait::SameOperandsAndResultType>()) {
-    RankedTensorType t = tensorType(op->getResult(0));
-    bool ok = true;
-    Value r = l.elementwise(in, t, [&](ValueRange a) {
-      Value v = binaryScalar(l, op, a[0], a[1]);
-      if (!v) {
-        ok = false;
-        return a[0];
-      }
-      return v;
-    });
-    if (ok)
-      return one(r);
-  }
+  if (isa<NegOp, AbsOp, ExpOp, LogOp, TanhOp, SigmoidOp, ReluOp, ErfOp, SqrtOp,
+          RsqrtOp, FloorOp, CosOp, SinOp, GeluOp>(op))
+    return one(l.elementwise(in, tensorType(op->getResult(0)),
+                             [&](ValueRange a) {
+                               return unaryScalar(l, op, a[0]);
+                             }));
+  if (isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp>(op))
+    return one(l.elementwise(in, tensorType(op->getResult(0)),
+                             [&](ValueRange a) {
+                               return binaryScalar(l, op, a[0], a[1]);
+                             }));
   return llvm::TypeSwitch<Operation *, Rewrite>(op)
       .Case([&](StopGradientOp) { return one(in[0]); })
       .Case([&](SelectOp) {
