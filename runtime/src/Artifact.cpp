@@ -41,12 +41,34 @@ TensorRef tensorRef(std::string_view name, const NpyArray &array) noexcept {
 struct Artifact::Impl {
   std::string dir;
   Plan plan;
+  LoadOptions options;
   std::unique_ptr<Backend> backend;
   std::map<std::string, NpyArray> initial;
   // One arena per entry, allocated by the entry's first run.
   std::vector<std::unique_ptr<Arena>> arenas;
   // Per step, the byte offsets of a kernel's buffers (precomputed).
   std::vector<std::vector<std::vector<uint64_t>>> kernelOffsets;
+
+  // Resident state: one arena holding every param/state tensor at a 64-byte
+  // aligned offset (by name), allocated by the first setResidentState.
+  struct ResidentTensor {
+    const Binding *binding; // the first param/state input of that name
+    uint64_t offset;
+  };
+  std::map<std::string, ResidentTensor> residentLayout;
+  uint64_t residentBytes = 0;
+  std::unique_ptr<Arena> resident;
+  bool residentSet = false;
+
+  // Recordings (CUDA graphs), per entry and mode (plain = 0, resident = 1):
+  // the entry runs eagerly once, is recorded on its second run and replayed
+  // after. The arena, the resident arena and every offset are fixed by then,
+  // so a recording stays valid for the artifact's life.
+  struct Slot {
+    uint64_t runs = 0;
+    std::unique_ptr<Recording> recording;
+  };
+  std::vector<Slot> slots;
 };
 
 Artifact::Artifact() : impl(std::make_unique<Impl>()) {}
@@ -54,13 +76,7 @@ Artifact::~Artifact() = default;
 
 namespace {
 
-std::string joinPath(const std::string &dir, const std::string &name) {
-  if (dir.empty())
-    return name;
-  if (dir.back() == '/')
-    return dir + name;
-  return dir + "/" + name;
-}
+using detail::joinPath;
 
 /// Checks params.safetensors against every param/state input of every entry
 /// and copies its tensors out.
@@ -111,22 +127,35 @@ bool loadParams(const std::string &path, const std::string &fileName,
 std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
                                          std::string *error,
                                          ErrorCode *code) noexcept {
+  return load(dir, LoadOptions(), error, code);
+}
+
+std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
+                                         const LoadOptions &options,
+                                         std::string *error,
+                                         ErrorCode *code) noexcept {
   ErrorSink sink{error, code};
   try {
     std::unique_ptr<Artifact> artifact(new Artifact());
     Impl &impl = *artifact->impl;
     impl.dir = dir;
+    impl.options = options;
     std::string planPath = joinPath(dir, "plan.json");
     std::optional<Plan> plan = readPlan(planPath, error, code, planPath);
     if (!plan)
       return nullptr;
     impl.plan = std::move(*plan);
-    impl.backend = createBackend(impl.plan.target, error, code);
-    if (!impl.backend)
+    BackendOptions backendOptions;
+    backendOptions.log = options.log;
+    std::string why;
+    impl.backend = createBackend(impl.plan.target, &why, code, backendOptions);
+    if (!impl.backend) {
+      sink.set(code ? *code : ErrorCode::Unsupported,
+               planPath + ": target " + quoteName(impl.plan.target) + ": " +
+                   why);
       return nullptr;
-    if (!impl.plan.kernels.empty() &&
-        !impl.backend->loadKernels(joinPath(dir, impl.plan.kernels),
-                                   impl.plan.kernelSymbols, error, code))
+    }
+    if (!impl.backend->load(impl.plan, dir, error, code))
       return nullptr;
     if (!impl.plan.params.empty() &&
         !loadParams(joinPath(dir, impl.plan.params),
@@ -134,6 +163,24 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
                     sink))
       return nullptr;
     impl.arenas.resize(impl.plan.entries.size());
+    impl.slots.resize(impl.plan.entries.size() * 2);
+    for (const PlanEntry &entry : impl.plan.entries)
+      for (const Binding &in : entry.inputs)
+        if ((in.kind == BindingKind::Param || in.kind == BindingKind::State) &&
+            !impl.residentLayout.count(in.name))
+          impl.residentLayout.emplace(in.name,
+                                      Impl::ResidentTensor{&in, 0});
+    for (auto &[name, tensor] : impl.residentLayout) {
+      tensor.offset = impl.residentBytes;
+      uint64_t rounded = (tensor.binding->bytes + kBufferAlignment - 1) /
+                         kBufferAlignment * kBufferAlignment;
+      if (rounded > UINT64_MAX - impl.residentBytes) {
+        sink.set(ErrorCode::Format, planPath + ": params and state exceed "
+                                               "2^64 bytes");
+        return nullptr;
+      }
+      impl.residentBytes += rounded;
+    }
     for (const PlanEntry &entry : impl.plan.entries) {
       std::vector<std::vector<uint64_t>> offsets(entry.steps.size());
       for (size_t s = 0; s < entry.steps.size(); ++s)
@@ -150,6 +197,9 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
 }
 
 const std::string &Artifact::directory() const noexcept { return impl->dir; }
+std::string_view Artifact::backendName() const noexcept {
+  return impl->backend->name();
+}
 const Plan &Artifact::plan() const noexcept { return impl->plan; }
 const std::string &Artifact::target() const noexcept {
   return impl->plan.target;
@@ -181,6 +231,122 @@ bool Artifact::run(std::string_view entryName,
                    const std::vector<TensorRef> &inputs,
                    std::vector<NpyArray> *outputs, std::string *error,
                    ErrorCode *code) noexcept {
+  return runImpl(entryName, inputs, outputs, /*resident=*/false, error, code);
+}
+
+bool Artifact::runResident(std::string_view entryName,
+                           const std::vector<TensorRef> &inputs,
+                           std::vector<NpyArray> *outputs, std::string *error,
+                           ErrorCode *code) noexcept {
+  if (!impl->residentSet) {
+    ErrorSink{error, code}.set(ErrorCode::InvalidArgument,
+                               "runResident before setResidentState");
+    return false;
+  }
+  return runImpl(entryName, inputs, outputs, /*resident=*/true, error, code);
+}
+
+bool Artifact::hasResidentState() const noexcept { return impl->residentSet; }
+
+bool Artifact::setResidentState(const std::map<std::string, NpyArray> &tensors,
+                                std::string *error, ErrorCode *code) noexcept {
+  ErrorSink sink{error, code};
+  try {
+    Impl &im = *impl;
+    for (const auto &[name, t] : im.residentLayout) {
+      const Binding &b = *t.binding;
+      auto it = tensors.find(name);
+      if (it == tensors.end()) {
+        sink.set(ErrorCode::InvalidArgument,
+                 "resident state: no tensor " + quoteName(name) + " (" +
+                     bindingKindName(b.kind) + " " +
+                     describeTensorType(b.dtype, b.shape) + ")");
+        return false;
+      }
+      if (it->second.dtype != b.dtype || it->second.shape != b.shape ||
+          it->second.data.size() != b.bytes) {
+        sink.set(ErrorCode::InvalidArgument,
+                 "resident state: tensor " + quoteName(name) + " is " +
+                     describeTensorType(it->second.dtype, it->second.shape) +
+                     ", the plan expects " +
+                     describeTensorType(b.dtype, b.shape));
+        return false;
+      }
+    }
+    Backend &backend = *im.backend;
+    if (!im.resident) {
+      im.resident = backend.allocateArena(im.residentBytes, error, code);
+      if (!im.resident) {
+        if (error)
+          *error = "resident params and state: " + *error;
+        return false;
+      }
+    }
+    std::string why;
+    for (const auto &[name, t] : im.residentLayout) {
+      const NpyArray &a = tensors.at(name);
+      if (!backend.upload(*im.resident, t.offset, a.data.data(), a.data.size(),
+                          &why)) {
+        sink.set(ErrorCode::IO, "resident state: tensor " + quoteName(name) +
+                                    ": " + why);
+        return false;
+      }
+    }
+    if (!backend.synchronize(&why)) {
+      sink.set(ErrorCode::IO, "resident state: " + why);
+      return false;
+    }
+    im.residentSet = true;
+    sink.ok();
+    return true;
+  } catch (...) {
+    sink.outOfMemory("resident state");
+  }
+  return false;
+}
+
+bool Artifact::readResidentState(std::map<std::string, NpyArray> *tensors,
+                                 std::string *error, ErrorCode *code) noexcept {
+  ErrorSink sink{error, code};
+  try {
+    Impl &im = *impl;
+    if (!im.residentSet) {
+      sink.set(ErrorCode::InvalidArgument,
+               "readResidentState before setResidentState");
+      return false;
+    }
+    std::map<std::string, NpyArray> result;
+    std::string why;
+    for (const auto &[name, t] : im.residentLayout) {
+      NpyArray &a = result[name];
+      a.dtype = t.binding->dtype;
+      a.shape = t.binding->shape;
+      a.data.resize(t.binding->bytes);
+      if (!im.backend->download(*im.resident, t.offset, a.data.data(),
+                                a.data.size(), &why)) {
+        sink.set(ErrorCode::IO, "resident state: tensor " + quoteName(name) +
+                                    ": " + why);
+        return false;
+      }
+    }
+    if (!im.backend->synchronize(&why)) {
+      sink.set(ErrorCode::IO, "resident state: " + why);
+      return false;
+    }
+    if (tensors)
+      *tensors = std::move(result);
+    sink.ok();
+    return true;
+  } catch (...) {
+    sink.outOfMemory("resident state");
+  }
+  return false;
+}
+
+bool Artifact::runImpl(std::string_view entryName,
+                       const std::vector<TensorRef> &inputs,
+                       std::vector<NpyArray> *outputs, bool resident,
+                       std::string *error, ErrorCode *code) noexcept {
   ErrorSink sink{error, code};
   try {
     Impl &im = *impl;
@@ -215,6 +381,14 @@ bool Artifact::run(std::string_view entryName,
         return false;
       }
       const Binding &in = entry->inputs[i];
+      if (resident &&
+          (in.kind == BindingKind::Param || in.kind == BindingKind::State)) {
+        sink.set(ErrorCode::InvalidArgument,
+                 where + ": input " + quoteName(ref.name) + " is " +
+                     bindingKindName(in.kind) +
+                     ", which comes from the resident state");
+        return false;
+      }
       std::vector<int64_t> shape;
       if (ref.rank > 0) {
         if (!ref.shape) {
@@ -244,8 +418,16 @@ bool Artifact::run(std::string_view entryName,
       }
       bound[i] = &ref;
     }
+    auto isResidentInput = [&](const Binding &in) {
+      return resident &&
+             (in.kind == BindingKind::Param || in.kind == BindingKind::State);
+    };
+    auto isResidentOutput = [&](const Binding &out) {
+      return resident && out.kind == BindingKind::Output &&
+             im.residentLayout.count(out.name);
+    };
     for (size_t i = 0; i < bound.size(); ++i)
-      if (!bound[i]) {
+      if (!bound[i] && !isResidentInput(entry->inputs[i])) {
         sink.set(ErrorCode::InvalidArgument,
                  where + ": missing input " + quoteName(entry->inputs[i].name) +
                      " (" + bindingKindName(entry->inputs[i].kind) + ", " +
@@ -268,51 +450,109 @@ bool Artifact::run(std::string_view entryName,
       return false;
     };
     for (size_t i = 0; i < bound.size(); ++i)
-      if (!backend.upload(*arena,
+      if (bound[i] &&
+          !backend.upload(*arena,
                           entry->buffers[entry->inputs[i].buffer].offset,
                           bound[i]->data, bound[i]->nbytes, &stepError))
         return stepFailed("input " + quoteName(entry->inputs[i].name));
 
-    for (size_t s = 0; s < entry->steps.size(); ++s) {
-      const PlanStep &step = entry->steps[s];
-      bool ok = true;
-      switch (step.kind) {
-      case PlanStep::Kind::Kernel:
-        ok = backend.launchKernel(*arena, step.kernelIndex,
-                                  im.kernelOffsets[index][s], &stepError);
-        break;
-      case PlanStep::Kind::Gemm: {
-        GemmCall call;
-        call.dtype = entry->buffers[step.gemm.a].dtype;
-        call.step = &step.gemm;
-        call.offsetA = entry->buffers[step.gemm.a].offset;
-        call.offsetB = entry->buffers[step.gemm.b].offset;
-        call.offsetC = entry->buffers[step.gemm.c].offset;
-        ok = backend.gemm(*arena, call, &stepError);
-        break;
+    // Everything between the uploads and the downloads is device work on
+    // fixed addresses: what a recording captures.
+    std::string failedAt;
+    auto issue = [&]() -> bool {
+      for (const Binding &in : entry->inputs)
+        if (isResidentInput(in)) {
+          const Impl::ResidentTensor &t = im.residentLayout.at(in.name);
+          if (in.bytes &&
+              !backend.copyBetween(*im.resident, t.offset, *arena,
+                                   entry->buffers[in.buffer].offset, in.bytes,
+                                   &stepError)) {
+            failedAt = "resident input " + quoteName(in.name);
+            return false;
+          }
+        }
+      for (size_t s = 0; s < entry->steps.size(); ++s) {
+        const PlanStep &step = entry->steps[s];
+        bool ok = true;
+        switch (step.kind) {
+        case PlanStep::Kind::Kernel:
+          ok = backend.launchKernel(*arena, step, im.kernelOffsets[index][s],
+                                    &stepError);
+          break;
+        case PlanStep::Kind::Gemm: {
+          GemmCall call;
+          call.dtype = entry->buffers[step.gemm.a].dtype;
+          call.step = &step.gemm;
+          call.offsetA = entry->buffers[step.gemm.a].offset;
+          call.offsetB = entry->buffers[step.gemm.b].offset;
+          call.offsetC = entry->buffers[step.gemm.c].offset;
+          call.offsetBias = entry->buffers[step.gemm.bias].offset;
+          ok = backend.gemm(*arena, call, &stepError);
+          break;
+        }
+        case PlanStep::Kind::Copy:
+          ok = backend.copy(*arena, entry->buffers[step.src].offset,
+                            entry->buffers[step.dst].offset,
+                            entry->buffers[step.src].bytes, &stepError);
+          break;
+        }
+        if (!ok) {
+          failedAt = "step " + std::to_string(s);
+          return false;
+        }
       }
-      case PlanStep::Kind::Copy:
-        ok = backend.copy(*arena, entry->buffers[step.src].offset,
-                          entry->buffers[step.dst].offset,
-                          entry->buffers[step.src].bytes, &stepError);
-        break;
-      }
-      if (!ok)
-        return stepFailed("step " + std::to_string(s));
+      for (const Binding &out : entry->outputs)
+        if (isResidentOutput(out)) {
+          const Impl::ResidentTensor &t = im.residentLayout.at(out.name);
+          if (out.bytes &&
+              !backend.copyBetween(*arena, entry->buffers[out.buffer].offset,
+                                   *im.resident, t.offset, out.bytes,
+                                   &stepError)) {
+            failedAt = "resident output " + quoteName(out.name);
+            return false;
+          }
+        }
+      return true;
+    };
+
+    Impl::Slot &slot = im.slots[index * 2 + (resident ? 1 : 0)];
+    bool record = im.options.graphs && backend.canRecord();
+    if (slot.recording) {
+      if (!backend.replay(*slot.recording, &stepError))
+        return stepFailed("replaying the recorded steps");
+    } else if (record && slot.runs >= 1) {
+      if (!backend.beginRecording(&stepError))
+        return stepFailed("recording the steps (try --no-cuda-graph)");
+      bool issued = issue();
+      std::unique_ptr<Recording> recording = backend.endRecording(
+          issued ? &stepError : nullptr);
+      if (!issued)
+        return stepFailed(failedAt + " (while recording)");
+      if (!recording)
+        return stepFailed("recording the steps (try --no-cuda-graph)");
+      slot.recording = std::move(recording);
+      if (!backend.replay(*slot.recording, &stepError))
+        return stepFailed("replaying the recorded steps");
+    } else {
+      if (!issue())
+        return stepFailed(failedAt);
     }
-    if (!backend.synchronize(&stepError))
-      return stepFailed("synchronize");
+    ++slot.runs;
 
     std::vector<NpyArray> results(entry->outputs.size());
     for (size_t i = 0; i < entry->outputs.size(); ++i) {
       const Binding &out = entry->outputs[i];
       results[i].dtype = out.dtype;
       results[i].shape = out.shape;
+      if (isResidentOutput(out))
+        continue;
       results[i].data.resize(out.bytes);
       if (!backend.download(*arena, entry->buffers[out.buffer].offset,
                             results[i].data.data(), out.bytes, &stepError))
         return stepFailed("output " + quoteName(out.name));
     }
+    if (!backend.synchronize(&stepError))
+      return stepFailed("synchronize");
     if (outputs)
       *outputs = std::move(results);
     sink.ok();

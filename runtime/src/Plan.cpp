@@ -287,6 +287,51 @@ void checkScalarI64(const Binding &binding, const std::string &where) {
                     describe(binding.dtype, binding.shape));
 }
 
+/// `grid`, `block` and `shared_bytes` of a CUDA kernel step: the limits every
+/// CUDA device since sm_30 has (grid x < 2^31, y and z <= 65535; block x and y
+/// <= 1024, z <= 64, at most 1024 threads).
+KernelLaunchDims parseLaunchDims(const json &value, const std::string &where) {
+  KernelLaunchDims dims;
+  auto triple = [&](const char *key, uint32_t *out, const uint64_t *max) {
+    const json &list = member(value, key, where);
+    std::string at = fieldWhere(where, key);
+    if (!list.is_array() || list.size() != 3)
+      fail(at, std::string("expected an array of 3 integers, got ") +
+                   (list.is_array() ? "an array of " +
+                                          std::to_string(list.size())
+                                    : std::string(typeName(list))));
+    static const char *axis[3] = {"x", "y", "z"};
+    for (size_t i = 0; i < 3; ++i) {
+      const json &v = list[i];
+      if (!v.is_number_integer() ||
+          (!v.is_number_unsigned() && v.get<int64_t>() < 0))
+        fail(at, std::string(axis[i]) + ": expected a positive integer, got " +
+                     typeName(v));
+      uint64_t n = v.get<uint64_t>();
+      if (n == 0 || n > max[i])
+        fail(at, std::string(axis[i]) + " = " + std::to_string(n) +
+                     " is outside [1, " + std::to_string(max[i]) + "]");
+      out[i] = static_cast<uint32_t>(n);
+    }
+  };
+  static const uint64_t gridMax[3] = {2147483647, 65535, 65535};
+  static const uint64_t blockMax[3] = {1024, 1024, 64};
+  triple("grid", dims.grid, gridMax);
+  triple("block", dims.block, blockMax);
+  uint64_t threads =
+      uint64_t(dims.block[0]) * dims.block[1] * dims.block[2];
+  if (threads > 1024)
+    fail(fieldWhere(where, "block"),
+         std::to_string(dims.block[0]) + " x " + std::to_string(dims.block[1]) +
+             " x " + std::to_string(dims.block[2]) + " = " +
+             std::to_string(threads) +
+             " threads per block, more than the 1024 CUDA allows");
+  dims.sharedBytes =
+      static_cast<uint32_t>(getUint(value, "shared_bytes", where,
+                                    kMaxSharedBytes));
+  return dims;
+}
+
 PlanStep parseStep(const json &value, const std::string &entryWhere,
                    size_t index, const PlanEntry &entry,
                    std::map<std::string, uint32_t> &symbols, Plan &plan) {
@@ -322,6 +367,8 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
                      std::to_string(entry.buffers.size()) + " buffers)");
       step.buffers.push_back(static_cast<uint32_t>(raw));
     }
+    if (plan.target == "cuda")
+      step.launch = parseLaunchDims(value, where);
     auto [it, inserted] = symbols.emplace(
         step.kernel, static_cast<uint32_t>(plan.kernelSymbols.size()));
     if (inserted)
@@ -405,6 +452,45 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
       fail(fieldWhere(where, "c"),
            "buffer " + std::to_string(g.c) +
                " overlaps an operand (BLAS does not allow in-place gemm)");
+    if (auto it = value.find("epilogue"); it != value.end() && !it->is_null()) {
+      if (!it->is_string())
+        fail(fieldWhere(where, "epilogue"),
+             std::string("expected a string, got ") + typeName(*it));
+      const std::string &name = it->get_ref<const std::string &>();
+      static const GemmEpilogue all[] = {
+          GemmEpilogue::None,     GemmEpilogue::Bias,
+          GemmEpilogue::Relu,     GemmEpilogue::Gelu,
+          GemmEpilogue::BiasRelu, GemmEpilogue::BiasGelu};
+      bool known = false;
+      for (GemmEpilogue e : all)
+        if (name == gemmEpilogueName(e)) {
+          g.epilogue = e;
+          known = true;
+        }
+      if (!known)
+        fail(fieldWhere(where, "epilogue"),
+             "unknown epilogue " + quoteName(name) +
+                 " (expected none, bias, relu, gelu, bias_relu or "
+                 "bias_gelu)");
+    }
+    if (gemmEpilogueHasBias(g.epilogue)) {
+      g.bias = getBufferId(value, "bias", where, entry);
+      const PlanBuffer &bias = entry.buffers[g.bias];
+      if (bias.dtype != a.dtype || bias.elements != n)
+        fail(fieldWhere(where, "bias"),
+             "buffer " + std::to_string(g.bias) + " is " +
+                 describe(bias.dtype, bias.shape) + "; epilogue " +
+                 quoteName(gemmEpilogueName(g.epilogue)) + " needs " +
+                 std::to_string(n) + " " +
+                 std::string(dtypeToShortName(a.dtype)) + " elements (n)");
+      if (overlaps(bias, c))
+        fail(fieldWhere(where, "bias"), "buffer " + std::to_string(g.bias) +
+                                            " overlaps the result c");
+    } else if (value.contains("bias") && !value["bias"].is_null()) {
+      fail(fieldWhere(where, "bias"),
+           "given, but epilogue " +
+               quoteName(gemmEpilogueName(g.epilogue)) + " adds no bias");
+    }
     return step;
   }
   if (kind == "copy") {
@@ -549,10 +635,10 @@ Plan parse(std::string_view text, const std::string &what) {
     fail(fieldWhere(what, "version"),
          "invalid version " + std::to_string(plan.version));
   plan.target = getString(root, "target", what);
-  if (plan.target != "cpu")
+  if (plan.target != "cpu" && plan.target != "cuda")
     fail(fieldWhere(what, "target"),
          "target " + quoteName(plan.target) +
-             " is not supported by this runtime (supported: cpu)",
+             " is not supported by this runtime (supported: cpu, cuda)",
          ErrorCode::Unsupported);
   plan.kernelAbi = getInt(root, "kernel_abi", what);
   if (plan.kernelAbi != kKernelAbiVersion)
@@ -564,6 +650,17 @@ Plan parse(std::string_view text, const std::string &what) {
                                             : ErrorCode::Format);
   plan.kernels = getFileName(root, "kernels", what, /*optional=*/false);
   plan.params = getFileName(root, "params", what, /*optional=*/false);
+  if (plan.target == "cuda") {
+    // sm_50 (Maxwell) .. sm_999: major * 10 + minor, as nvcc's -arch names.
+    int64_t sm = getInt(root, "sm", what);
+    if (sm < 50 || sm > 999)
+      fail(fieldWhere(what, "sm"),
+           std::to_string(sm) +
+               " is not a CUDA architecture (expected major * 10 + minor, "
+               "e.g. 90 for sm_90)");
+    plan.sm = sm;
+    plan.ptx = getFileName(root, "ptx", what, /*optional=*/false);
+  }
   if (auto it = root.find("source_model"); it != root.end() && !it->is_null()) {
     if (!it->is_string())
       fail(fieldWhere(what, "source_model"),
@@ -586,9 +683,12 @@ Plan parse(std::string_view text, const std::string &what) {
            "duplicate entry name " + quoteName(entry.name));
     plan.entries.push_back(std::move(entry));
   }
-  if (!plan.kernelSymbols.empty() && plan.kernels.empty())
+  if (!plan.kernelSymbols.empty() && plan.kernels.empty() &&
+      plan.ptx.empty())
     fail(fieldWhere(what, "kernels"),
-         "is null, but entries have kernel steps (first: " +
+         std::string(plan.target == "cuda" ? "and 'ptx' are both null"
+                                           : "is null") +
+             ", but entries have kernel steps (first: " +
              quoteName(plan.kernelSymbols.front()) + ")");
 
   // A param or state tensor is one tensor of the model, whichever entry
@@ -613,6 +713,24 @@ Plan parse(std::string_view text, const std::string &what) {
 }
 
 } // namespace
+
+const char *gemmEpilogueName(GemmEpilogue epilogue) noexcept {
+  switch (epilogue) {
+  case GemmEpilogue::None:
+    return "none";
+  case GemmEpilogue::Bias:
+    return "bias";
+  case GemmEpilogue::Relu:
+    return "relu";
+  case GemmEpilogue::Gelu:
+    return "gelu";
+  case GemmEpilogue::BiasRelu:
+    return "bias_relu";
+  case GemmEpilogue::BiasGelu:
+    return "bias_gelu";
+  }
+  return "?";
+}
 
 const char *bindingKindName(BindingKind kind) noexcept {
   switch (kind) {

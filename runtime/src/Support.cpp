@@ -108,6 +108,14 @@ bool isValidUtf8(std::string_view text) {
   return true;
 }
 
+std::string joinPath(const std::string &dir, const std::string &name) {
+  if (dir.empty())
+    return name;
+  if (dir.back() == '/')
+    return dir + name;
+  return dir + "/" + name;
+}
+
 std::string errnoText(int err) { return std::strerror(err); }
 
 namespace {

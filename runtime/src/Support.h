@@ -57,6 +57,9 @@ std::string formatShape(const std::vector<int64_t> &shape);
 /// True if `text` is well-formed UTF-8 (no overlong forms or surrogates).
 bool isValidUtf8(std::string_view text);
 
+/// `dir` + "/" + `name` ("name" alone when `dir` is empty).
+std::string joinPath(const std::string &dir, const std::string &name);
+
 /// strerror(err) as a string.
 std::string errnoText(int err);
 

@@ -1242,6 +1242,27 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   Metrics metrics;
   metrics.open(opt.metricsPath, resumed);
 
+  // The params and state live in the backend between steps (on a GPU, in
+  // device memory): each step reads and updates them there, and `tensors`
+  // is refreshed from the device only when a checkpoint, an evaluation or
+  // the end of training needs the values.
+  {
+    std::string error;
+    ErrorCode code = ErrorCode::Ok;
+    if (!artifact.setResidentState(tensors, &error, &code))
+      fail(error, code);
+  }
+  bool tensorsStale = false;
+  auto refreshTensors = [&] {
+    if (!tensorsStale)
+      return;
+    std::string error;
+    ErrorCode code = ErrorCode::Ok;
+    if (!artifact.readResidentState(&tensors, &error, &code))
+      fail(error, code);
+    tensorsStale = false;
+  };
+
   BatchLoader loader(data, dataInputs, batch, seed, start.dataEpoch,
                      start.dataBatch, opt.prefetch);
   uint64_t posEpoch = start.dataEpoch, posBatch = start.dataBatch;
@@ -1263,6 +1284,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   };
   int64_t lastSaved = resumed ? step : -1;
   auto save = [&] {
+    refreshTensors();
     std::string name = checkpointFileName(step);
     std::string error;
     ErrorCode code = ErrorCode::Ok;
@@ -1277,6 +1299,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   EvalResult lastEvalResult;
   auto runEval = [&] {
     EvalResult r;
+    refreshTensors();
     evaluateImpl(artifact, tensors, opt.evalDataPath, step, r);
     std::string body = "\"step\": " + std::to_string(step) +
                        ", \"eval_samples\": " + std::to_string(r.samples);
@@ -1314,10 +1337,10 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
                ErrorCode::Format);
       } else if (lr && lrOut && &out == lrOut) {
         *lr = scalarValue(outs[i]);
-      } else if (out.kind == BindingKind::Output) {
-        auto it = tensors.find(out.name);
-        if (it != tensors.end())
-          it->second = std::move(outs[i]);
+      } else if (out.kind == BindingKind::Output && tensors.count(out.name)) {
+        // Updated in the resident state; `tensors` is behind until the next
+        // refresh.
+        tensorsStale = true;
       }
     }
   };
@@ -1335,11 +1358,10 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       std::vector<TensorRef> refs;
       for (size_t i = 0; i < dataInputs.size(); ++i)
         refs.push_back(tensorRef(dataInputs[i].name, b.arrays[i]));
-      addTensorInputs(*stepEntry, tensors, refs);
       seedArray = scalarI64(dropoutSeed(seed, step, 0));
       addScalarInputs(*stepEntry, stepArray, seedArray, refs);
       std::vector<NpyArray> outs;
-      if (!artifact.run(stepName, refs, &outs, &error, &code))
+      if (!artifact.runResident(stepName, refs, &outs, &error, &code))
         fail("step " + std::to_string(step) + ": " + error, code);
       if (lossOut)
         loss = scalarValue(outs[lossOut - stepEntry->outputs.data()]);
@@ -1355,11 +1377,10 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
         std::vector<TensorRef> refs;
         for (size_t i = 0; i < dataInputs.size(); ++i)
           refs.push_back(tensorRef(dataInputs[i].name, b.arrays[i]));
-        addTensorInputs(*stepEntry, tensors, refs);
         seedArray = scalarI64(dropoutSeed(seed, step, micro));
         addScalarInputs(*stepEntry, stepArray, seedArray, refs);
         std::vector<NpyArray> outs;
-        if (!artifact.run(stepName, refs, &outs, &error, &code))
+        if (!artifact.runResident(stepName, refs, &outs, &error, &code))
           fail("step " + std::to_string(step) + " micro-batch " +
                    std::to_string(micro) + ": " + error,
                code);
@@ -1384,7 +1405,6 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       if (lossOut)
         loss = lossSum / static_cast<double>(opt.accumulate);
       std::vector<TensorRef> refs;
-      addTensorInputs(*applyEntry, tensors, refs);
       seedArray = scalarI64(dropoutSeed(seed, step, opt.accumulate));
       addScalarInputs(*applyEntry, stepArray, seedArray, refs);
       for (const auto &[input, param] : gradOf) {
@@ -1394,7 +1414,8 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
         refs.push_back(tensorRef(input, it->second));
       }
       std::vector<NpyArray> outs;
-      if (!artifact.run("apply_optimizer", refs, &outs, &error, &code))
+      if (!artifact.runResident("apply_optimizer", refs, &outs, &error,
+                                &code))
         fail("step " + std::to_string(step) + ": " + error, code);
       absorb(*applyEntry, outs, &lr);
     }
@@ -1430,6 +1451,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   if (!opt.checkpointDir.empty() && lastSaved != step)
     save();
   progress.endBar();
+  refreshTensors();
 
   if (!opt.saveParamsPath.empty()) {
     SafetensorsWriter writer;

@@ -95,9 +95,9 @@ TEST(PlanValidation, NewerVersionIsRefusedClearly) {
   EXPECT_MESSAGE(r, "kernel ABI 7 is not supported");
   r = parseError(replace(validPlan(), "loom-plan", "loom-plan2"));
   EXPECT_MESSAGE(r, "field 'format'");
-  r = parseError(replace(validPlan(), "\"cpu\"", "\"cuda\""));
+  r = parseError(replace(validPlan(), "\"cpu\"", "\"tpu\""));
   EXPECT_EQ(r.code, ErrorCode::Unsupported);
-  EXPECT_MESSAGE(r, "target 'cuda' is not supported");
+  EXPECT_MESSAGE(r, "target 'tpu' is not supported");
 }
 
 TEST(PlanValidation, BuffersMustFitTheArena) {

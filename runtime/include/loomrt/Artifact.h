@@ -18,6 +18,7 @@
 #include "loomrt/Plan.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,6 +28,16 @@
 namespace loomrt {
 
 class Backend;
+
+/// How Artifact::load prepares an artifact.
+struct LoadOptions {
+  /// On a backend that can record (CUDA): run each entry eagerly once, record
+  /// its steps into a CUDA graph on the second run and replay the graph from
+  /// then on. false: plain launches on every run (loom-run --no-cuda-graph).
+  bool graphs = true;
+  /// Where the backend's notes go (e.g. falling back to PTX); null: stderr.
+  std::FILE *log = nullptr;
+};
 
 /// A borrowed tensor given to Artifact::run: `nbytes` bytes at `data`, dense,
 /// row-major, little-endian.
@@ -56,10 +67,17 @@ public:
   static std::unique_ptr<Artifact> load(const std::string &dir,
                                         std::string *error,
                                         ErrorCode *code = nullptr) noexcept;
+  static std::unique_ptr<Artifact> load(const std::string &dir,
+                                        const LoadOptions &options,
+                                        std::string *error,
+                                        ErrorCode *code = nullptr) noexcept;
+
+  /// The backend executing the plan: "cpu" or "cuda".
+  std::string_view backendName() const noexcept;
 
   const std::string &directory() const noexcept;
   const Plan &plan() const noexcept;
-  const std::string &target() const noexcept; ///< "cpu"
+  const std::string &target() const noexcept; ///< "cpu" or "cuda"
   const std::string &
   sourceModel() const noexcept; ///< "" when the plan has none
 
@@ -88,7 +106,33 @@ public:
            std::vector<NpyArray> *outputs, std::string *error,
            ErrorCode *code = nullptr) noexcept;
 
+  /// Resident training state: every `param` and `state` tensor of the plan
+  /// kept in device memory between runs (one allocation, laid out by name),
+  /// so training does not move them through the host every step.
+  /// setResidentState uploads `tensors` (each param/state input of the plan
+  /// must be there with its dtype and shape; other names are ignored).
+  bool setResidentState(const std::map<std::string, NpyArray> &tensors,
+                        std::string *error,
+                        ErrorCode *code = nullptr) noexcept;
+  bool hasResidentState() const noexcept;
+  /// Downloads the resident state (checkpoints, evaluation, the end of
+  /// training): one array per param/state tensor, by name.
+  bool readResidentState(std::map<std::string, NpyArray> *tensors,
+                         std::string *error,
+                         ErrorCode *code = nullptr) noexcept;
+  /// Like run(), but every `param` and `state` input comes from the resident
+  /// state (device to device; the caller may not pass them), and every output
+  /// of kind `output` named like a param/state tensor is written back to it.
+  /// Those outputs are returned with their dtype and shape but no data (they
+  /// are not downloaded); the others are returned as run() returns them.
+  bool runResident(std::string_view entry, const std::vector<TensorRef> &inputs,
+                   std::vector<NpyArray> *outputs, std::string *error,
+                   ErrorCode *code = nullptr) noexcept;
+
 private:
+  bool runImpl(std::string_view entry, const std::vector<TensorRef> &inputs,
+               std::vector<NpyArray> *outputs, bool resident,
+               std::string *error, ErrorCode *code) noexcept;
   Artifact();
   struct Impl;
   std::unique_ptr<Impl> impl;

@@ -4,7 +4,8 @@
 // (Artifact) only speaks this interface, so a CUDA backend (driver API,
 // cuBLASLt, reached through dlopen) slots in beside the CPU one. Nothing here
 // assumes the arena is host memory: data moves in and out only through
-// upload() and download(), and steps name buffers by byte offset.
+// upload() and download(), and steps name buffers by byte offset. Work is
+// issued in order and may run asynchronously until synchronize().
 //
 // Every method reports failure as `false` plus a message; none throws.
 //
@@ -18,6 +19,7 @@
 #include "loomrt/Plan.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -25,8 +27,9 @@
 
 namespace loomrt {
 
-/// Device memory of one entry point: `size()` bytes, 64-byte aligned. Only the
-/// Backend that allocated it may use it.
+/// Device memory of one entry point (or of the resident training state):
+/// `size()` bytes, 64-byte aligned. Only the Backend that allocated it may use
+/// it.
 class Arena {
 public:
   virtual ~Arena();
@@ -38,6 +41,21 @@ struct GemmCall {
   DType dtype = DType::F32; ///< f32 or f64
   const GemmStep *step = nullptr;
   uint64_t offsetA = 0, offsetB = 0, offsetC = 0;
+  uint64_t offsetBias = 0; ///< when gemmEpilogueHasBias(step->epilogue)
+};
+
+/// Work recorded once and replayed (a CUDA graph). Only the Backend that
+/// recorded it may replay it.
+class Recording {
+public:
+  virtual ~Recording();
+};
+
+/// How a backend is created: CUDA reads its environment (LOOMRT_CUDA_DRIVER,
+/// LOOMRT_CUDA_DEVICE, ...) at creation; these are the options a caller sets.
+struct BackendOptions {
+  /// Where a note goes (e.g. "JIT-compiling kernels.ptx"); null: stderr.
+  std::FILE *log = nullptr;
 };
 
 class Backend {
@@ -47,30 +65,39 @@ public:
   /// "cpu", "cuda".
   virtual std::string_view name() const noexcept = 0;
 
-  /// Loads the kernel image at `path` (kernels.so on CPU) and resolves each
-  /// of `symbols`; kernel `i` of launchKernel is `symbols[i]`. Fails naming
-  /// the first missing symbol. Called at most once.
-  virtual bool loadKernels(const std::string &path,
-                           const std::vector<std::string> &symbols,
-                           std::string *error, ErrorCode *code) noexcept = 0;
+  /// Loads the plan's kernel image(s) from the artifact directory `dir` and
+  /// resolves every symbol of plan.kernelSymbols (kernel `i` of launchKernel
+  /// is kernelSymbols[i]), plus whatever else the plan needs before it runs
+  /// (cuBLASLt on CUDA when an entry has a gemm step). Fails naming the file
+  /// and the first missing symbol. Called once, before anything else.
+  virtual bool load(const Plan &plan, const std::string &dir,
+                    std::string *error, ErrorCode *code) noexcept = 0;
 
   /// A zero-filled arena of `bytes` bytes (at least one byte is allocated).
   virtual std::unique_ptr<Arena> allocateArena(uint64_t bytes,
                                                std::string *error,
                                                ErrorCode *code) noexcept = 0;
 
-  /// Host → device and device → host. The range must lie inside the arena.
+  /// Host → device: `src` may be reused as soon as the call returns (a
+  /// device backend copies it into pinned staging memory first), and the
+  /// copy is ordered before every later operation. The range must lie
+  /// inside the arena.
   virtual bool upload(Arena &arena, uint64_t offset, const void *src,
                       uint64_t bytes, std::string *error) noexcept = 0;
+  /// Device → host, ordered after every earlier operation: `dst` holds the
+  /// bytes once the next synchronize() has returned true (the CPU backend
+  /// copies at once).
   virtual bool download(Arena &arena, uint64_t offset, void *dst,
                         uint64_t bytes, std::string *error) noexcept = 0;
 
-  /// Calls kernel `kernel` with buffers[i] = arena + offsets[i].
-  virtual bool launchKernel(Arena &arena, uint32_t kernel,
+  /// Calls kernel `step.kernelIndex` with buffers[i] = arena + offsets[i]
+  /// (on CUDA with the step's grid, block and shared memory).
+  virtual bool launchKernel(Arena &arena, const PlanStep &step,
                             const std::vector<uint64_t> &offsets,
                             std::string *error) noexcept = 0;
 
-  /// C_i = op(A_i) * op(B_i) for each batch element (docs/plan-format.md).
+  /// C_i = epilogue(op(A_i) * op(B_i)) for each batch element
+  /// (docs/plan-format.md).
   virtual bool gemm(Arena &arena, const GemmCall &call,
                     std::string *error) noexcept = 0;
 
@@ -78,14 +105,34 @@ public:
   virtual bool copy(Arena &arena, uint64_t srcOffset, uint64_t dstOffset,
                     uint64_t bytes, std::string *error) noexcept = 0;
 
-  /// Waits until all work issued so far has finished (no-op on CPU).
+  /// Copies `bytes` bytes from one arena to another (the resident training
+  /// state to and from an entry's arena), device to device.
+  virtual bool copyBetween(Arena &src, uint64_t srcOffset, Arena &dst,
+                           uint64_t dstOffset, uint64_t bytes,
+                           std::string *error) noexcept = 0;
+
+  /// Waits until all work issued so far has finished (no-op on CPU) and
+  /// completes pending downloads.
   virtual bool synchronize(std::string *error) noexcept = 0;
+
+  /// Recording: when canRecord(), the launches, GEMMs and copies issued
+  /// between beginRecording() and endRecording() are not run but recorded
+  /// (a CUDA graph); replay() runs them again, ordered like any other
+  /// operation. upload, download and synchronize may not be called while
+  /// recording. The CPU backend cannot record.
+  virtual bool canRecord() const noexcept { return false; }
+  virtual bool beginRecording(std::string *error) noexcept;
+  virtual std::unique_ptr<Recording> endRecording(std::string *error) noexcept;
+  virtual bool replay(Recording &recording, std::string *error) noexcept;
 };
 
-/// The backend for a plan's `target`: "cpu" today. Unsupported for others.
+/// The backend for a plan's `target`: "cpu" or "cuda". Unsupported for
+/// others; for "cuda" without a usable driver or device, Unsupported with
+/// the reason ("no CUDA driver (libcuda.so.1 not found): ...").
 std::unique_ptr<Backend> createBackend(std::string_view target,
                                        std::string *error,
-                                       ErrorCode *code = nullptr) noexcept;
+                                       ErrorCode *code = nullptr,
+                                       const BackendOptions &options = {}) noexcept;
 
 } // namespace loomrt
 

@@ -57,12 +57,37 @@ struct Binding {
   uint64_t bytes = 0;
 };
 
+/// What a GEMM step applies to its result, row by row of C (`bias` has n
+/// elements and is added to every row; gelu is the tanh approximation).
+enum class GemmEpilogue : uint8_t { None, Bias, Relu, Gelu, BiasRelu, BiasGelu };
+
+/// "none", "bias", "relu", "gelu", "bias_relu", "bias_gelu".
+const char *gemmEpilogueName(GemmEpilogue epilogue) noexcept;
+/// True for the epilogues that read a bias buffer.
+inline bool gemmEpilogueHasBias(GemmEpilogue e) noexcept {
+  return e == GemmEpilogue::Bias || e == GemmEpilogue::BiasRelu ||
+         e == GemmEpilogue::BiasGelu;
+}
+
 struct GemmStep {
   uint32_t a = 0, b = 0, c = 0;
   int64_t batch = 1, m = 1, n = 1, k = 1;
   bool transA = false, transB = false;
   uint64_t strideA = 0, strideB = 0, strideC = 0; ///< in elements
+  GemmEpilogue epilogue = GemmEpilogue::None;
+  uint32_t bias = 0; ///< buffer id, when gemmEpilogueHasBias(epilogue)
 };
+
+/// The launch shape of a kernel step on the CUDA target (absent on CPU).
+struct KernelLaunchDims {
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t sharedBytes = 0; ///< dynamic shared memory per block
+};
+
+/// Largest dynamic shared memory a plan may ask for per block (sm_90's
+/// opt-in maximum, 227 KiB); the CUDA backend also checks the device's.
+inline constexpr uint32_t kMaxSharedBytes = 232448;
 
 struct PlanStep {
   enum class Kind : uint8_t { Kernel, Gemm, Copy };
@@ -71,6 +96,7 @@ struct PlanStep {
   std::string kernel;
   uint32_t kernelIndex = 0;
   std::vector<uint32_t> buffers;
+  KernelLaunchDims launch; ///< CUDA target only
   // Gemm.
   GemmStep gemm;
   // Copy.
@@ -92,9 +118,14 @@ struct PlanEntry {
 
 struct Plan {
   int64_t version = kPlanVersion;
-  std::string target; ///< "cpu"
+  std::string target; ///< "cpu" or "cuda"
   int64_t kernelAbi = kKernelAbiVersion;
   std::string kernels;     ///< file name in the artifact, "" for none
+  /// CUDA target: the architecture `kernels` (a cubin) was built for, as
+  /// major * 10 + minor (90 for sm_90); 0 on CPU.
+  int64_t sm = 0;
+  /// CUDA target: the same kernels as PTX (JIT fallback), "" for none.
+  std::string ptx;
   std::string params;      ///< file name in the artifact, "" for none
   std::string sourceModel; ///< "" when absent
   std::vector<PlanEntry> entries;

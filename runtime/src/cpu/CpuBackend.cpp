@@ -11,10 +11,12 @@
 
 #include "loomrt/Backend.h"
 
+#include "../Backends.h"
 #include "../Support.h"
 
 #include <cblas.h>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
@@ -23,9 +25,6 @@
 #include <unistd.h>
 
 namespace loomrt {
-
-Arena::~Arena() = default;
-Backend::~Backend() = default;
 
 namespace {
 
@@ -62,11 +61,17 @@ public:
 
   std::string_view name() const noexcept override { return "cpu"; }
 
-  bool loadKernels(const std::string &path,
-                   const std::vector<std::string> &symbols, std::string *error,
-                   ErrorCode *code) noexcept override {
+  bool load(const Plan &plan, const std::string &dir, std::string *error,
+            ErrorCode *code) noexcept override {
     detail::ErrorSink sink{error, code};
+    if (plan.kernels.empty()) {
+      sink.ok();
+      return true;
+    }
+    std::string path;
     try {
+      path = detail::joinPath(dir, plan.kernels);
+      const std::vector<std::string> &symbols = plan.kernelSymbols;
       // dlopen only searches the library path for names without a '/'.
       std::string resolved =
           path.find('/') == std::string::npos ? "./" + path : path;
@@ -156,9 +161,10 @@ public:
     return true;
   }
 
-  bool launchKernel(Arena &arena, uint32_t kernel,
+  bool launchKernel(Arena &arena, const PlanStep &step,
                     const std::vector<uint64_t> &offsets,
                     std::string *error) noexcept override {
+    uint32_t kernel = step.kernelIndex;
     if (kernel >= kernels.size()) {
       setError(error,
                "kernel index " + std::to_string(kernel) + " was not loaded");
@@ -205,6 +211,7 @@ public:
       for (int64_t i = 0; i < g.batch; ++i)
         cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a + i * g.strideA,
                     lda, b + i * g.strideB, ldb, 0.0f, c + i * g.strideC, ldc);
+      applyEpilogue(g, c, reinterpret_cast<const float *>(base + call.offsetBias));
       return true;
     }
     if (call.dtype == DType::F64) {
@@ -214,6 +221,7 @@ public:
       for (int64_t i = 0; i < g.batch; ++i)
         cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a + i * g.strideA, lda,
                     b + i * g.strideB, ldb, 0.0, c + i * g.strideC, ldc);
+      applyEpilogue(g, c, reinterpret_cast<const double *>(base + call.offsetBias));
       return true;
     }
     setError(error, "gemm on dtype " +
@@ -233,9 +241,50 @@ public:
     return true;
   }
 
+  bool copyBetween(Arena &src, uint64_t srcOffset, Arena &dst,
+                   uint64_t dstOffset, uint64_t bytes,
+                   std::string *error) noexcept override {
+    if (!inRange(src, srcOffset, bytes, error) ||
+        !inRange(dst, dstOffset, bytes, error))
+      return false;
+    if (bytes)
+      std::memmove(cpu(dst).data() + dstOffset, cpu(src).data() + srcOffset,
+                   bytes);
+    return true;
+  }
+
   bool synchronize(std::string *) noexcept override { return true; }
 
 private:
+  /// The epilogue of a GEMM step, over every C_i: as cuBLASLt computes it
+  /// (bias per column of the row-major C, GELU's tanh approximation).
+  template <typename T>
+  static void applyEpilogue(const GemmStep &g, T *c, const T *bias) {
+    if (g.epilogue == GemmEpilogue::None)
+      return;
+    bool addBias = gemmEpilogueHasBias(g.epilogue);
+    bool relu = g.epilogue == GemmEpilogue::Relu ||
+                g.epilogue == GemmEpilogue::BiasRelu;
+    bool gelu = g.epilogue == GemmEpilogue::Gelu ||
+                g.epilogue == GemmEpilogue::BiasGelu;
+    for (int64_t i = 0; i < g.batch; ++i) {
+      T *ci = c + i * g.strideC;
+      for (int64_t r = 0; r < g.m; ++r)
+        for (int64_t col = 0; col < g.n; ++col) {
+          T v = ci[r * g.n + col];
+          if (addBias)
+            v += bias[col];
+          if (relu)
+            v = v > T(0) ? v : T(0);
+          if (gelu)
+            v = T(0.5) * v *
+                (T(1) + std::tanh(T(0.7978845608028654) *
+                                  (v + T(0.044715) * v * v * v)));
+          ci[r * g.n + col] = v;
+        }
+    }
+  }
+
   static CpuArena &cpu(Arena &arena) { return static_cast<CpuArena &>(arena); }
 
   static void setError(std::string *error, const std::string &message) {
@@ -267,22 +316,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<Backend> createBackend(std::string_view target,
-                                       std::string *error,
-                                       ErrorCode *code) noexcept {
-  detail::ErrorSink sink{error, code};
-  try {
-    if (target == "cpu") {
-      sink.ok();
-      return std::make_unique<CpuBackend>();
-    }
-    sink.set(ErrorCode::Unsupported,
-             "target " + detail::quoteName(target) +
-                 " has no backend in this runtime build (supported: cpu)");
-  } catch (...) {
-    sink.outOfMemory("backend");
-  }
-  return nullptr;
+std::unique_ptr<Backend> createCpuBackend() {
+  return std::make_unique<CpuBackend>();
 }
 
 } // namespace loomrt

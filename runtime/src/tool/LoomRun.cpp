@@ -30,8 +30,11 @@ namespace fs = std::filesystem;
 
 const char kHelp[] = R"(usage: loom-run ARTIFACT.loom MODE [options]
 
-Runs an artifact written by `loomc ... --target=cpu -o ARTIFACT.loom` (a
-directory holding plan.json, kernels.so and params.safetensors).
+Runs an artifact written by `loomc ... --target=cpu|cuda -o ARTIFACT.loom` (a
+directory holding plan.json, kernels.so or kernels.cubin/kernels.ptx, and
+params.safetensors). The plan's target picks the backend: cpu, or cuda (the
+NVIDIA driver and cuBLASLt are loaded at run time; without them a cuda
+artifact fails with the reason).
 
 Modes (exactly one):
   --entry=NAME            evaluate entry point NAME once; write its outputs
@@ -80,6 +83,10 @@ Training (--train):
   --quiet                 print only errors
   --no-prefetch           assemble batches on the training thread
 
+CUDA (--entry, --train):
+  --no-cuda-graph         launch every step's kernels one by one instead of
+                          replaying a recorded CUDA graph
+
 ONNX export (--export-onnx):
   --onnx SRC.onnx         the model to copy (default: the plan's source_model)
 
@@ -114,6 +121,7 @@ struct Args {
   std::string exportOnnx, onnxSource;
   TrainOptions train;
   bool quiet = false;
+  bool cudaGraphs = true;
   std::set<std::string> given; // flags seen, for mode checks
 };
 
@@ -136,6 +144,7 @@ const Flag kFlags[] = {
     {"progress", true},     {"quiet", false},
     {"no-prefetch", false}, {"onnx", true},
     {"help", false},        {"version", false},
+    {"no-cuda-graph", false},
 };
 
 /// Flags that only make sense in some modes.
@@ -155,6 +164,7 @@ const std::map<std::string, std::set<Mode>> kFlagModes = {
     {"save-params", {Mode::Train}},
     {"progress", {Mode::Train}},
     {"no-prefetch", {Mode::Train}},
+    {"no-cuda-graph", {Mode::Train, Mode::Entry}},
     {"resume", {Mode::Train, Mode::Export}},
     {"params", {Mode::Train, Mode::Entry, Mode::Export}},
     {"seed", {Mode::Train, Mode::Entry}},
@@ -319,6 +329,8 @@ Args parseArgs(int argc, const char *const *argv, bool &help, bool &version) {
       args.quiet = true;
     else if (name == "no-prefetch")
       t.prefetch = false;
+    else if (name == "no-cuda-graph")
+      args.cudaGraphs = false;
     else if (name == "onnx")
       args.onnxSource = value;
   }
@@ -388,13 +400,16 @@ NpyArray widenBf16(const NpyArray &a) {
   return out;
 }
 
-std::unique_ptr<Artifact> loadArtifact(const std::string &dir) {
+std::unique_ptr<Artifact> loadArtifact(const std::string &dir,
+                                       bool cudaGraphs = true) {
   std::string error;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     failure(dir + ": not an artifact directory (expected a directory with "
                   "plan.json, as loomc -o writes)");
-  std::unique_ptr<Artifact> artifact = Artifact::load(dir, &error);
+  LoadOptions options;
+  options.graphs = cudaGraphs;
+  std::unique_ptr<Artifact> artifact = Artifact::load(dir, options, &error);
   if (!artifact)
     failure(error);
   return artifact;
@@ -486,6 +501,11 @@ void runInfo(const Args &args, std::FILE *out) {
   std::fprintf(out, "artifact %s: plan version %lld, target %s\n",
                args.artifact.c_str(), static_cast<long long>(plan.version),
                plan.target.c_str());
+  if (plan.target == "cuda")
+    std::fprintf(out, "cuda: kernels %s (sm_%lld), ptx %s\n",
+                 plan.kernels.empty() ? "none" : plan.kernels.c_str(),
+                 static_cast<long long>(plan.sm),
+                 plan.ptx.empty() ? "none" : plan.ptx.c_str());
   if (!plan.sourceModel.empty())
     std::fprintf(out, "source model: %s\n", plan.sourceModel.c_str());
   for (const PlanEntry &e : plan.entries) {
@@ -503,7 +523,7 @@ void runInfo(const Args &args, std::FILE *out) {
 }
 
 void runEntry(const Args &args, std::FILE *err) {
-  std::unique_ptr<Artifact> artifact = loadArtifact(args.artifact);
+  std::unique_ptr<Artifact> artifact = loadArtifact(args.artifact, args.cudaGraphs);
   const PlanEntry *entry = artifact->entry(args.entry);
   if (!entry) {
     std::string names;
@@ -604,7 +624,7 @@ void runEntry(const Args &args, std::FILE *err) {
 }
 
 void runTrain(const Args &args, std::FILE *err) {
-  std::unique_ptr<Artifact> artifact = loadArtifact(args.artifact);
+  std::unique_ptr<Artifact> artifact = loadArtifact(args.artifact, args.cudaGraphs);
   TrainOptions options = args.train;
   options.log = err;
   TrainResult result;

@@ -1,0 +1,61 @@
+//===- Backend.cpp - Backend defaults and selection by the plan's target --===//
+
+#include "loomrt/Backend.h"
+
+#include "Backends.h"
+#include "Support.h"
+
+namespace loomrt {
+
+Arena::~Arena() = default;
+Recording::~Recording() = default;
+Backend::~Backend() = default;
+
+namespace {
+void notRecording(std::string *error, std::string_view backend) {
+  if (!error)
+    return;
+  try {
+    *error = "the " + std::string(backend) + " backend cannot record";
+  } catch (...) {
+  }
+}
+} // namespace
+
+bool Backend::beginRecording(std::string *error) noexcept {
+  notRecording(error, name());
+  return false;
+}
+
+std::unique_ptr<Recording> Backend::endRecording(std::string *error) noexcept {
+  notRecording(error, name());
+  return nullptr;
+}
+
+bool Backend::replay(Recording &, std::string *error) noexcept {
+  notRecording(error, name());
+  return false;
+}
+
+std::unique_ptr<Backend> createBackend(std::string_view target,
+                                       std::string *error, ErrorCode *code,
+                                       const BackendOptions &options) noexcept {
+  detail::ErrorSink sink{error, code};
+  try {
+    if (target == "cpu") {
+      sink.ok();
+      return createCpuBackend();
+    }
+    if (target == "cuda")
+      return createCudaBackend(options, error, code);
+    sink.set(ErrorCode::Unsupported,
+             "target " + detail::quoteName(target) +
+                 " has no backend in this runtime build (supported: cpu, "
+                 "cuda)");
+  } catch (...) {
+    sink.outOfMemory("backend");
+  }
+  return nullptr;
+}
+
+} // namespace loomrt

@@ -1,0 +1,26 @@
+//===- Backends.h - The concrete backends createBackend picks from --------===//
+//
+// Internal: not installed. createBackend (Backend.cpp) chooses by the plan's
+// target; each backend lives in its own directory (cpu/, cuda/).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOMRT_SRC_BACKENDS_H
+#define LOOMRT_SRC_BACKENDS_H
+
+#include "loomrt/Backend.h"
+
+namespace loomrt {
+
+std::unique_ptr<Backend> createCpuBackend();
+
+/// Opens the CUDA driver (dlopen; LOOMRT_CUDA_DRIVER overrides the library),
+/// picks the device (LOOMRT_CUDA_DEVICE, default 0) and makes a stream.
+/// Unsupported with a message when there is no driver or no device.
+std::unique_ptr<Backend> createCudaBackend(const BackendOptions &options,
+                                           std::string *error,
+                                           ErrorCode *code) noexcept;
+
+} // namespace loomrt
+
+#endif // LOOMRT_SRC_BACKENDS_H
