@@ -51,12 +51,15 @@ public:
   void output(const std::string &n, const std::string &kind, int id) {
     outputs.push_back(binding(n, kind, id));
   }
+  /// A kernel step; `grid`, `block` and `shared_bytes` are what a cuda plan
+  /// needs (a cpu plan ignores them).
   void kernel(const std::string &symbol, const std::vector<int> &ids) {
     std::string text =
         "{\"kind\": \"kernel\", \"name\": \"" + symbol + "\", \"buffers\": [";
     for (size_t i = 0; i < ids.size(); ++i)
       text += (i ? ", " : "") + std::to_string(ids[i]);
-    steps.push_back(text + "]}");
+    steps.push_back(text + "], \"grid\": [1, 1, 1], \"block\": [32, 1, 1], "
+                           "\"shared_bytes\": 0}");
   }
   void gemm(int a, int b, int c, int64_t batch, int64_t m, int64_t n, int64_t k,
             bool ta, bool tb, uint64_t sa, uint64_t sb, uint64_t sc) {

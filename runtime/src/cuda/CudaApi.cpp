@@ -55,8 +55,8 @@ Loaded openDriver(const std::string &path, bool fromEnv) {
   if (!handle) {
     std::string why = dlText();
     result.error =
-        fromEnv ? "cannot load the CUDA driver LOOMRT_CUDA_DRIVER=" + path +
-                      ": " + why
+        fromEnv ? "no CUDA driver (LOOMRT_CUDA_DRIVER=" + path +
+                      " cannot be loaded: " + why + ")"
                 : "no CUDA driver (" + path +
                       " not found): this machine has no NVIDIA GPU driver "
                       "(dlopen: " +
