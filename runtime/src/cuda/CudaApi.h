@@ -40,7 +40,6 @@ using CUjit_option = int;
 inline constexpr CUresult CUDA_SUCCESS = 0;
 inline constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
 inline constexpr CUresult CUDA_ERROR_STUB_LIBRARY = 34;
-inline constexpr CUresult CUDA_ERROR_INSUFFICIENT_DRIVER = 35;
 inline constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
 inline constexpr CUresult CUDA_ERROR_INVALID_IMAGE = 200;
 inline constexpr CUresult CUDA_ERROR_NO_BINARY_FOR_GPU = 209;
