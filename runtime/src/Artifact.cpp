@@ -168,8 +168,7 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       for (const Binding &in : entry.inputs)
         if ((in.kind == BindingKind::Param || in.kind == BindingKind::State) &&
             !impl.residentLayout.count(in.name))
-          impl.residentLayout.emplace(in.name,
-                                      Impl::ResidentTensor{&in, 0});
+          impl.residentLayout.emplace(in.name, Impl::ResidentTensor{&in, 0});
     for (auto &[name, tensor] : impl.residentLayout) {
       tensor.offset = impl.residentBytes;
       uint64_t rounded = (tensor.binding->bytes + kBufferAlignment - 1) /
@@ -287,8 +286,8 @@ bool Artifact::setResidentState(const std::map<std::string, NpyArray> &tensors,
       const NpyArray &a = tensors.at(name);
       if (!backend.upload(*im.resident, t.offset, a.data.data(), a.data.size(),
                           &why)) {
-        sink.set(ErrorCode::IO, "resident state: tensor " + quoteName(name) +
-                                    ": " + why);
+        sink.set(ErrorCode::IO,
+                 "resident state: tensor " + quoteName(name) + ": " + why);
         return false;
       }
     }
@@ -324,8 +323,8 @@ bool Artifact::readResidentState(std::map<std::string, NpyArray> *tensors,
       a.data.resize(t.binding->bytes);
       if (!im.backend->download(*im.resident, t.offset, a.data.data(),
                                 a.data.size(), &why)) {
-        sink.set(ErrorCode::IO, "resident state: tensor " + quoteName(name) +
-                                    ": " + why);
+        sink.set(ErrorCode::IO,
+                 "resident state: tensor " + quoteName(name) + ": " + why);
         return false;
       }
     }
@@ -463,10 +462,9 @@ bool Artifact::runImpl(std::string_view entryName,
       for (const Binding &in : entry->inputs)
         if (isResidentInput(in)) {
           const Impl::ResidentTensor &t = im.residentLayout.at(in.name);
-          if (in.bytes &&
-              !backend.copyBetween(*im.resident, t.offset, *arena,
-                                   entry->buffers[in.buffer].offset, in.bytes,
-                                   &stepError)) {
+          if (in.bytes && !backend.copyBetween(*im.resident, t.offset, *arena,
+                                               entry->buffers[in.buffer].offset,
+                                               in.bytes, &stepError)) {
             failedAt = "resident input " + quoteName(in.name);
             return false;
           }
@@ -504,10 +502,9 @@ bool Artifact::runImpl(std::string_view entryName,
       for (const Binding &out : entry->outputs)
         if (isResidentOutput(out)) {
           const Impl::ResidentTensor &t = im.residentLayout.at(out.name);
-          if (out.bytes &&
-              !backend.copyBetween(*arena, entry->buffers[out.buffer].offset,
-                                   *im.resident, t.offset, out.bytes,
-                                   &stepError)) {
+          if (out.bytes && !backend.copyBetween(
+                               *arena, entry->buffers[out.buffer].offset,
+                               *im.resident, t.offset, out.bytes, &stepError)) {
             failedAt = "resident output " + quoteName(out.name);
             return false;
           }
@@ -524,8 +521,8 @@ bool Artifact::runImpl(std::string_view entryName,
       if (!backend.beginRecording(&stepError))
         return stepFailed("recording the steps (try --no-cuda-graph)");
       bool issued = issue();
-      std::unique_ptr<Recording> recording = backend.endRecording(
-          issued ? &stepError : nullptr);
+      std::unique_ptr<Recording> recording =
+          backend.endRecording(issued ? &stepError : nullptr);
       if (!issued)
         return stepFailed(failedAt + " (while recording)");
       if (!recording)

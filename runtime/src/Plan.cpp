@@ -296,10 +296,10 @@ KernelLaunchDims parseLaunchDims(const json &value, const std::string &where) {
     const json &list = member(value, key, where);
     std::string at = fieldWhere(where, key);
     if (!list.is_array() || list.size() != 3)
-      fail(at, std::string("expected an array of 3 integers, got ") +
-                   (list.is_array() ? "an array of " +
-                                          std::to_string(list.size())
-                                    : std::string(typeName(list))));
+      fail(at,
+           std::string("expected an array of 3 integers, got ") +
+               (list.is_array() ? "an array of " + std::to_string(list.size())
+                                : std::string(typeName(list))));
     static const char *axis[3] = {"x", "y", "z"};
     for (size_t i = 0; i < 3; ++i) {
       const json &v = list[i];
@@ -318,17 +318,15 @@ KernelLaunchDims parseLaunchDims(const json &value, const std::string &where) {
   static const uint64_t blockMax[3] = {1024, 1024, 64};
   triple("grid", dims.grid, gridMax);
   triple("block", dims.block, blockMax);
-  uint64_t threads =
-      uint64_t(dims.block[0]) * dims.block[1] * dims.block[2];
+  uint64_t threads = uint64_t(dims.block[0]) * dims.block[1] * dims.block[2];
   if (threads > 1024)
     fail(fieldWhere(where, "block"),
          std::to_string(dims.block[0]) + " x " + std::to_string(dims.block[1]) +
              " x " + std::to_string(dims.block[2]) + " = " +
              std::to_string(threads) +
              " threads per block, more than the 1024 CUDA allows");
-  dims.sharedBytes =
-      static_cast<uint32_t>(getUint(value, "shared_bytes", where,
-                                    kMaxSharedBytes));
+  dims.sharedBytes = static_cast<uint32_t>(
+      getUint(value, "shared_bytes", where, kMaxSharedBytes));
   return dims;
 }
 
@@ -458,9 +456,8 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
              std::string("expected a string, got ") + typeName(*it));
       const std::string &name = it->get_ref<const std::string &>();
       static const GemmEpilogue all[] = {
-          GemmEpilogue::None,     GemmEpilogue::Bias,
-          GemmEpilogue::Relu,     GemmEpilogue::Gelu,
-          GemmEpilogue::BiasRelu, GemmEpilogue::BiasGelu};
+          GemmEpilogue::None, GemmEpilogue::Bias,     GemmEpilogue::Relu,
+          GemmEpilogue::Gelu, GemmEpilogue::BiasRelu, GemmEpilogue::BiasGelu};
       bool known = false;
       for (GemmEpilogue e : all)
         if (name == gemmEpilogueName(e)) {
@@ -484,12 +481,12 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
                  std::to_string(n) + " " +
                  std::string(dtypeToShortName(a.dtype)) + " elements (n)");
       if (overlaps(bias, c))
-        fail(fieldWhere(where, "bias"), "buffer " + std::to_string(g.bias) +
-                                            " overlaps the result c");
+        fail(fieldWhere(where, "bias"),
+             "buffer " + std::to_string(g.bias) + " overlaps the result c");
     } else if (value.contains("bias") && !value["bias"].is_null()) {
       fail(fieldWhere(where, "bias"),
-           "given, but epilogue " +
-               quoteName(gemmEpilogueName(g.epilogue)) + " adds no bias");
+           "given, but epilogue " + quoteName(gemmEpilogueName(g.epilogue)) +
+               " adds no bias");
     }
     return step;
   }
@@ -683,8 +680,7 @@ Plan parse(std::string_view text, const std::string &what) {
            "duplicate entry name " + quoteName(entry.name));
     plan.entries.push_back(std::move(entry));
   }
-  if (!plan.kernelSymbols.empty() && plan.kernels.empty() &&
-      plan.ptx.empty())
+  if (!plan.kernelSymbols.empty() && plan.kernels.empty() && plan.ptx.empty())
     fail(fieldWhere(what, "kernels"),
          std::string(plan.target == "cuda" ? "and 'ptx' are both null"
                                            : "is null") +

@@ -1414,8 +1414,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
         refs.push_back(tensorRef(input, it->second));
       }
       std::vector<NpyArray> outs;
-      if (!artifact.runResident("apply_optimizer", refs, &outs, &error,
-                                &code))
+      if (!artifact.runResident("apply_optimizer", refs, &outs, &error, &code))
         fail("step " + std::to_string(step) + ": " + error, code);
       absorb(*applyEntry, outs, &lr);
     }

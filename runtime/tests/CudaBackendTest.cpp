@@ -1,4 +1,5 @@
-//===- CudaBackendTest.cpp - The CUDA backend without a GPU ----------------===//
+//===- CudaBackendTest.cpp - The CUDA backend without a GPU
+//----------------===//
 //
 // Two kinds of test. Without a driver: a cuda artifact is refused with the
 // reason, loom-run exits 1 with it, and the CPU backend is unaffected. With
@@ -60,7 +61,8 @@ public:
         blasLt("LOOMRT_CUBLASLT_LIBRARY", LOOMRT_FAKE_CUDA_PATH) {
     handle = ::dlopen(LOOMRT_FAKE_CUDA_PATH, RTLD_NOW | RTLD_LOCAL);
     if (handle) {
-      auto reset = reinterpret_cast<void (*)()>(::dlsym(handle, "fakecuda_reset"));
+      auto reset =
+          reinterpret_cast<void (*)()>(::dlsym(handle, "fakecuda_reset"));
       auto get = reinterpret_cast<FakeCudaStats *(*)()>(
           ::dlsym(handle, "fakecuda_stats"));
       if (reset && get) {
@@ -95,9 +97,10 @@ std::string replaceAll(std::string text, const std::string &from,
 std::string toCudaPlan(const std::string &cpuPlan, int sm = 90,
                        const std::string &kernels = "\"kernels.cubin\"",
                        const std::string &ptx = "\"kernels.ptx\"") {
-  std::string text = replaceAll(cpuPlan, "\"target\": \"cpu\"",
-                                "\"target\": \"cuda\", \"sm\": " +
-                                    std::to_string(sm) + ", \"ptx\": " + ptx);
+  std::string text =
+      replaceAll(cpuPlan, "\"target\": \"cpu\"",
+                 "\"target\": \"cuda\", \"sm\": " + std::to_string(sm) +
+                     ", \"ptx\": " + ptx);
   return replaceAll(text, "\"kernels\": \"kernels.so\"",
                     "\"kernels\": " + kernels);
 }
@@ -162,7 +165,8 @@ std::unique_ptr<Artifact> load(const std::string &dir, std::string *error,
 TEST(CudaNoDriver, LoadingACudaArtifactSaysWhy) {
   TempDir dir;
   ASSERT_TRUE(dir.ok());
-  std::string plan = toCudaPlan(planJson({mainEntry()}, "\"kernels.so\"", "null"));
+  std::string plan =
+      toCudaPlan(planJson({mainEntry()}, "\"kernels.so\"", "null"));
   writeBytes(dir.file("plan.json"), plan);
   ASSERT_TRUE(writeFakeImages(dir.path(), plan));
   {
@@ -206,7 +210,8 @@ TEST(CudaNoDriver, LoadingACudaArtifactSaysWhy) {
 TEST(CudaNoDriver, LoomRunExitsOneWithTheReason) {
   TempDir dir;
   ASSERT_TRUE(dir.ok());
-  std::string plan = toCudaPlan(planJson({mainEntry()}, "\"kernels.so\"", "null"));
+  std::string plan =
+      toCudaPlan(planJson({mainEntry()}, "\"kernels.so\"", "null"));
   writeBytes(dir.file("plan.json"), plan);
   ASSERT_TRUE(writeFakeImages(dir.path(), plan));
   std::string command = "LOOMRT_CUDA_DRIVER=" + dir.file("none.so") + " " +
@@ -281,11 +286,11 @@ TEST_F(CudaFake, RunsGemmKernelAndCopyLikeTheCpu) {
     av[0] = float(run);
     a = f32Array({2, 3}, av);
     std::vector<NpyArray> got, want;
-    ASSERT_TRUE(cuda->run("main", {{"a", &a}, {"b", &b}, {"bias", &bias}},
-                          &got, &error))
+    ASSERT_TRUE(cuda->run("main", {{"a", &a}, {"b", &b}, {"bias", &bias}}, &got,
+                          &error))
         << error;
-    ASSERT_TRUE(cpu->run("main", {{"a", &a}, {"b", &b}, {"bias", &bias}},
-                         &want, &error))
+    ASSERT_TRUE(cpu->run("main", {{"a", &a}, {"b", &b}, {"bias", &bias}}, &want,
+                         &error))
         << error;
     ASSERT_EQ(got.size(), 2u);
     for (size_t i = 0; i < 2; ++i) {
@@ -321,8 +326,8 @@ TEST_F(CudaFake, NoGraphLaunchesEveryTime) {
            bias = f32Array({2, 2}, {0.5f, -20, 1, 2});
   for (int run = 0; run < 3; ++run) {
     std::vector<NpyArray> got;
-    ASSERT_TRUE(cuda->run("main", {{"a", &a}, {"b", &b}, {"bias", &bias}},
-                          &got, &error))
+    ASSERT_TRUE(cuda->run("main", {{"a", &a}, {"b", &b}, {"bias", &bias}}, &got,
+                          &error))
         << error;
   }
   EXPECT_EQ(fake.stats().captures, 0);
@@ -343,11 +348,16 @@ TEST_F(CudaFake, GemmLayoutsAndEpiloguesMatchTheCpu) {
     const char *dtype;
   };
   const Case cases[] = {
-      {false, false, 1, "none", "f32"},  {true, false, 1, "none", "f32"},
-      {false, true, 1, "none", "f32"},   {true, true, 3, "none", "f32"},
-      {false, false, 2, "bias", "f32"},  {false, true, 1, "relu", "f32"},
-      {true, false, 1, "gelu", "f32"},   {false, false, 2, "bias_relu", "f32"},
-      {true, true, 2, "bias_gelu", "f32"}, {true, false, 2, "bias", "f64"},
+      {false, false, 1, "none", "f32"},
+      {true, false, 1, "none", "f32"},
+      {false, true, 1, "none", "f32"},
+      {true, true, 3, "none", "f32"},
+      {false, false, 2, "bias", "f32"},
+      {false, true, 1, "relu", "f32"},
+      {true, false, 1, "gelu", "f32"},
+      {false, false, 2, "bias_relu", "f32"},
+      {true, true, 2, "bias_gelu", "f32"},
+      {true, false, 2, "bias", "f64"},
   };
   const int64_t m = 3, n = 5, k = 4;
   std::vector<EntryBuilder> entries;
@@ -364,11 +374,14 @@ TEST_F(CudaFake, GemmLayoutsAndEpiloguesMatchTheCpu) {
     std::string step =
         "{\"kind\": \"gemm\", \"a\": " + std::to_string(a) +
         ", \"b\": " + std::to_string(b) + ", \"c\": " + std::to_string(out) +
-        ", \"batch\": " + std::to_string(c.batch) + ", \"m\": 3, \"n\": 5, "
-        "\"k\": 4, \"trans_a\": " + (c.ta ? "true" : "false") +
+        ", \"batch\": " + std::to_string(c.batch) +
+        ", \"m\": 3, \"n\": 5, "
+        "\"k\": 4, \"trans_a\": " +
+        (c.ta ? "true" : "false") +
         ", \"trans_b\": " + (c.tb ? "true" : "false") +
         ", \"stride_a\": 12, \"stride_b\": 20, \"stride_c\": 15, "
-        "\"epilogue\": \"" + c.epilogue + "\"" +
+        "\"epilogue\": \"" +
+        c.epilogue + "\"" +
         (std::string(c.epilogue).find("bias") != std::string::npos
              ? ", \"bias\": " + std::to_string(bias)
              : std::string()) +
@@ -408,11 +421,11 @@ TEST_F(CudaFake, GemmLayoutsAndEpiloguesMatchTheCpu) {
     std::string name = "g" + std::to_string(i);
     std::vector<NpyArray> got, want;
     for (int run = 0; run < 2; ++run) // eager, then recorded
-      ASSERT_TRUE(cuda->run(name, {{"a", &a}, {"b", &b}, {"bias", &bias}},
-                            &got, &error))
+      ASSERT_TRUE(cuda->run(name, {{"a", &a}, {"b", &b}, {"bias", &bias}}, &got,
+                            &error))
           << error;
-    ASSERT_TRUE(cpu->run(name, {{"a", &a}, {"b", &b}, {"bias", &bias}}, &want,
-                         &error))
+    ASSERT_TRUE(
+        cpu->run(name, {{"a", &a}, {"b", &b}, {"bias", &bias}}, &want, &error))
         << error;
     size_t count = want[0].data.size() / dtypeSize(dtype);
     for (size_t j = 0; j < count; ++j) {
@@ -427,9 +440,9 @@ TEST_F(CudaFake, GemmLayoutsAndEpiloguesMatchTheCpu) {
         g = gf;
         w = wf;
       }
-      ASSERT_NEAR(g, w, 1e-5) << "case " << i << " (" << c.epilogue
-                              << ", trans_a " << c.ta << ", trans_b " << c.tb
-                              << ", batch " << c.batch << ") element " << j;
+      ASSERT_NEAR(g, w, 1e-5)
+          << "case " << i << " (" << c.epilogue << ", trans_a " << c.ta
+          << ", trans_b " << c.tb << ", batch " << c.batch << ") element " << j;
     }
   }
   EXPECT_EQ(fake.stats().badGemmShapes, 0);
@@ -464,8 +477,8 @@ TEST_F(CudaFake, CubinForAnotherArchitectureFallsBackToPtx) {
            b = f32Array({3, 2}, {1, 0, 0, 1, 1, 1}),
            bias = f32Array({2, 2}, {0, 0, 0, 0});
   std::vector<NpyArray> out;
-  ASSERT_TRUE(cuda->run("main", {{"a", &a}, {"b", &b}, {"bias", &bias}}, &out,
-                        &error))
+  ASSERT_TRUE(
+      cuda->run("main", {{"a", &a}, {"b", &b}, {"bias", &bias}}, &out, &error))
       << error;
   EXPECT_EQ(f32Values(out[0]), (std::vector<float>{4, 5, 10, 11}));
 }
@@ -499,9 +512,9 @@ TEST_F(CudaFake, MissingKernelIsNamed) {
   std::string cpuPlan = planJson({mainEntry()}, "\"kernels.so\"", "null");
   writeBoth(cpuPlan);
   // An image without add_relu4.
-  writeBytes(dir.file("kernels.cubin"),
-             std::string("FAKECUBIN sm=90 lib=") + LOOMRT_TEST_KERNELS_PATH +
-                 "\nkernel fill_seven 1\n");
+  writeBytes(dir.file("kernels.cubin"), std::string("FAKECUBIN sm=90 lib=") +
+                                            LOOMRT_TEST_KERNELS_PATH +
+                                            "\nkernel fill_seven 1\n");
   std::string error;
   EXPECT_FALSE(load(dir.path(), &error));
   EXPECT_NE(error.find("kernels.cubin: kernel symbol 'add_relu4' not found"),
@@ -626,6 +639,45 @@ TEST_F(CudaFakeTraining, GraphsChangeNothingAndResumeIsBitwise) {
     EXPECT_EQ(plain.tensors.at(name).data, array.data) << name;
     EXPECT_EQ(resumed.tensors.at(name).data, array.data) << name;
   }
+}
+
+/// Runs `command` through the shell; returns its exit status (or -1) and
+/// output.
+int shell(const std::string &command, std::string *output) {
+  std::FILE *pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (!pipe)
+    return -1;
+  char buffer[512];
+  while (size_t got = std::fread(buffer, 1, sizeof buffer, pipe))
+    output->append(buffer, got);
+  int status = ::pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_F(CudaFakeTraining, LoomRunTrainsACudaArtifact) {
+  std::string env = std::string("LOOMRT_CUDA_DRIVER=") + LOOMRT_FAKE_CUDA_PATH +
+                    " LOOMRT_CUBLASLT_LIBRARY=" + LOOMRT_FAKE_CUDA_PATH + " ";
+  std::string base = env + LOOMRT_LOOM_RUN_PATH + " " + dir.path() +
+                     " --train --data " + dataPath + " --steps 12 --quiet";
+  std::string out1, out2, out3;
+  ASSERT_EQ(
+      shell(base + " --save-params " + dir.file("graph.safetensors"), &out1), 0)
+      << out1;
+  ASSERT_EQ(shell(base + " --no-cuda-graph --save-params " +
+                      dir.file("plain.safetensors"),
+                  &out2),
+            0)
+      << out2;
+  EXPECT_EQ(readBytes(dir.file("graph.safetensors")),
+            readBytes(dir.file("plain.safetensors")));
+  ASSERT_EQ(
+      shell(env + LOOMRT_LOOM_RUN_PATH + " " + dir.path() + " --info", &out3),
+      0)
+      << out3;
+  EXPECT_NE(out3.find("target cuda"), std::string::npos) << out3;
+  EXPECT_NE(out3.find("cuda: kernels kernels.cubin (sm_90), ptx kernels.ptx"),
+            std::string::npos)
+      << out3;
 }
 
 } // namespace

@@ -1,4 +1,5 @@
-//===- CudaPlanTest.cpp - Validation of the cuda plan schema ---------------===//
+//===- CudaPlanTest.cpp - Validation of the cuda plan schema
+//---------------===//
 
 #include "Fixtures.h"
 
@@ -52,7 +53,7 @@ std::string parseError(const std::string &text, ErrorCode *code = nullptr) {
 #define EXPECT_ERROR(text, fragment)                                           \
   do {                                                                         \
     std::string message_ = parseError(text);                                   \
-    EXPECT_NE(message_.find(fragment), std::string::npos) << message_;        \
+    EXPECT_NE(message_.find(fragment), std::string::npos) << message_;         \
   } while (0)
 
 TEST(CudaPlan, AcceptsTheSchema) {
@@ -91,9 +92,8 @@ TEST(CudaPlan, TopLevelFields) {
                "missing field 'ptx'");
   EXPECT_ERROR(replaceOnce(plan, "\"kernels.ptx\"", "\"../k.ptx\""),
                "field 'ptx': '../k.ptx' is not a plain file name");
-  std::string none =
-      replaceOnce(replaceOnce(plan, "\"kernels.ptx\"", "null"),
-                  "\"kernels.cubin\"", "null");
+  std::string none = replaceOnce(replaceOnce(plan, "\"kernels.ptx\"", "null"),
+                                 "\"kernels.cubin\"", "null");
   EXPECT_ERROR(none, "field 'kernels': and 'ptx' are both null, but entries "
                      "have kernel steps (first: 'k0')");
 }
@@ -123,9 +123,9 @@ TEST(CudaPlan, LaunchDimensions) {
                "allows");
   EXPECT_ERROR(replaceOnce(plan, block, "\"block\": [0, 1, 1]"),
                "x = 0 is outside [1, 1024]");
-  EXPECT_ERROR(replaceOnce(plan, "\"shared_bytes\": 0",
-                           "\"shared_bytes\": 300000"),
-               "field 'shared_bytes'");
+  EXPECT_ERROR(
+      replaceOnce(plan, "\"shared_bytes\": 0", "\"shared_bytes\": 300000"),
+      "field 'shared_bytes'");
   EXPECT_ERROR(replaceOnce(plan, ", \"shared_bytes\": 0", ""),
                "missing field 'shared_bytes'");
   // 32 x 32 = 1024 is the limit, inclusive.

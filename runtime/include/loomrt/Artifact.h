@@ -112,8 +112,7 @@ public:
   /// setResidentState uploads `tensors` (each param/state input of the plan
   /// must be there with its dtype and shape; other names are ignored).
   bool setResidentState(const std::map<std::string, NpyArray> &tensors,
-                        std::string *error,
-                        ErrorCode *code = nullptr) noexcept;
+                        std::string *error, ErrorCode *code = nullptr) noexcept;
   bool hasResidentState() const noexcept;
   /// Downloads the resident state (checkpoints, evaluation, the end of
   /// training): one array per param/state tensor, by name.

@@ -129,10 +129,10 @@ public:
 /// The backend for a plan's `target`: "cpu" or "cuda". Unsupported for
 /// others; for "cuda" without a usable driver or device, Unsupported with
 /// the reason ("no CUDA driver (libcuda.so.1 not found): ...").
-std::unique_ptr<Backend> createBackend(std::string_view target,
-                                       std::string *error,
-                                       ErrorCode *code = nullptr,
-                                       const BackendOptions &options = {}) noexcept;
+std::unique_ptr<Backend>
+createBackend(std::string_view target, std::string *error,
+              ErrorCode *code = nullptr,
+              const BackendOptions &options = {}) noexcept;
 
 } // namespace loomrt
 

@@ -59,7 +59,14 @@ struct Binding {
 
 /// What a GEMM step applies to its result, row by row of C (`bias` has n
 /// elements and is added to every row; gelu is the tanh approximation).
-enum class GemmEpilogue : uint8_t { None, Bias, Relu, Gelu, BiasRelu, BiasGelu };
+enum class GemmEpilogue : uint8_t {
+  None,
+  Bias,
+  Relu,
+  Gelu,
+  BiasRelu,
+  BiasGelu
+};
 
 /// "none", "bias", "relu", "gelu", "bias_relu", "bias_gelu".
 const char *gemmEpilogueName(GemmEpilogue epilogue) noexcept;
@@ -120,7 +127,7 @@ struct Plan {
   int64_t version = kPlanVersion;
   std::string target; ///< "cpu" or "cuda"
   int64_t kernelAbi = kKernelAbiVersion;
-  std::string kernels;     ///< file name in the artifact, "" for none
+  std::string kernels; ///< file name in the artifact, "" for none
   /// CUDA target: the architecture `kernels` (a cubin) was built for, as
   /// major * 10 + minor (90 for sm_90); 0 on CPU.
   int64_t sm = 0;

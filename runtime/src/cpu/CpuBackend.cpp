@@ -211,7 +211,8 @@ public:
       for (int64_t i = 0; i < g.batch; ++i)
         cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a + i * g.strideA,
                     lda, b + i * g.strideB, ldb, 0.0f, c + i * g.strideC, ldc);
-      applyEpilogue(g, c, reinterpret_cast<const float *>(base + call.offsetBias));
+      applyEpilogue(g, c,
+                    reinterpret_cast<const float *>(base + call.offsetBias));
       return true;
     }
     if (call.dtype == DType::F64) {
@@ -221,7 +222,8 @@ public:
       for (int64_t i = 0; i < g.batch; ++i)
         cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a + i * g.strideA, lda,
                     b + i * g.strideB, ldb, 0.0, c + i * g.strideC, ldc);
-      applyEpilogue(g, c, reinterpret_cast<const double *>(base + call.offsetBias));
+      applyEpilogue(g, c,
+                    reinterpret_cast<const double *>(base + call.offsetBias));
       return true;
     }
     setError(error, "gemm on dtype " +

@@ -115,16 +115,14 @@ Loaded openDriver(const std::string &path, bool fromEnv) {
   if (init != CUDA_SUCCESS) {
     if (init == CUDA_ERROR_NO_DEVICE)
       result.error = "no CUDA device: the driver (" + path +
-                     ") found no NVIDIA GPU (cuInit: " + d.describe(init) +
-                     ")";
+                     ") found no NVIDIA GPU (cuInit: " + d.describe(init) + ")";
     else if (init == CUDA_ERROR_STUB_LIBRARY)
       result.error = "no CUDA driver: " + path +
                      " is the toolkit's stub library, not a driver "
                      "(this machine has no NVIDIA GPU driver)";
     else
-      result.error =
-          "the CUDA driver (" + path + ") failed to start: cuInit: " +
-          d.describe(init);
+      result.error = "the CUDA driver (" + path +
+                     ") failed to start: cuInit: " + d.describe(init);
     return result;
   }
   result.driver = std::move(api);

@@ -1,4 +1,5 @@
-//===- CudaApi.h - The CUDA driver API and cuBLASLt, reached through dlopen -===//
+//===- CudaApi.h - The CUDA driver API and cuBLASLt, reached through dlopen
+//-===//
 //
 // The runtime never links against CUDA: one libloomrt runs on CPU-only and GPU
 // machines, and builds where no CUDA toolkit is installed. This header
@@ -74,25 +75,25 @@ struct DriverApi {
   CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, unsigned, unsigned, CUstream,
-                             void **, void **);
-  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);     // _v2
-  CUresult (*cuMemFree)(CUdeviceptr);                // _v2
-  CUresult (*cuMemAllocHost)(void **, size_t);       // _v2
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, unsigned, CUstream, void **,
+                             void **);
+  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t); // _v2
+  CUresult (*cuMemFree)(CUdeviceptr);            // _v2
+  CUresult (*cuMemAllocHost)(void **, size_t);   // _v2
   CUresult (*cuMemFreeHost)(void *);
   CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t,
-                                CUstream);           // _v2
+                                CUstream); // _v2
   CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t,
-                                CUstream);           // _v2
+                                CUstream); // _v2
   CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t,
-                                CUstream);           // _v2
+                                CUstream); // _v2
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
-  CUresult (*cuMemGetInfo)(size_t *, size_t *);      // _v2
+  CUresult (*cuMemGetInfo)(size_t *, size_t *); // _v2
   CUresult (*cuStreamCreate)(CUstream *, unsigned);
-  CUresult (*cuStreamDestroy)(CUstream);             // _v2
+  CUresult (*cuStreamDestroy)(CUstream); // _v2
   CUresult (*cuStreamSynchronize)(CUstream);
-  CUresult (*cuStreamBeginCapture)(CUstream, int);   // _v2
+  CUresult (*cuStreamBeginCapture)(CUstream, int); // _v2
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
   CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph,
                                           unsigned long long);
@@ -143,11 +144,11 @@ inline constexpr int CUBLAS_COMPUTE_32F_FAST_TF32 = 77;
 inline constexpr int CUBLAS_COMPUTE_64F = 70;
 inline constexpr int CUBLAS_OP_N = 0;
 inline constexpr int CUBLAS_OP_T = 1;
-inline constexpr int CUBLASLT_MATMUL_DESC_TRANSA = 3;          // int32
-inline constexpr int CUBLASLT_MATMUL_DESC_TRANSB = 4;          // int32
-inline constexpr int CUBLASLT_MATMUL_DESC_EPILOGUE = 7;        // uint32
-inline constexpr int CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8;    // void *
-inline constexpr int CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5;   // int32
+inline constexpr int CUBLASLT_MATMUL_DESC_TRANSA = 3;                 // int32
+inline constexpr int CUBLASLT_MATMUL_DESC_TRANSB = 4;                 // int32
+inline constexpr int CUBLASLT_MATMUL_DESC_EPILOGUE = 7;               // uint32
+inline constexpr int CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8;           // void *
+inline constexpr int CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5;          // int32
 inline constexpr int CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6; // int64
 inline constexpr int CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1;    // uint64
 inline constexpr uint32_t CUBLASLT_EPILOGUE_DEFAULT = 1;
@@ -168,12 +169,10 @@ struct BlasLtApi {
                                                uint64_t, uint64_t, int64_t);
   cublasStatus_t (*cublasLtMatrixLayoutDestroy)(cublasLtMatrixLayout_t);
   cublasStatus_t (*cublasLtMatrixLayoutSetAttribute)(cublasLtMatrixLayout_t,
-                                                     int, const void *,
-                                                     size_t);
+                                                     int, const void *, size_t);
   cublasStatus_t (*cublasLtMatmulPreferenceCreate)(
       cublasLtMatmulPreference_t *);
-  cublasStatus_t (*cublasLtMatmulPreferenceDestroy)(
-      cublasLtMatmulPreference_t);
+  cublasStatus_t (*cublasLtMatmulPreferenceDestroy)(cublasLtMatmulPreference_t);
   cublasStatus_t (*cublasLtMatmulPreferenceSetAttribute)(
       cublasLtMatmulPreference_t, int, const void *, size_t);
   cublasStatus_t (*cublasLtMatmulAlgoGetHeuristic)(
@@ -181,12 +180,14 @@ struct BlasLtApi {
       cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
       cublasLtMatmulPreference_t, int, cublasLtMatmulHeuristicResult_t *,
       int *);
-  cublasStatus_t (*cublasLtMatmul)(
-      cublasLtHandle_t, cublasLtMatmulDesc_t, const void *, const void *,
-      cublasLtMatrixLayout_t, const void *, cublasLtMatrixLayout_t,
-      const void *, const void *, cublasLtMatrixLayout_t, void *,
-      cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t *, void *, size_t,
-      CUstream);
+  cublasStatus_t (*cublasLtMatmul)(cublasLtHandle_t, cublasLtMatmulDesc_t,
+                                   const void *, const void *,
+                                   cublasLtMatrixLayout_t, const void *,
+                                   cublasLtMatrixLayout_t, const void *,
+                                   const void *, cublasLtMatrixLayout_t, void *,
+                                   cublasLtMatrixLayout_t,
+                                   const cublasLtMatmulAlgo_t *, void *, size_t,
+                                   CUstream);
   const char *(*cublasLtGetStatusString)(cublasStatus_t); // may be null
 
   std::string path;

@@ -1,4 +1,5 @@
-//===- CudaBackend.cpp - Run plans on an NVIDIA GPU through the driver API -===//
+//===- CudaBackend.cpp - Run plans on an NVIDIA GPU through the driver API
+//-===//
 //
 // One stream carries everything, in plan order. Each arena is one cuMemAlloc
 // (zeroed by cuMemsetD8Async on that stream). Uploads are copied into a
@@ -75,8 +76,7 @@ private:
 
 class CudaGraph final : public Recording {
 public:
-  CudaGraph(const DriverApi &cu, CUcontext ctx, CUgraph graph,
-            CUgraphExec exec)
+  CudaGraph(const DriverApi &cu, CUcontext ctx, CUgraph graph, CUgraphExec exec)
       : cu(cu), ctx(ctx), graph(graph), exec(exec) {}
   ~CudaGraph() override {
     cu.cuCtxSetCurrent(ctx);
@@ -137,8 +137,7 @@ public:
     int count = 0;
     CUresult r = cu.cuDeviceGetCount(&count);
     if (r != CUDA_SUCCESS || count == 0) {
-      setError(error, "no CUDA device: the driver (" + cu.path +
-                          ") reports " +
+      setError(error, "no CUDA device: the driver (" + cu.path + ") reports " +
                           (r == CUDA_SUCCESS ? std::string("0 GPUs")
                                              : cu.describe(r)));
       return false;
@@ -170,9 +169,9 @@ public:
               "cuDeviceGetAttribute", error))
       return false;
     deviceSm = major * 10 + minor;
-    cu.cuDeviceGetAttribute(&maxSharedOptin,
-                            CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                            device);
+    cu.cuDeviceGetAttribute(
+        &maxSharedOptin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        device);
     CUcontext context = nullptr;
     if (!call(cu.cuDevicePrimaryCtxRetain(&context, device),
               "cuDevicePrimaryCtxRetain", error))
@@ -322,10 +321,10 @@ public:
       args[i] = &ptrs[i];
     }
     const KernelLaunchDims &d = step.launch;
-    CUresult r = cu.cuLaunchKernel(
-        functions[step.kernelIndex], d.grid[0], d.grid[1], d.grid[2],
-        d.block[0], d.block[1], d.block[2], d.sharedBytes, stream, args,
-        nullptr);
+    CUresult r =
+        cu.cuLaunchKernel(functions[step.kernelIndex], d.grid[0], d.grid[1],
+                          d.grid[2], d.block[0], d.block[1], d.block[2],
+                          d.sharedBytes, stream, args, nullptr);
     if (r != CUDA_SUCCESS) {
       setError(error, "cuLaunchKernel(" + step.kernel + "): " + cu.describe(r));
       return false;
@@ -360,9 +359,9 @@ public:
           plan->workspace, stream);
       if (s != CUBLAS_STATUS_SUCCESS) {
         setError(error, "cublasLtMatmul (m " + std::to_string(g.m) + ", n " +
-                            std::to_string(g.n) + ", k " +
-                            std::to_string(g.k) + ", batch " +
-                            std::to_string(g.batch) + "): " + lt->describe(s));
+                            std::to_string(g.n) + ", k " + std::to_string(g.k) +
+                            ", batch " + std::to_string(g.batch) +
+                            "): " + lt->describe(s));
         return false;
       }
       return true;
@@ -400,12 +399,13 @@ public:
 
   bool beginRecording(std::string *error) noexcept override {
     bind();
-    return call(cu.cuStreamBeginCapture(stream,
-                                        CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-                "cuStreamBeginCapture", error);
+    return call(
+        cu.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+        "cuStreamBeginCapture", error);
   }
 
-  std::unique_ptr<Recording> endRecording(std::string *error) noexcept override {
+  std::unique_ptr<Recording>
+  endRecording(std::string *error) noexcept override {
     bind();
     CUgraph graph = nullptr;
     if (!call(cu.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture",
@@ -418,8 +418,8 @@ public:
       setError(error, "cuGraphInstantiateWithFlags: " + cu.describe(r));
       return nullptr;
     }
-    std::unique_ptr<Recording> recording(
-        new (std::nothrow) CudaGraph(cu, ctx, graph, exec));
+    std::unique_ptr<Recording> recording(new (std::nothrow)
+                                             CudaGraph(cu, ctx, graph, exec));
     if (!recording) {
       cu.cuGraphExecDestroy(exec);
       cu.cuGraphDestroy(graph);
@@ -430,8 +430,8 @@ public:
 
   bool replay(Recording &recording, std::string *error) noexcept override {
     bind();
-    return call(cu.cuGraphLaunch(static_cast<CudaGraph &>(recording).executable(),
-                                 stream),
+    return call(cu.cuGraphLaunch(
+                    static_cast<CudaGraph &>(recording).executable(), stream),
                 "cuGraphLaunch", error);
   }
 
@@ -558,7 +558,8 @@ private:
         if (s.kind == PlanStep::Kind::Kernel)
           shared[s.kernelIndex] =
               std::max(shared[s.kernelIndex], s.launch.sharedBytes);
-    std::string file = plan.kernels.empty() || usedPtx ? plan.ptx : plan.kernels;
+    std::string file =
+        plan.kernels.empty() || usedPtx ? plan.ptx : plan.kernels;
     for (size_t i = 0; i < plan.kernelSymbols.size(); ++i) {
       const std::string &symbol = plan.kernelSymbols[i];
       CUfunction fn = nullptr;
@@ -602,7 +603,8 @@ private:
                   ErrorCode &failCode) {
     std::string cubinPath =
         plan.kernels.empty() ? "" : detail::joinPath(dir, plan.kernels);
-    std::string ptxPath = plan.ptx.empty() ? "" : detail::joinPath(dir, plan.ptx);
+    std::string ptxPath =
+        plan.ptx.empty() ? "" : detail::joinPath(dir, plan.ptx);
     std::string reason;
     if (!cubinPath.empty()) {
       if (cubinFits(plan.sm)) {
@@ -614,7 +616,8 @@ private:
         if (r == CUDA_SUCCESS)
           return true;
         module = nullptr;
-        if (r != CUDA_ERROR_NO_BINARY_FOR_GPU && r != CUDA_ERROR_INVALID_IMAGE) {
+        if (r != CUDA_ERROR_NO_BINARY_FOR_GPU &&
+            r != CUDA_ERROR_INVALID_IMAGE) {
           why = cubinPath + ": cuModuleLoadData: " + cu.describe(r);
           return false;
         }
@@ -626,8 +629,9 @@ private:
                  deviceLabel() + " cannot run it";
       }
       if (ptxPath.empty()) {
-        why = reason + ", and the plan has no ptx to JIT-compile (recompile "
-                       "with loomc --target=cuda:" +
+        why = reason +
+              ", and the plan has no ptx to JIT-compile (recompile "
+              "with loomc --target=cuda:" +
               smName(deviceSm) + ")";
         failCode = ErrorCode::Unsupported;
         return false;
@@ -731,9 +735,9 @@ private:
         break;
       }
       if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
-        check(lt->cublasLtMatmulDescSetAttribute(
-                  plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                  sizeof epilogue),
+        check(lt->cublasLtMatmulDescSetAttribute(plan.desc,
+                                                 CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                 &epilogue, sizeof epilogue),
               "EPILOGUE");
       if (gemmEpilogueHasBias(g.epilogue)) {
         // Bias per row of the column-major D = per column of the plan's C.
@@ -745,8 +749,8 @@ private:
               "BIAS_POINTER");
       }
     }
-    auto layout = [&](cublasLtMatrixLayout_t *out, uint64_t rows,
-                      uint64_t cols, uint64_t stride) {
+    auto layout = [&](cublasLtMatrixLayout_t *out, uint64_t rows, uint64_t cols,
+                      uint64_t stride) {
       if (!failed.empty())
         return;
       check(lt->cublasLtMatrixLayoutCreate(out, type, rows, cols,
@@ -757,8 +761,7 @@ private:
       int32_t count = static_cast<int32_t>(g.batch);
       int64_t offset = static_cast<int64_t>(stride);
       check(lt->cublasLtMatrixLayoutSetAttribute(
-                *out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                sizeof count),
+                *out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
             "BATCH_COUNT");
       check(lt->cublasLtMatrixLayoutSetAttribute(
                 *out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &offset,
@@ -775,16 +778,16 @@ private:
             "cublasLtMatmulPreferenceCreate");
       if (failed.empty()) {
         uint64_t ws = workspaceSize;
-        check(lt->cublasLtMatmulPreferenceSetAttribute(
-                  pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                  sizeof ws),
-              "MAX_WORKSPACE_BYTES");
+        check(
+            lt->cublasLtMatmulPreferenceSetAttribute(
+                pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+            "MAX_WORKSPACE_BYTES");
         cublasLtMatmulHeuristicResult_t result{};
         int found = 0;
         if (failed.empty())
-          check(lt->cublasLtMatmulAlgoGetHeuristic(
-                    ltHandle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref,
-                    1, &result, &found),
+          check(lt->cublasLtMatmulAlgoGetHeuristic(ltHandle, plan.desc, plan.a,
+                                                   plan.b, plan.c, plan.c, pref,
+                                                   1, &result, &found),
                 "cublasLtMatmulAlgoGetHeuristic");
         if (failed.empty() && found == 0)
           failed = "cuBLASLt has no algorithm for this gemm";

@@ -131,19 +131,19 @@ struct Flag {
 };
 
 const Flag kFlags[] = {
-    {"entry", true},        {"train", false},
-    {"info", false},        {"export-onnx", true},
-    {"input", true},        {"params", true},
-    {"output-dir", true},   {"seed", true},
-    {"data", true},         {"steps", true},
-    {"batch-size", true},   {"accumulate", true},
-    {"eval-data", true},    {"eval-every", true},
-    {"resume", true},       {"checkpoint-dir", true},
-    {"save-every", true},   {"keep-checkpoints", true},
-    {"metrics", true},      {"save-params", true},
-    {"progress", true},     {"quiet", false},
-    {"no-prefetch", false}, {"onnx", true},
-    {"help", false},        {"version", false},
+    {"entry", true},          {"train", false},
+    {"info", false},          {"export-onnx", true},
+    {"input", true},          {"params", true},
+    {"output-dir", true},     {"seed", true},
+    {"data", true},           {"steps", true},
+    {"batch-size", true},     {"accumulate", true},
+    {"eval-data", true},      {"eval-every", true},
+    {"resume", true},         {"checkpoint-dir", true},
+    {"save-every", true},     {"keep-checkpoints", true},
+    {"metrics", true},        {"save-params", true},
+    {"progress", true},       {"quiet", false},
+    {"no-prefetch", false},   {"onnx", true},
+    {"help", false},          {"version", false},
     {"no-cuda-graph", false},
 };
 
@@ -523,7 +523,8 @@ void runInfo(const Args &args, std::FILE *out) {
 }
 
 void runEntry(const Args &args, std::FILE *err) {
-  std::unique_ptr<Artifact> artifact = loadArtifact(args.artifact, args.cudaGraphs);
+  std::unique_ptr<Artifact> artifact =
+      loadArtifact(args.artifact, args.cudaGraphs);
   const PlanEntry *entry = artifact->entry(args.entry);
   if (!entry) {
     std::string names;
@@ -624,7 +625,8 @@ void runEntry(const Args &args, std::FILE *err) {
 }
 
 void runTrain(const Args &args, std::FILE *err) {
-  std::unique_ptr<Artifact> artifact = loadArtifact(args.artifact, args.cudaGraphs);
+  std::unique_ptr<Artifact> artifact =
+      loadArtifact(args.artifact, args.cudaGraphs);
   TrainOptions options = args.train;
   options.log = err;
   TrainResult result;

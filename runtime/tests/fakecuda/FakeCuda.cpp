@@ -116,7 +116,8 @@ bool anyCapturing = false;
 
 } // namespace
 
-// --- fake-only entry points ---------------------------------------------------
+// --- fake-only entry points
+// ---------------------------------------------------
 
 EXPORT FakeCudaStats *fakecuda_stats() { return &stats; }
 EXPORT void fakecuda_reset() {
@@ -128,7 +129,8 @@ EXPORT void fakecuda_reset() {
 }
 EXPORT const char *fakecuda_last_error() { return lastError.c_str(); }
 
-// --- driver API -----------------------------------------------------------------
+// --- driver API
+// -----------------------------------------------------------------
 
 EXPORT CUresult cuInit(unsigned) { return kSuccess; }
 EXPORT CUresult cuDriverGetVersion(int *v) {
@@ -234,8 +236,7 @@ EXPORT CUresult cuModuleLoadDataEx(void **module, const void *image, unsigned,
                                    int *, void **) {
   return loadModule(module, image, true);
 }
-EXPORT CUresult cuModuleGetFunction(void **fn, void *module,
-                                    const char *name) {
+EXPORT CUresult cuModuleGetFunction(void **fn, void *module, const char *name) {
   auto *m = static_cast<Module *>(module);
   auto it = m->functions.find(name);
   if (it == m->functions.end())
@@ -481,7 +482,8 @@ EXPORT CUresult cuGetErrorString(CUresult, const char **text) {
   return kSuccess;
 }
 
-// --- cuBLASLt --------------------------------------------------------------------
+// --- cuBLASLt
+// --------------------------------------------------------------------
 
 namespace {
 
@@ -500,8 +502,8 @@ struct Layout {
 };
 
 template <typename T>
-void matmul(const MatmulDesc &d, const Layout &la, const T *a,
-            const Layout &lb, const T *b, const Layout &lc, T *c) {
+void matmul(const MatmulDesc &d, const Layout &la, const T *a, const Layout &lb,
+            const T *b, const Layout &lc, T *c) {
   uint64_t m = lc.rows, n = lc.cols;
   uint64_t k = d.transA ? la.rows : la.cols;
   const T *bias = static_cast<const T *>(d.bias);
@@ -546,8 +548,8 @@ EXPORT int cublasLtMatmulDescDestroy(void *desc) {
   delete static_cast<MatmulDesc *>(desc);
   return 0;
 }
-EXPORT int cublasLtMatmulDescSetAttribute(void *desc, int attr,
-                                          const void *buf, size_t size) {
+EXPORT int cublasLtMatmulDescSetAttribute(void *desc, int attr, const void *buf,
+                                          size_t size) {
   auto *d = static_cast<MatmulDesc *>(desc);
   switch (attr) {
   case 3:
@@ -633,7 +635,8 @@ EXPORT int cublasLtMatmul(void *, void *desc, const void *alpha, const void *a,
                           const void *c, void *lc, void *d, void *ld,
                           const void *, void *, size_t, void *stream) {
   auto *md = static_cast<MatmulDesc *>(desc);
-  auto *layoutA = static_cast<Layout *>(la), *layoutB = static_cast<Layout *>(lb),
+  auto *layoutA = static_cast<Layout *>(la),
+       *layoutB = static_cast<Layout *>(lb),
        *layoutC = static_cast<Layout *>(lc);
   if (c != d || lc != ld)
     return 7;
@@ -667,4 +670,6 @@ EXPORT int cublasLtMatmul(void *, void *desc, const void *alpha, const void *a,
     return kSuccess;
   });
 }
-EXPORT const char *cublasLtGetStatusString(int) { return "fake cuBLASLt error"; }
+EXPORT const char *cublasLtGetStatusString(int) {
+  return "fake cuBLASLt error";
+}

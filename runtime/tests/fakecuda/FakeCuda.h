@@ -6,8 +6,8 @@
 #include <cstdint>
 
 struct FakeCudaStats {
-  int64_t launchesIssued = 0;    ///< cuLaunchKernel calls (captured or not)
-  int64_t kernelsRun = 0;        ///< kernel bodies executed
+  int64_t launchesIssued = 0; ///< cuLaunchKernel calls (captured or not)
+  int64_t kernelsRun = 0;     ///< kernel bodies executed
   int64_t matmulsIssued = 0, matmulsRun = 0;
   int64_t graphsInstantiated = 0, graphLaunches = 0, captures = 0;
   int64_t h2dBytes = 0, d2hBytes = 0, d2dBytes = 0; ///< executed copies

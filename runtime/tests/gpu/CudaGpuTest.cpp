@@ -1,4 +1,5 @@
-//===- CudaGpuTest.cpp - The CUDA backend on a real GPU --------------------===//
+//===- CudaGpuTest.cpp - The CUDA backend on a real GPU
+//--------------------===//
 //
 // Runs where a GPU is: the real driver, cuBLASLt, PTX JIT, cubins from
 // ptxas, CUDA graphs, and training, each compared with the CPU backend on the
@@ -41,12 +42,14 @@ std::string replaceAll(std::string text, const std::string &from,
   return text;
 }
 
-std::string toCuda(const std::string &cpuPlan, int sm, const std::string &kernels,
-                   const std::string &ptx) {
-  std::string text = replaceAll(cpuPlan, "\"target\": \"cpu\"",
-                                "\"target\": \"cuda\", \"sm\": " +
-                                    std::to_string(sm) + ", \"ptx\": " + ptx);
-  text = replaceAll(text, "\"kernels\": \"kernels.so\"", "\"kernels\": " + kernels);
+std::string toCuda(const std::string &cpuPlan, int sm,
+                   const std::string &kernels, const std::string &ptx) {
+  std::string text =
+      replaceAll(cpuPlan, "\"target\": \"cpu\"",
+                 "\"target\": \"cuda\", \"sm\": " + std::to_string(sm) +
+                     ", \"ptx\": " + ptx);
+  text = replaceAll(text, "\"kernels\": \"kernels.so\"",
+                    "\"kernels\": " + kernels);
   return replaceAll(text, "\"kernels\": null", "\"kernels\": " + kernels);
 }
 
@@ -147,18 +150,18 @@ void gemms() {
     e.input("b", "input", b);
     e.input("bias", "input", bias);
     bool hasBias = std::string(c.epilogue).find("bias") != std::string::npos;
-    e.rawStep("{\"kind\": \"gemm\", \"a\": " + std::to_string(a) +
-              ", \"b\": " + std::to_string(b) + ", \"c\": " +
-              std::to_string(out) + ", \"batch\": " + std::to_string(c.batch) +
-              ", \"m\": " + std::to_string(c.m) + ", \"n\": " +
-              std::to_string(c.n) + ", \"k\": " + std::to_string(c.k) +
-              ", \"trans_a\": " + (c.ta ? "true" : "false") +
-              ", \"trans_b\": " + (c.tb ? "true" : "false") +
-              ", \"stride_a\": " + std::to_string(c.m * c.k) +
-              ", \"stride_b\": " + std::to_string(c.k * c.n) +
-              ", \"stride_c\": " + std::to_string(c.m * c.n) +
-              ", \"epilogue\": \"" + c.epilogue + "\"" +
-              (hasBias ? ", \"bias\": " + std::to_string(bias) : "") + "}");
+    e.rawStep(
+        "{\"kind\": \"gemm\", \"a\": " + std::to_string(a) +
+        ", \"b\": " + std::to_string(b) + ", \"c\": " + std::to_string(out) +
+        ", \"batch\": " + std::to_string(c.batch) +
+        ", \"m\": " + std::to_string(c.m) + ", \"n\": " + std::to_string(c.n) +
+        ", \"k\": " + std::to_string(c.k) +
+        ", \"trans_a\": " + (c.ta ? "true" : "false") +
+        ", \"trans_b\": " + (c.tb ? "true" : "false") +
+        ", \"stride_a\": " + std::to_string(c.m * c.k) +
+        ", \"stride_b\": " + std::to_string(c.k * c.n) + ", \"stride_c\": " +
+        std::to_string(c.m * c.n) + ", \"epilogue\": \"" + c.epilogue + "\"" +
+        (hasBias ? ", \"bias\": " + std::to_string(bias) : "") + "}");
     e.output("c", "output", out);
     entries.push_back(e);
   }
@@ -175,23 +178,25 @@ void gemms() {
   for (size_t i = 0; i < std::size(cases); ++i) {
     const Case &c = cases[i];
     DType dtype = std::string(c.dtype) == "f64" ? DType::F64 : DType::F32;
-    NpyArray a = random(dtype, {c.batch, c.ta ? c.k : c.m, c.ta ? c.m : c.k}, rng);
-    NpyArray b = random(dtype, {c.batch, c.tb ? c.n : c.k, c.tb ? c.k : c.n}, rng);
+    NpyArray a =
+        random(dtype, {c.batch, c.ta ? c.k : c.m, c.ta ? c.m : c.k}, rng);
+    NpyArray b =
+        random(dtype, {c.batch, c.tb ? c.n : c.k, c.tb ? c.k : c.n}, rng);
     NpyArray bias = random(dtype, {c.n}, rng);
     std::string name = "g" + std::to_string(i), error;
     std::vector<NpyArray> want, got;
-    bool ok = cpu->run(name, {{"a", &a}, {"b", &b}, {"bias", &bias}}, &want,
-                       &error);
+    bool ok =
+        cpu->run(name, {{"a", &a}, {"b", &b}, {"bias", &bias}}, &want, &error);
     for (int run = 0; ok && run < 3; ++run) // eager, recorded, replayed
-      ok = gpu->run(name, {{"a", &a}, {"b", &b}, {"bias", &bias}}, &got,
-                    &error);
+      ok =
+          gpu->run(name, {{"a", &a}, {"b", &b}, {"bias", &bias}}, &got, &error);
     double err = ok ? maxError(got[0], want[0]) : INFINITY;
     char what[256];
     std::snprintf(what, sizeof what,
                   "gemm %s batch %lld %lldx%lldx%lld trans_a %d trans_b %d "
                   "epilogue %s: max rel error %.3g %s",
-                  c.dtype, (long long)c.batch, (long long)c.m,
-                  (long long)c.n, (long long)c.k, c.ta, c.tb, c.epilogue, err,
+                  c.dtype, (long long)c.batch, (long long)c.m, (long long)c.n,
+                  (long long)c.k, c.ta, c.tb, c.epilogue, err,
                   ok ? "" : error.c_str());
     check(ok && err < (dtype == DType::F64 ? 1e-12 : 1e-4), what);
   }
@@ -212,8 +217,10 @@ void kernelsAndGraphs(int sm) {
   e.input("bias", "input", bias);
   e.gemm(a, b, c, 1, M, Nn, K, false, false, 0, 0, 0);
   e.rawStep("{\"kind\": \"kernel\", \"name\": \"loom_add_relu\", \"buffers\": "
-            "[" + std::to_string(c) + ", " + std::to_string(bias) + ", " +
-            std::to_string(y) + "], \"grid\": [8, 1, 1], \"block\": [128, 1, "
+            "[" +
+            std::to_string(c) + ", " + std::to_string(bias) + ", " +
+            std::to_string(y) +
+            "], \"grid\": [8, 1, 1], \"block\": [128, 1, "
             "1], \"shared_bytes\": 0}");
   e.copy(y, flat);
   e.output("y", "output", y);
@@ -250,9 +257,10 @@ void kernelsAndGraphs(int sm) {
                          &out, &error);
       double err = ok ? maxError(out[0], expected) : INFINITY;
       check(ok && err < 1e-4 && out[1].data == out[0].data,
-            "kernel + gemm + copy, graphs " + std::string(graphs ? "on" : "off") +
-                ", run " + std::to_string(run) + ": max rel error " +
-                std::to_string(err) + " " + error);
+            "kernel + gemm + copy, graphs " +
+                std::string(graphs ? "on" : "off") + ", run " +
+                std::to_string(run) + ": max rel error " + std::to_string(err) +
+                " " + error);
       if (ok && first.empty())
         first = out;
       else if (ok)
@@ -280,8 +288,9 @@ void kernelsAndGraphs(int sm) {
     std::unique_ptr<Artifact> gpu = load(cubinDir.path(), true, log);
     std::vector<NpyArray> out;
     std::string error;
-    bool ok = gpu && gpu->run("main", {{"a", &av}, {"b", &bv}, {"bias", &biasv}},
-                              &out, &error);
+    bool ok =
+        gpu && gpu->run("main", {{"a", &av}, {"b", &bv}, {"bias", &biasv}},
+                        &out, &error);
     check(ok && maxError(out[0], expected) < 1e-4,
           "cubin for sm_" + std::to_string(sm) + " runs " + error);
     std::fclose(log);
@@ -318,7 +327,8 @@ void outOfMemory() {
   std::vector<NpyArray> out;
   std::string error;
   ErrorCode code = ErrorCode::Ok;
-  bool ok = gpu && gpu->run("huge", std::vector<TensorRef>{}, &out, &error, &code);
+  bool ok =
+      gpu && gpu->run("huge", std::vector<TensorRef>{}, &out, &error, &code);
   check(gpu && !ok && code == ErrorCode::OutOfMemory &&
             error.find("bytes free of") != std::string::npos,
         "a 4 PiB arena is refused: " + error);
@@ -360,10 +370,10 @@ void training() {
   std::string dataPath = data.file("data.npz");
   writeRegressionData(dataPath, 200);
   for (int64_t accumulate : {1, 2}) {
-    TrainResult cpu = trainRun(cpuDir.path(), dataPath, 100, true, "", "",
-                               accumulate);
-    TrainResult gpu = trainRun(gpuDir.path(), dataPath, 100, true, "", "",
-                               accumulate);
+    TrainResult cpu =
+        trainRun(cpuDir.path(), dataPath, 100, true, "", "", accumulate);
+    TrainResult gpu =
+        trainRun(gpuDir.path(), dataPath, 100, true, "", "", accumulate);
     double worst = gpu.tensors.size() == 4 ? 0 : INFINITY;
     for (const auto &[name, array] : cpu.tensors)
       if (gpu.tensors.count(name))
@@ -378,7 +388,8 @@ void training() {
   TrainResult plain = trainRun(gpuDir.path(), dataPath, 40, false);
   TempDir ckpt;
   trainRun(gpuDir.path(), dataPath, 20, true, "", ckpt.path());
-  TrainResult resumed = trainRun(gpuDir.path(), dataPath, 40, true, ckpt.path());
+  TrainResult resumed =
+      trainRun(gpuDir.path(), dataPath, 40, true, ckpt.path());
   bool same = !graphs.tensors.empty(), resumedSame = !graphs.tensors.empty();
   for (const auto &[name, array] : graphs.tensors) {
     same = same && plain.tensors.count(name) &&
@@ -401,8 +412,9 @@ int main() {
   }
   int sm = deviceSm();
   std::printf("CUDA device (LOOMRT_CUDA_DEVICE=%s): sm_%d (nvidia-smi)\n",
-              std::getenv("LOOMRT_CUDA_DEVICE") ? std::getenv("LOOMRT_CUDA_DEVICE")
-                                                : "0",
+              std::getenv("LOOMRT_CUDA_DEVICE")
+                  ? std::getenv("LOOMRT_CUDA_DEVICE")
+                  : "0",
               sm);
   gemms();
   kernelsAndGraphs(sm);
