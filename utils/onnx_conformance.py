@@ -17,10 +17,31 @@ inputs, and its outputs are compared with the expected ones with the
 tolerances of ONNX's backend tests (rtol=1e-3, atol=1e-7). A model's numbers
 pass when every data set matches; they fail on a mismatch (the largest error
 is reported) or when loom-interp fails. A numbers failure not listed in
-EXPECTED_NUMERIC_FAILURES also makes the exit status non-zero.
+EXPECTED_NUMERIC_FAILURES also makes the exit status non-zero. For numbers,
+only the integer inputs a model cannot import without are bound (shapes,
+axes, ...; see needed_bindings); the others are fed at run time.
+
+With --compiled (which implies --run) every imported model is also compiled
+to native code (`loomc --target=cpu`, one artifact per set of bound inputs)
+and run by loom-run on the same data sets, compared with the same
+tolerances. Its result is one of
+  pass           every data set matches,
+  numbers-fail   loom-run's outputs differ (the largest error is reported),
+  compile-fail   loomc --target=cpu exited non-zero (its diagnostic),
+  run-fail       loom-run exited non-zero, or wrote no result for an output,
+  CRASH/HANG     loomc or loom-run died on a signal or ran past the timeout.
+A crash or hang always makes the exit status non-zero, and so does any other
+compiled failure of a model whose interpreter numbers pass, unless
+EXPECTED_COMPILED_FAILURES states why. --compiled-xfail names open, reported
+codegen bugs (XFAIL; one that passes fails the run). --compiled-filter
+restricts the compiled run to the models whose test name matches a regular
+expression. Docs: docs/onnx-import.md, "Compiled conformance".
 
 Usage: onnx_conformance.py --loomc build/bin/loomc [--data DIR] [--json OUT]
            [--run [--interp build/bin/loom-interp]]
+           [--compiled [--loom-run build/bin/loom-run]
+            [--compiled-filter REGEX] [--compiled-xfail TEST,...]
+            [--keep-failures DIR]]
 """
 import argparse
 import collections
@@ -75,6 +96,20 @@ EXPECTED_NUMERIC_FAILURES = {
 # (the kept values must agree: x / (1 - ratio)).
 RANDOM_MASK_TESTS = {"test_training_dropout", "test_training_dropout_default"}
 
+# Models whose compiled results (loomc --target=cpu + loom-run) differ from
+# the test data although the interpreter's match, with the reason. A model is
+# listed only when the reason is understood and is not a code generation
+# bug. Keys are test names; COMPILED_FAILURE_PATTERNS match the message.
+EXPECTED_COMPILED_FAILURES = {
+}
+COMPILED_FAILURE_PATTERNS = [
+    (r"loom-run: error: entry '[^']*': input '[^']*': expected bf16 .*, "
+     r"got f32",
+     "a bf16 graph input cannot be fed to loom-run: it reads inputs from "
+     ".npy files, which have no bf16 type (loom-interp converts an f32 file; "
+     "loom-run takes the plan's dtype exactly)"),
+]
+
 # ONNX backend-test tolerances (onnx/backend/test/runner: rtol=1e-3,
 # atol=1e-7 unless a test overrides them).
 RTOL, ATOL = 1e-3, 1e-7
@@ -100,12 +135,23 @@ def graph_inputs(model):
     return [i for i in model.graph.input if i.name not in inits]
 
 
-def bindings(model_path, data_set="test_data_set_0"):
+def mode_inputs(model):
+    """Inputs that select a mode or size rather than carry data: dropout's
+    ratio and training_mode, and Range's operands."""
+    names = {n.input[k] for n in model.graph.node
+             if n.op_type == "Dropout" for k in (1, 2) if len(n.input) > k}
+    names |= {i for n in model.graph.node if n.op_type == "Range"
+              for i in n.input}
+    return names
+
+
+def bindings(model_path, data_set="test_data_set_0", only=None):
     """--bind-input flags for inputs that carry shapes or modes.
 
     Node tests feed axes, shapes, starts, repeats, split sizes and dropout
     modes as graph inputs with values in the test data; a static-shape
-    compiler specializes on them. Float data inputs are never bound.
+    compiler specializes on them. Float data inputs are never bound. With
+    `only` (a set of names), just those inputs are bound.
     """
     import onnx
     data = os.path.join(os.path.dirname(model_path), data_set)
@@ -113,22 +159,45 @@ def bindings(model_path, data_set="test_data_set_0"):
         return []
     model = onnx.load(model_path, load_external_data=False)
     inputs = graph_inputs(model)
-    mode_inputs = {n.input[k] for n in model.graph.node
-                   if n.op_type == "Dropout" for k in (1, 2)
-                   if len(n.input) > k}
-    mode_inputs |= {i for n in model.graph.node if n.op_type == "Range"
-                    for i in n.input}
+    modes = mode_inputs(model)
     flags = []
     for idx, inp in enumerate(inputs):
         pb = os.path.join(data, "input_%d.pb" % idx)
         if not os.path.isfile(pb) or not inp.type.HasField("tensor_type"):
             continue
+        if only is not None and inp.name not in only:
+            continue
         elem = inp.type.tensor_type.elem_type
         is_int = elem in (onnx.TensorProto.INT64, onnx.TensorProto.INT32,
                           onnx.TensorProto.BOOL)
-        if is_int or inp.name in mode_inputs:
+        if is_int or inp.name in modes:
             flags.append("--bind-input=%s=%s" % (inp.name, pb))
     return flags
+
+
+def needed_bindings(loomc, path, timeout):
+    """The names of the inputs the model needs bound to import: of the
+    integer inputs `bindings` would bind, those it cannot import without
+    (the others, such as gather indices, labels and where-conditions, stay
+    run-time inputs so that their ops are computed, not folded at import).
+    Mode inputs are always bound. Tried one input at a time."""
+    import onnx
+    flags = bindings(path)
+    names = [f.split("=", 2)[1] for f in flags]
+    keep = set(names)
+    modes = mode_inputs(onnx.load(path, load_external_data=False))
+    for name in names:
+        if name in modes:
+            continue
+        trial = [f for f in flags if f.split("=", 2)[1] in keep - {name}]
+        try:
+            proc = subprocess.run([loomc, path, "-o", "-"] + trial,
+                                  capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            continue
+        if proc.returncode == 0:
+            keep.discard(name)
+    return keep
 
 
 def run_one(loomc, path, timeout):
@@ -217,18 +286,70 @@ def compare(expected, got, random_mask=False):
     return worst, "%d of %d elements out of tolerance" % (bad.sum(), bad.size)
 
 
-def run_numbers(loomc, interp, path, timeout):
-    """Runs loom-interp on every test data set of the model at `path`.
+def data_sets(model_dir):
+    """The model's test_data_set_* folders, in order."""
+    return sorted(d for d in os.listdir(model_dir)
+                  if d.startswith("test_data_set_") and
+                  os.path.isdir(os.path.join(model_dir, d)))
+
+
+def write_inputs(inputs, data, bound, tmp, data_set):
+    """Writes each fed input of data set `data` as .npy; returns the
+    `--input NAME=FILE.npy` flags (inputs bound at import are left out)."""
+    import numpy as np
+    flags = []
+    for idx, inp in enumerate(inputs):
+        pb = os.path.join(data, "input_%d.pb" % idx)
+        if not os.path.isfile(pb) or inp.name in bound:
+            continue
+        npy = os.path.join(tmp, "%s_input_%d.npy" % (data_set, idx))
+        if not os.path.isfile(npy):
+            np.save(npy, read_pb(pb, inp))
+        flags += ["--input", "%s=%s" % (inp.name, npy)]
+    return flags
+
+
+def check_outputs(outputs, data, data_set, model_dir, result_file):
+    """Compares every expected output of data set `data` with the result
+    file `result_file(name)` (None: missing). Returns (status, message,
+    max_error) with status "pass", "fail" or "missing"."""
+    import numpy as np
+    worst = 0.0
+    random_mask = os.path.basename(model_dir) in RANDOM_MASK_TESTS
+    for idx, out in enumerate(outputs):
+        pb = os.path.join(data, "output_%d.pb" % idx)
+        if not os.path.isfile(pb):
+            continue
+        expected = read_pb(pb, out)
+        got_path = result_file(out.name)
+        if got_path is None or not os.path.isfile(got_path):
+            return "missing", "%s: no result for output '%s'" % (
+                data_set, out.name), 0.0
+        got = np.load(got_path)
+        bad = compare(expected, got, random_mask)
+        if bad is not None:
+            return "fail", "%s output '%s': %s, max error %.3g" % (
+                data_set, out.name, bad[1], bad[0]), bad[0]
+        if expected.dtype.kind == "f" and expected.size and not random_mask:
+            with np.errstate(invalid="ignore"):
+                e = np.abs(expected.astype(np.float64) -
+                           got.astype(np.float64))
+            e = e[~np.isnan(e)]
+            if e.size:
+                worst = max(worst, float(e.max()))
+    return "pass", "", worst
+
+
+def run_numbers(loomc, interp, path, timeout, only=None):
+    """Runs loom-interp on every test data set of the model at `path`;
+    `only` names the inputs to bind (see needed_bindings).
 
     Returns (status, message, max_error): status "pass", "fail" (numbers
     differ), "error" (loom-interp or the re-import failed) or "nodata".
     """
-    import numpy as np
     import onnx
     model_dir = os.path.dirname(path)
-    sets = sorted(d for d in os.listdir(model_dir)
-                  if d.startswith("test_data_set_") and
-                  os.path.isdir(os.path.join(model_dir, d)))
+    sets = data_sets(model_dir)
     if not sets:
         return "nodata", "no test_data_set_*", 0.0
     model = onnx.load(path, load_external_data=False)
@@ -241,7 +362,7 @@ def run_numbers(loomc, interp, path, timeout):
             data = os.path.join(model_dir, data_set)
             # Bound inputs are constants of the imported model: import again
             # for each data set, with that data set's values.
-            binds = bindings(path, data_set)
+            binds = bindings(path, data_set, only)
             bound = {b.split("=", 2)[1] for b in binds}
             mlir = os.path.join(tmp, "m.mlir")
             try:
@@ -253,15 +374,9 @@ def run_numbers(loomc, interp, path, timeout):
             if proc.returncode != 0:
                 return "error", "%s: loomc: %s" % (
                     data_set, proc.stderr.strip()[-300:]), 0.0
-            cmd = [interp, mlir, "--entry=forward",
-                   "--output-dir", os.path.join(tmp, "out_" + data_set)]
-            for idx, inp in enumerate(inputs):
-                pb = os.path.join(data, "input_%d.pb" % idx)
-                if not os.path.isfile(pb) or inp.name in bound:
-                    continue
-                npy = os.path.join(tmp, "%s_input_%d.npy" % (data_set, idx))
-                np.save(npy, read_pb(pb, inp))
-                cmd += ["--input", "%s=%s" % (inp.name, npy)]
+            out_dir = os.path.join(tmp, "out_" + data_set)
+            cmd = [interp, mlir, "--entry=forward", "--output-dir", out_dir]
+            cmd += write_inputs(inputs, data, bound, tmp, data_set)
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True,
                                       timeout=timeout)
@@ -273,32 +388,133 @@ def run_numbers(loomc, interp, path, timeout):
                 return "error", "%s: %s" % (
                     data_set, (errors[0] if errors else
                                proc.stderr.strip()[-300:])), 0.0
-            for idx, out in enumerate(outputs):
-                pb = os.path.join(data, "output_%d.pb" % idx)
-                if not os.path.isfile(pb):
-                    continue
-                expected = read_pb(pb, out)
-                got_path = os.path.join(tmp, "out_" + data_set,
-                                        sanitize(out.name) + ".npy")
-                if not os.path.isfile(got_path):
-                    return "error", "%s: no result for output '%s'" % (
-                        data_set, out.name), 0.0
-                got = np.load(got_path)
-                bad = compare(expected, got, os.path.basename(model_dir)
-                              in RANDOM_MASK_TESTS)
-                if bad is not None:
-                    return "fail", "%s output '%s': %s, max error %.3g" % (
-                        data_set, out.name, bad[1], bad[0]), bad[0]
-                if expected.dtype.kind == "f" and expected.size and \
-                        os.path.basename(model_dir) not in RANDOM_MASK_TESTS:
-                    with np.errstate(invalid="ignore"):
-                        e = np.abs(expected.astype(np.float64) -
-                                   got.astype(np.float64))
-                    e = e[~np.isnan(e)]
-                    if e.size:
-                        worst = max(worst, float(e.max()))
+            status, message, err = check_outputs(
+                outputs, data, data_set, model_dir,
+                lambda name: os.path.join(out_dir, sanitize(name) + ".npy"))
+            if status == "missing":
+                return "error", message, 0.0
+            if status == "fail":
+                return "fail", message, err
+            worst = max(worst, err)
         return "pass", "", worst
     finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_sanitize(name):
+    """loom-run's file name for an output called `name` (docs/loom-run.md)."""
+    s = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    if not s or s.startswith("."):
+        s = "_" + s
+    return s[:200]
+
+
+def run_output_files(artifact, out_dir, entry="forward"):
+    """Output name -> the .npy file loom-run writes for it: sanitized, and
+    a name that collides with an earlier one gets -2, -3, ..."""
+    with open(os.path.join(artifact, "plan.json")) as f:
+        plan = json.load(f)
+    files, used = {}, set()
+    for e in plan["entries"]:
+        if e["name"] != entry:
+            continue
+        for out in e["outputs"]:
+            base = file = run_sanitize(out["name"])
+            n = 2
+            while file in used:
+                file = "%s-%d" % (base, n)
+                n += 1
+            used.add(file)
+            files.setdefault(out["name"], os.path.join(out_dir, file + ".npy"))
+    return files
+
+
+def first_error(stderr, tool):
+    """The first diagnostic line of a failed tool, for the report."""
+    lines = [l for l in stderr.splitlines() if "error" in l and
+             not l.startswith("loomc: error: failed to ")]
+    text = (lines[0] if lines else stderr.strip()[-300:]).strip()[:400]
+    return text if text.startswith(tool + ":") else "%s: %s" % (tool, text)
+
+
+def run_tool(cmd, timeout, tool):
+    """Runs a compiled-path tool. Returns None on success, else (status,
+    message) with status CRASH (a signal), HANG (the timeout) or "failed"."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "HANG", "%s timed out after %ds" % (tool, timeout)
+    if proc.returncode < 0:
+        return "CRASH", "%s: signal %d: %s" % (tool, -proc.returncode,
+                                               proc.stderr.strip()[-300:])
+    if proc.returncode != 0:
+        return "failed", first_error(proc.stderr, tool)
+    return None
+
+
+def run_compiled(loomc, loom_run, path, timeout, keep=None, only=None):
+    """Compiles the model at `path` with --target=cpu and runs it with
+    loom-run on every test data set; `only` names the inputs to bind (see
+    needed_bindings).
+
+    Returns (status, message, max_error): status "pass", "numbers-fail",
+    "compile-fail", "run-fail", "CRASH", "HANG" or "nodata". With `keep`, a
+    failing model's artifacts and inputs are left in keep/<test name>.
+    """
+    import onnx
+    model_dir = os.path.dirname(path)
+    sets = data_sets(model_dir)
+    if not sets:
+        return "nodata", "no test_data_set_*", 0.0
+    model = onnx.load(path, load_external_data=False)
+    inputs = graph_inputs(model)
+    outputs = list(model.graph.output)
+    worst = 0.0
+    tmp = tempfile.mkdtemp(prefix="loom-compiled-")
+    result = None
+    try:
+        artifacts = {}  # bound inputs -> artifact directory
+        for data_set in sets:
+            data = os.path.join(model_dir, data_set)
+            # Bound inputs are constants of the compiled model: compile once
+            # per distinct set of bindings (most models: once).
+            binds = bindings(path, data_set, only)
+            bound = {b.split("=", 2)[1] for b in binds}
+            key = tuple(open(b.split("=", 2)[2], "rb").read() for b in binds)
+            artifact = artifacts.get(key)
+            if artifact is None:
+                artifact = os.path.join(tmp, "m%d.loom" % len(artifacts))
+                bad = run_tool([loomc, path, "--target=cpu", "-o", artifact]
+                               + binds, timeout, "loomc")
+                if bad:
+                    status = "compile-fail" if bad[0] == "failed" else bad[0]
+                    result = (status, "%s: %s" % (data_set, bad[1]), 0.0)
+                    return result
+                artifacts[key] = artifact
+            out_dir = os.path.join(tmp, "out_" + data_set)
+            cmd = [loom_run, artifact, "--entry=forward", "--output-dir",
+                   out_dir] + write_inputs(inputs, data, bound, tmp, data_set)
+            bad = run_tool(cmd, timeout, "loom-run")
+            if bad:
+                status = "run-fail" if bad[0] == "failed" else bad[0]
+                result = (status, "%s: %s" % (data_set, bad[1]), 0.0)
+                return result
+            files = run_output_files(artifact, out_dir)
+            status, message, err = check_outputs(outputs, data, data_set,
+                                                 model_dir, files.get)
+            if status != "pass":
+                result = ("run-fail" if status == "missing" else
+                          "numbers-fail", message, err)
+                return result
+            worst = max(worst, err)
+        result = ("pass", "", worst)
+        return result
+    finally:
+        if keep and result is not None and result[0] != "pass":
+            dest = os.path.join(keep, os.path.basename(model_dir))
+            shutil.rmtree(dest, ignore_errors=True)
+            shutil.copytree(tmp, dest, symlinks=True)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -318,7 +534,30 @@ def main():
                     "(default: beside --loomc)")
     ap.add_argument("--filter", help="only models whose test name matches "
                     "this regular expression")
+    ap.add_argument("--compiled", action="store_true",
+                    help="also compile each imported model with "
+                         "--target=cpu and run it with loom-run on its test "
+                         "data (implies --run)")
+    ap.add_argument("--loom-run", help="loom-run to use with --compiled "
+                    "(default: beside --loomc)")
+    ap.add_argument("--compiled-filter", help="with --compiled, compile only "
+                    "the models whose test name matches this regular "
+                    "expression (the others are still imported and "
+                    "interpreted)")
+    ap.add_argument("--compiled-xfail", metavar="TEST,...", default="",
+                    help="with --compiled, open bugs: these tests' "
+                         "unexpected compiled failures are printed as XFAIL "
+                         "and do not fail the run, but a listed test that "
+                         "passes (XPASS) does, so the list stays current")
+    ap.add_argument("--keep-failures", metavar="DIR",
+                    help="with --compiled, keep the artifacts and inputs of "
+                         "each model whose compiled run fails in DIR/<test>")
     args = ap.parse_args()
+    if args.compiled:
+        args.run = True
+        if not args.loom_run:
+            args.loom_run = os.path.join(os.path.dirname(args.loomc),
+                                         "loom-run")
     if args.run and not args.interp:
         args.interp = os.path.join(os.path.dirname(args.loomc), "loom-interp")
 
@@ -340,21 +579,32 @@ def main():
     results = []
     def work(path):
         status, message = run_one(args.loomc, path, args.timeout)
-        numbers = None
+        numbers = compiled = only = None
         if args.run and status == "imported":
             try:
+                only = needed_bindings(args.loomc, path, args.timeout)
                 numbers = run_numbers(args.loomc, args.interp, path,
-                                      args.timeout)
+                                      args.timeout, only)
             except Exception as e:  # bad test data: report, don't stop
                 numbers = ("error", "runner: %s" % e, 0.0)
-        return status, message, numbers
+        name = os.path.basename(os.path.dirname(path))
+        if args.compiled and status == "imported" and (
+                not args.compiled_filter or
+                re.search(args.compiled_filter, name)):
+            try:
+                compiled = run_compiled(args.loomc, args.loom_run, path,
+                                        args.timeout, args.keep_failures,
+                                        only)
+            except Exception as e:
+                compiled = ("run-fail", "runner: %s" % e, 0.0)
+        return status, message, numbers, compiled, only
 
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futs = {pool.submit(work, p): (s, n, p) for s, n, p in models}
         done = 0
         for fut in concurrent.futures.as_completed(futs):
             suite, name, path = futs[fut]
-            status, message, numbers = fut.result()
+            status, message, numbers, compiled, only = fut.result()
             try:
                 ops = op_types(path)
             except Exception as e:  # the model itself does not parse
@@ -365,6 +615,12 @@ def main():
                 results[-1].update(numbers=numbers[0],
                                    numbers_message=numbers[1],
                                    max_error=numbers[2])
+            if only:
+                results[-1]["bound_inputs"] = sorted(only)
+            if compiled is not None:
+                results[-1].update(compiled=compiled[0],
+                                   compiled_message=compiled[1],
+                                   compiled_max_error=compiled[2])
             done += 1
             if done % 100 == 0:
                 print("... %d/%d models" % (done, len(models)),
@@ -411,7 +667,9 @@ def main():
     for r in bad + unexplained:
         print("BUG %s/%s [%s]: %s" % (r["suite"], r["test"], r["status"],
                                       r["message"]))
-    numbers_bugs = report_numbers(results) if args.run else []
+    numbers_bugs = report_numbers(results, args.compiled) if args.run else []
+    xfail = {t for t in args.compiled_xfail.split(",") if t}
+    compiled_bugs = report_compiled(results, xfail) if args.compiled else []
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
@@ -426,23 +684,51 @@ def main():
                   sum(r["numbers"] in ("fail", "error") and
                       r["test"] in EXPECTED_NUMERIC_FAILURES for r in ran),
                   len(numbers_bugs)))
-    return 1 if bad or unexplained or numbers_bugs else 0
+    if args.compiled:
+        comp = [r for r in results if "compiled" in r]
+        counts = collections.Counter(r["compiled"] for r in comp)
+        print("compiled: %d models run, " % len(comp) +
+              ", ".join("%d %s" % (counts[k], k) for k in COMPILED_COLS) +
+              " (%d expected, %d open bugs), %d unexpected" % (
+                  sum(r.get("compiled_known", False) for r in comp),
+                  sum(r.get("compiled_xfail", False) for r in comp),
+                  len(compiled_bugs)))
+    return 1 if bad or unexplained or numbers_bugs or compiled_bugs else 0
 
 
-def report_numbers(results):
-    """Prints the numerics table and failures; returns the unexpected ones."""
+COMPILED_COLS = ["pass", "numbers-fail", "compile-fail", "run-fail", "CRASH",
+                 "HANG", "nodata"]
+
+
+def report_numbers(results, compiled=False):
+    """Prints the numerics table and failures; returns the unexpected ones.
+    With `compiled`, the table has the compiled results beside the
+    interpreter's."""
     ran = [r for r in results if "numbers" in r]
     table = collections.defaultdict(collections.Counter)
+    ctable = collections.defaultdict(collections.Counter)
     for r in ran:
         for op in r["ops"]:
             table[op][r["numbers"]] += 1
+            if "compiled" in r:
+                ctable[op][r["compiled"]] += 1
     print("\nnumerics (loom-interp vs. the test data, rtol=%g atol=%g):" %
           (RTOL, ATOL))
-    print("%-28s %6s %6s %6s %7s" % ("op", "pass", "fail", "error", "nodata"))
+    head = "%-28s %6s %6s %6s %7s" % ("op", "pass", "fail", "error", "nodata")
+    if compiled:
+        print("%-28s %-28s | %s" % ("", "interpreter", "compiled "
+                                    "(loomc --target=cpu + loom-run)"))
+        head += "  | %6s %8s %8s %8s %5s %4s %6s" % (
+            "pass", "numbers", "compile", "run", "CRASH", "HANG", "nodata")
+    print(head)
     for op in sorted(table):
         c = table[op]
-        print("%-28s %6d %6d %6d %7d" % (op, c["pass"], c["fail"], c["error"],
-                                         c["nodata"]))
+        line = "%-28s %6d %6d %6d %7d" % (op, c["pass"], c["fail"],
+                                          c["error"], c["nodata"])
+        if compiled:
+            line += "  | %6d %8d %8d %8d %5d %4d %6d" % tuple(
+                ctable[op][k] for k in COMPILED_COLS)
+        print(line)
     unexpected = []
     for r in ran:
         if r["numbers"] not in ("fail", "error"):
@@ -453,6 +739,55 @@ def report_numbers(results):
             tag, r["suite"], r["test"], r["numbers"], r["max_error"],
             r["numbers_message"]))
         if not known:
+            unexpected.append(r)
+    return unexpected
+
+
+def compiled_reason(r):
+    """The stated reason of an expected compiled failure, or None."""
+    if r["test"] in EXPECTED_COMPILED_FAILURES:
+        return EXPECTED_COMPILED_FAILURES[r["test"]]
+    for pattern, reason in COMPILED_FAILURE_PATTERNS:
+        if re.search(pattern, r["compiled_message"]):
+            return reason
+    return None
+
+
+def report_compiled(results, xfail=()):
+    """Prints the compiled failures; returns the unexpected ones: every
+    crash or hang, every other failure of a model whose interpreter numbers
+    pass that EXPECTED_COMPILED_FAILURES does not explain, and every test of
+    `xfail` (open bugs) that no longer fails."""
+    unexpected = []
+    print()
+    for r in results:
+        if r["test"] in xfail and r.get("compiled") == "pass":
+            print("XPASS %s/%s: listed in --compiled-xfail but passes now: "
+                  "remove it from the list" % (r["suite"], r["test"]))
+            unexpected.append(r)
+            continue
+        if r.get("compiled", "pass") in ("pass", "nodata"):
+            continue
+        reason = compiled_reason(r)
+        if r["compiled"] in ("CRASH", "HANG"):
+            tag = "COMPILED-BUG"
+        elif reason:
+            tag = "known: " + reason
+            r["compiled_known"] = True
+            r["compiled_reason"] = reason
+        elif r.get("numbers") != "pass":
+            tag = "known: the interpreter fails too (%s)" % r.get("numbers")
+            r["compiled_known"] = True
+            r["compiled_reason"] = "interpreter numbers %s" % r.get("numbers")
+        elif r["test"] in xfail:
+            tag = "XFAIL (open bug)"
+            r["compiled_xfail"] = True
+        else:
+            tag = "COMPILED"
+        print("%s %s/%s [%s, max error %.3g]: %s" % (
+            tag, r["suite"], r["test"], r["compiled"],
+            r["compiled_max_error"], r["compiled_message"]))
+        if tag.startswith("COMPILED"):
             unexpected.append(r)
     return unexpected
 
