@@ -32,6 +32,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -69,6 +70,15 @@ using namespace loom;
 // Outlining
 //===----------------------------------------------------------------------===//
 
+namespace {
+/// Tensors without elements take no bytes and need no code: kernels neither
+/// receive nor produce them (the bare-pointer calling convention has no
+/// pointer for them either).
+bool isEmptyTensor(Type type) {
+  return cast<RankedTensorType>(type).getNumElements() == 0;
+}
+} // namespace
+
 OwningOpRef<ModuleOp> loom::outlineKernels(ModuleOp module) {
   OpBuilder b(module.getContext());
   OwningOpRef<ModuleOp> kernels = ModuleOp::create(module.getLoc());
@@ -76,23 +86,41 @@ OwningOpRef<ModuleOp> loom::outlineKernels(ModuleOp module) {
   for (auto func : module.getOps<func::FuncOp>()) {
     unsigned index = 0;
     for (auto fusion : func.getBody().getOps<FusionOp>()) {
+      if (llvm::all_of(fusion.getResultTypes(), isEmptyTensor))
+        continue; // Nothing to compute: no kernel, no step.
       std::string name =
           ("loom_" + func.getName() + "_k" + Twine(index++)).str();
       fusion->setAttr("loom.kernel", b.getStringAttr(name));
       Block &body = fusion.getBody().front();
-      auto type = b.getFunctionType(body.getArgumentTypes(),
-                                    fusion.getResultTypes());
-      auto kernel = func::FuncOp::create(b, fusion.getLoc(), name, type);
+      SmallVector<Type> argTypes, resultTypes;
+      for (Type t : body.getArgumentTypes())
+        if (!isEmptyTensor(t))
+          argTypes.push_back(t);
+      for (Type t : fusion.getResultTypes())
+        if (!isEmptyTensor(t))
+          resultTypes.push_back(t);
+      auto kernel = func::FuncOp::create(b, fusion.getLoc(), name,
+                                         b.getFunctionType(argTypes,
+                                                           resultTypes));
       Block *entry = kernel.addEntryBlock();
-      IRMapping map;
-      map.map(body.getArguments(), entry->getArguments());
       OpBuilder kb = OpBuilder::atBlockEnd(entry);
+      IRMapping map;
+      unsigned next = 0;
+      for (BlockArgument arg : body.getArguments()) {
+        auto t = cast<RankedTensorType>(arg.getType());
+        if (isEmptyTensor(t))
+          map.map(arg, tensor::EmptyOp::create(kb, arg.getLoc(), t.getShape(),
+                                               t.getElementType()));
+        else
+          map.map(arg, entry->getArgument(next++));
+      }
       for (Operation &op : body.without_terminator())
         kb.clone(op, map);
       auto yield = cast<YieldOp>(body.getTerminator());
       SmallVector<Value> results;
       for (Value v : yield.getValues())
-        results.push_back(map.lookupOrDefault(v));
+        if (!isEmptyTensor(v.getType()))
+          results.push_back(map.lookupOrDefault(v));
       func::ReturnOp::create(kb, yield.getLoc(), results);
       // Inputs live in the arena beside other values: never written.
       for (unsigned i = 0; i < kernel.getNumArguments(); ++i)
@@ -399,11 +427,15 @@ struct EntryWriter {
         add(r, off);
       }
       if (auto fusion = dyn_cast<FusionOp>(op)) {
+        if (!fusion->hasAttr("loom.kernel"))
+          continue; // Only empty results: nothing to run.
         llvm::json::Array bufs;
         for (Value v : fusion.getInputs())
-          bufs.push_back(ids.lookup(v));
+          if (!isEmptyTensor(v.getType()))
+            bufs.push_back(ids.lookup(v));
         for (Value v : fusion.getResults())
-          bufs.push_back(ids.lookup(v));
+          if (!isEmptyTensor(v.getType()))
+            bufs.push_back(ids.lookup(v));
         steps.push_back(llvm::json::Object{
             {"kind", "kernel"},
             {"name", fusion->getAttrOfType<StringAttr>("loom.kernel").str()},

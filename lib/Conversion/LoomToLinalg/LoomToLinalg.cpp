@@ -296,6 +296,10 @@ struct Lowerer {
   }
   Value insertSlice(Value src, Value dest, ArrayRef<int64_t> offsets,
                     ArrayRef<int64_t> strides) {
+    // Nothing to insert (its offset may be the end of a dimension, which
+    // tensor.insert_slice does not accept).
+    if (tensorType(src).getNumElements() == 0)
+      return dest;
     SmallVector<OpFoldResult> o, sz, st;
     for (int64_t v : offsets)
       o.push_back(b.getIndexAttr(v));
@@ -1013,6 +1017,10 @@ Rewrite lowerOp(Lowerer &l, Operation *op) {
       .Case([&](SliceOp s) {
         // A strided view; bufferization makes it a subview, not a copy.
         RankedTensorType yt = tensorType(s.getResult());
+        // An empty slice may start at the end of a dimension, which
+        // tensor.extract_slice does not accept.
+        if (yt.getNumElements() == 0)
+          return one(l.empty(yt));
         SmallVector<OpFoldResult> off, size, stride;
         for (int64_t d = 0; d < yt.getRank(); ++d) {
           off.push_back(l.b.getIndexAttr(s.getStart()[d]));

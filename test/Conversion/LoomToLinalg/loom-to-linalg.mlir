@@ -1,0 +1,57 @@
+// RUN: loom-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(convert-loom-to-linalg))' | FileCheck %s
+
+// Tests that an elementwise op becomes a linalg.generic with identity maps.
+// CHECK-LABEL: func.func @add(
+// CHECK:         linalg.generic
+// CHECK-SAME:      iterator_types = ["parallel", "parallel"]
+// CHECK:           arith.addf
+// CHECK-NOT:     loom.add
+func.func @add(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %z = loom.add %x, %y : tensor<2x3xf32>
+  return %z : tensor<2x3xf32>
+}
+
+// -----
+
+// Tests that a reduction over the last axis fills its accumulator with the
+// identity and reduces the second loop.
+// CHECK-LABEL: func.func @reduce_max(
+// CHECK:         %[[NEG_INF:.+]] = arith.constant 0xFF800000 : f32
+// CHECK:         %[[INIT:.+]] = linalg.fill ins(%[[NEG_INF]] : f32)
+// CHECK:         linalg.generic
+// CHECK-SAME:      iterator_types = ["parallel", "reduction"]
+// CHECK-SAME:      outs(%[[INIT]] : tensor<2xf32>)
+// CHECK:           arith.maximumf
+func.func @reduce_max(%x: tensor<2x3xf32>) -> tensor<2xf32> {
+  %r = loom.reduce_max %x dims = [1] : tensor<2x3xf32> -> tensor<2xf32>
+  return %r : tensor<2xf32>
+}
+
+// -----
+
+// Tests that a slice is a strided view, and that an empty slice starting at
+// the end of a dimension is an empty tensor (extract_slice would reject the
+// offset).
+// CHECK-LABEL: func.func @slices(
+// CHECK:         tensor.extract_slice %{{.+}}[0, 1] [4, 3] [1, 3]
+// CHECK:         tensor.empty() : tensor<4x0xf32>
+func.func @slices(%x: tensor<4x10xf32>) -> (tensor<4x3xf32>, tensor<4x0xf32>) {
+  %a = loom.slice %x start = [0, 1] limit = [4, 10] stride = [1, 3] : tensor<4x10xf32> -> tensor<4x3xf32>
+  %b = loom.slice %x start = [0, 10] limit = [4, 10] stride = [1, 1] : tensor<4x10xf32> -> tensor<4x0xf32>
+  return %a, %b : tensor<4x3xf32>, tensor<4x0xf32>
+}
+
+// -----
+
+// Tests that scatter_add becomes a loop nest over the updates that reads,
+// adds and inserts (the interpreter's order of sums).
+// CHECK-LABEL: func.func @scatter_add(
+// CHECK:         scf.for
+// CHECK:           scf.for
+// CHECK:             tensor.extract
+// CHECK:             arith.addf
+// CHECK:             tensor.insert
+func.func @scatter_add(%u: tensor<3x2xf32>, %i: tensor<3xi64>) -> tensor<5x2xf32> {
+  %r = loom.scatter_add %u[%i] axis = 0 : (tensor<3x2xf32>, tensor<3xi64>) -> tensor<5x2xf32>
+  return %r : tensor<5x2xf32>
+}
