@@ -22,6 +22,21 @@ void notRecording(std::string *error, std::string_view backend) {
 }
 } // namespace
 
+bool arenaRangeOk(const Arena &arena, uint64_t offset, uint64_t bytes,
+                  std::string *error) noexcept {
+  if (offset <= arena.size() && bytes <= arena.size() - offset)
+    return true;
+  if (error) {
+    try {
+      *error = "bytes [" + std::to_string(offset) + ", +" +
+               std::to_string(bytes) + ") outside arena of " +
+               std::to_string(arena.size());
+    } catch (...) {
+    }
+  }
+  return false;
+}
+
 bool Backend::beginRecording(std::string *error) noexcept {
   notRecording(error, name());
   return false;

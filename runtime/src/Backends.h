@@ -12,6 +12,12 @@
 
 namespace loomrt {
 
+/// Whether bytes [offset, offset + bytes) lie inside `arena`; if not, sets
+/// `*error` (when given) and returns false. Shared by every backend's
+/// upload, download and copy.
+bool arenaRangeOk(const Arena &arena, uint64_t offset, uint64_t bytes,
+                  std::string *error) noexcept;
+
 std::unique_ptr<Backend> createCpuBackend();
 
 /// Opens the CUDA driver (dlopen; LOOMRT_CUDA_DRIVER overrides the library),

@@ -145,7 +145,7 @@ public:
 
   bool upload(Arena &arena, uint64_t offset, const void *src, uint64_t bytes,
               std::string *error) noexcept override {
-    if (!inRange(arena, offset, bytes, error))
+    if (!arenaRangeOk(arena, offset, bytes, error))
       return false;
     if (bytes)
       std::memcpy(cpu(arena).data() + offset, src, bytes);
@@ -154,7 +154,7 @@ public:
 
   bool download(Arena &arena, uint64_t offset, void *dst, uint64_t bytes,
                 std::string *error) noexcept override {
-    if (!inRange(arena, offset, bytes, error))
+    if (!arenaRangeOk(arena, offset, bytes, error))
       return false;
     if (bytes)
       std::memcpy(dst, cpu(arena).data() + offset, bytes);
@@ -234,8 +234,8 @@ public:
 
   bool copy(Arena &arena, uint64_t srcOffset, uint64_t dstOffset,
             uint64_t bytes, std::string *error) noexcept override {
-    if (!inRange(arena, srcOffset, bytes, error) ||
-        !inRange(arena, dstOffset, bytes, error))
+    if (!arenaRangeOk(arena, srcOffset, bytes, error) ||
+        !arenaRangeOk(arena, dstOffset, bytes, error))
       return false;
     if (srcOffset != dstOffset && bytes)
       std::memmove(cpu(arena).data() + dstOffset, cpu(arena).data() + srcOffset,
@@ -246,8 +246,8 @@ public:
   bool copyBetween(Arena &src, uint64_t srcOffset, Arena &dst,
                    uint64_t dstOffset, uint64_t bytes,
                    std::string *error) noexcept override {
-    if (!inRange(src, srcOffset, bytes, error) ||
-        !inRange(dst, dstOffset, bytes, error))
+    if (!arenaRangeOk(src, srcOffset, bytes, error) ||
+        !arenaRangeOk(dst, dstOffset, bytes, error))
       return false;
     if (bytes)
       std::memmove(cpu(dst).data() + dstOffset, cpu(src).data() + srcOffset,
@@ -296,20 +296,6 @@ private:
       } catch (...) {
       }
     }
-  }
-
-  static bool inRange(Arena &arena, uint64_t offset, uint64_t bytes,
-                      std::string *error) noexcept {
-    if (offset > arena.size() || bytes > arena.size() - offset) {
-      try {
-        setError(error, "bytes [" + std::to_string(offset) + ", +" +
-                            std::to_string(bytes) + ") outside arena of " +
-                            std::to_string(arena.size()));
-      } catch (...) {
-      }
-      return false;
-    }
-    return true;
   }
 
   void *library = nullptr;

@@ -253,7 +253,7 @@ public:
 
   bool upload(Arena &arena, uint64_t offset, const void *src, uint64_t bytes,
               std::string *error) noexcept override {
-    if (!inRange(arena, offset, bytes, error))
+    if (!arenaRangeOk(arena, offset, bytes, error))
       return false;
     if (!bytes)
       return true;
@@ -268,7 +268,7 @@ public:
 
   bool download(Arena &arena, uint64_t offset, void *dst, uint64_t bytes,
                 std::string *error) noexcept override {
-    if (!inRange(arena, offset, bytes, error))
+    if (!arenaRangeOk(arena, offset, bytes, error))
       return false;
     if (!bytes)
       return true;
@@ -379,8 +379,8 @@ public:
   bool copyBetween(Arena &src, uint64_t srcOffset, Arena &dst,
                    uint64_t dstOffset, uint64_t bytes,
                    std::string *error) noexcept override {
-    if (!inRange(src, srcOffset, bytes, error) ||
-        !inRange(dst, dstOffset, bytes, error))
+    if (!arenaRangeOk(src, srcOffset, bytes, error) ||
+        !arenaRangeOk(dst, dstOffset, bytes, error))
       return false;
     if (!bytes || (&src == &dst && srcOffset == dstOffset))
       return true;
@@ -460,20 +460,6 @@ private:
 
   static CUdeviceptr dev(Arena &arena) {
     return static_cast<CudaArena &>(arena).data();
-  }
-
-  static bool inRange(Arena &arena, uint64_t offset, uint64_t bytes,
-                      std::string *error) noexcept {
-    if (offset > arena.size() || bytes > arena.size() - offset) {
-      try {
-        setError(error, "bytes [" + std::to_string(offset) + ", +" +
-                            std::to_string(bytes) + ") outside arena of " +
-                            std::to_string(arena.size()));
-      } catch (...) {
-      }
-      return false;
-    }
-    return true;
   }
 
   /// Waits for the stream, hands pending downloads to their owners and frees
