@@ -146,16 +146,19 @@ struct Lowerer {
                  : Value(arith::ExtSIOp::create(b, loc, to, v));
     return arith::TruncIOp::create(b, loc, to, v);
   }
-  /// The most negative / positive value of a type (-inf/+inf for floats).
-  double lowest(Type t) {
-    if (isa<FloatType>(t))
-      return -std::numeric_limits<double>::infinity();
-    return -std::ldexp(1.0, t.getIntOrFloatBitWidth() - 1);
-  }
-  double highest(Type t) {
-    if (isa<FloatType>(t))
-      return std::numeric_limits<double>::infinity();
-    return std::ldexp(1.0, t.getIntOrFloatBitWidth() - 1) - 1;
+  /// The most negative (or positive) value of a type: -inf (+inf) for
+  /// floats, the exact signed extreme for integers (a double cannot hold
+  /// 2^63 - 1).
+  Value extreme(Type t, bool positive) {
+    if (auto ft = dyn_cast<FloatType>(t))
+      return arith::ConstantOp::create(
+          b, loc,
+          b.getFloatAttr(ft, positive ? std::numeric_limits<double>::infinity()
+                                      : -std::numeric_limits<double>::infinity()));
+    unsigned width = t.getIntOrFloatBitWidth();
+    APInt v = positive ? APInt::getSignedMaxValue(width)
+                       : APInt::getSignedMinValue(width);
+    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(t, v));
   }
 
   //===--- tensors -------------------------------------------------------===//
@@ -164,8 +167,10 @@ struct Lowerer {
     return tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType());
   }
   Value filled(RankedTensorType t, double v) {
-    return linalg::FillOp::create(b, loc,
-                                  ValueRange{constant(t.getElementType(), v)},
+    return filledWith(t, constant(t.getElementType(), v));
+  }
+  Value filledWith(RankedTensorType t, Value scalar) {
+    return linalg::FillOp::create(b, loc, ValueRange{scalar},
                                   ValueRange{empty(t)})
         .getResult(0);
   }
@@ -257,10 +262,9 @@ struct Lowerer {
     }
     Type et = xt.getElementType();
     auto outType = RankedTensorType::get(keptShape, et);
-    double init = how == Combine::Sum   ? 0.0
-                  : how == Combine::Max ? lowest(et)
-                                        : highest(et);
-    return generic(x, filled(outType, init), {identity(rank), map(rank, kept)},
+    Value init = how == Combine::Sum ? constant(et, 0)
+                                     : extreme(et, how == Combine::Min);
+    return generic(x, filledWith(outType, init), {identity(rank), map(rank, kept)},
                    its, [&](ValueRange a) {
                      Value r = how == Combine::Sum   ? add(a[1], a[0])
                                : how == Combine::Max ? max(a[1], a[0])
@@ -651,7 +655,8 @@ Rewrite lowerPool(Lowerer &l, Operation *op, Value x, ArrayRef<int64_t> kernel,
   its.append(2, IteratorType::reduction);
   AffineMap wMap = l.map(6, {l.dim(4), l.dim(5)});
   AffineMap yMap = l.map(6, {l.dim(0), l.dim(1), l.dim(2), l.dim(3)});
-  SmallVector<Value> inits{l.filled(valType, isMax ? l.lowest(et) : 0.0)};
+  SmallVector<Value> inits{l.filledWith(
+      valType, isMax ? l.extreme(et, false) : l.constant(et, 0))};
   SmallVector<AffineMap> maps{wMap, yMap};
   if (argmax) {
     inits.push_back(l.filled(idxType, -1));
