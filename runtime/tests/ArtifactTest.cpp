@@ -11,26 +11,6 @@
 namespace loomrt::test {
 namespace {
 
-/// An entry `main`: y = relu(a . b + bias) (gemm, kernel), flat = copy of y.
-EntryBuilder mainEntry() {
-  EntryBuilder e("main");
-  int a = e.buffer("f32", {2, 3});
-  int b = e.buffer("f32", {3, 2});
-  int c = e.buffer("f32", {2, 2});
-  int bias = e.buffer("f32", {2, 2});
-  int y = e.buffer("f32", {2, 2});
-  int flat = e.buffer("f32", {4});
-  e.input("a", "input", a);
-  e.input("b", "input", b);
-  e.input("bias", "input", bias);
-  e.gemm(a, b, c, 1, 2, 2, 3, false, false, 0, 0, 0);
-  e.kernel("add_relu4", {c, bias, y});
-  e.copy(y, flat);
-  e.output("y", "output", y);
-  e.output("flat", "output", flat);
-  return e;
-}
-
 /// An entry `bgemm` in f64: c_i = a_i^T . b^T for a batch of 2, b shared.
 EntryBuilder batchedEntry() {
   EntryBuilder e("bgemm");

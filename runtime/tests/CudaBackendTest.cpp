@@ -131,27 +131,6 @@ bool writeFakeImages(const std::string &dir, const std::string &planText,
   return true;
 }
 
-/// The ArtifactTest entries: y = relu(a . b + bias) then a copy; a batched
-/// transposed f64 GEMM.
-EntryBuilder mainEntry() {
-  EntryBuilder e("main");
-  int a = e.buffer("f32", {2, 3});
-  int b = e.buffer("f32", {3, 2});
-  int c = e.buffer("f32", {2, 2});
-  int bias = e.buffer("f32", {2, 2});
-  int y = e.buffer("f32", {2, 2});
-  int flat = e.buffer("f32", {4});
-  e.input("a", "input", a);
-  e.input("b", "input", b);
-  e.input("bias", "input", bias);
-  e.gemm(a, b, c, 1, 2, 2, 3, false, false, 0, 0, 0);
-  e.kernel("add_relu4", {c, bias, y});
-  e.copy(y, flat);
-  e.output("y", "output", y);
-  e.output("flat", "output", flat);
-  return e;
-}
-
 std::unique_ptr<Artifact> load(const std::string &dir, std::string *error,
                                bool graphs = true, std::FILE *log = nullptr) {
   LoadOptions options;

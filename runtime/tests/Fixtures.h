@@ -115,6 +115,28 @@ private:
   std::vector<std::string> buffers, inputs, outputs, steps;
 };
 
+/// An entry `main`: y = relu(a . b + bias) (gemm, kernel `add_relu4` of
+/// tests/kernels.c), flat = copy of y. Shared by the CPU and CUDA backend
+/// tests, which must agree on it.
+inline EntryBuilder mainEntry() {
+  EntryBuilder e("main");
+  int a = e.buffer("f32", {2, 3});
+  int b = e.buffer("f32", {3, 2});
+  int c = e.buffer("f32", {2, 2});
+  int bias = e.buffer("f32", {2, 2});
+  int y = e.buffer("f32", {2, 2});
+  int flat = e.buffer("f32", {4});
+  e.input("a", "input", a);
+  e.input("b", "input", b);
+  e.input("bias", "input", bias);
+  e.gemm(a, b, c, 1, 2, 2, 3, false, false, 0, 0, 0);
+  e.kernel("add_relu4", {c, bias, y});
+  e.copy(y, flat);
+  e.output("y", "output", y);
+  e.output("flat", "output", flat);
+  return e;
+}
+
 inline std::string
 planJson(const std::vector<EntryBuilder> &entries,
          const std::string &kernels = "\"kernels.so\"",

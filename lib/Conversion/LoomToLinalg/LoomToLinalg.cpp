@@ -527,50 +527,51 @@ AffineExpr groupChannel(Lowerer &l, AffineExpr o, AffineExpr c, int64_t OG,
   return o.floorDiv(OG) * CG + c;
 }
 
-Rewrite lowerConv2D(Lowerer &l, Conv2DOp op, Value x, Value f) {
-  ArrayRef<int64_t> s = op.getStrides(), d = op.getDilations(),
-                    p = op.getPadding();
-  RankedTensorType yt = tensorType(op.getResult());
-  RankedTensorType ft = tensorType(f);
-  int64_t groups = op.getGroups();
-  int64_t O = ft.getDimSize(0), CG = ft.getDimSize(1);
+/// conv2d and its filter gradient are one contraction over the loops (n, o,
+/// oy, ox, c, ky, kx) of padded-x[n, ch(o, c), oy*s + ky*d, ox*s + kx*d]
+/// times a second operand: the filter F[o, c, ky, kx] into y[n, o, oy, ox]
+/// (reducing c, ky, kx), or dy[n, o, oy, ox] into dF[o, c, ky, kx]
+/// (reducing n, oy, ox, in that order, as the interpreter sums).
+Value convContraction(Lowerer &l, Value x, Value other,
+                      RankedTensorType outType, bool filterGrad,
+                      ArrayRef<int64_t> s, ArrayRef<int64_t> d,
+                      ArrayRef<int64_t> p, int64_t groups, int64_t O,
+                      int64_t CG) {
   Value xp = l.padSpatial(x, p);
-  // Loops: n, o, oy, ox, c, ky, kx.
   AffineExpr n = l.dim(0), o = l.dim(1), oy = l.dim(2), ox = l.dim(3),
              c = l.dim(4), ky = l.dim(5), kx = l.dim(6);
   AffineMap xMap = l.map(7, {n, groupChannel(l, o, c, O / groups, CG, groups),
                              oy * s[0] + ky * d[0], ox * s[1] + kx * d[1]});
   AffineMap fMap = l.map(7, {o, c, ky, kx});
   AffineMap yMap = l.map(7, {n, o, oy, ox});
-  SmallVector<IteratorType> its(4, IteratorType::parallel);
-  its.append(3, IteratorType::reduction);
-  return one(l.generic({xp, f}, l.filled(yt, 0), {xMap, fMap, yMap}, its,
-                       [&](ValueRange a) {
-                         return one(l.add(a[2], l.mul(a[0], a[1])));
-                       })[0]);
+  IteratorType par = IteratorType::parallel, red = IteratorType::reduction;
+  SmallVector<IteratorType> its =
+      filterGrad ? SmallVector<IteratorType>{red, par, red, red, par, par, par}
+                 : SmallVector<IteratorType>{par, par, par, par, red, red, red};
+  SmallVector<AffineMap> maps = filterGrad
+                                    ? SmallVector<AffineMap>{xMap, yMap, fMap}
+                                    : SmallVector<AffineMap>{xMap, fMap, yMap};
+  return l.generic({xp, other}, l.filled(outType, 0), maps, its,
+                   [&](ValueRange a) {
+                     return one(l.add(a[2], l.mul(a[0], a[1])));
+                   })[0];
+}
+
+Rewrite lowerConv2D(Lowerer &l, Conv2DOp op, Value x, Value f) {
+  RankedTensorType ft = tensorType(f);
+  return one(convContraction(l, x, f, tensorType(op.getResult()), false,
+                             op.getStrides(), op.getDilations(),
+                             op.getPadding(), op.getGroups(),
+                             ft.getDimSize(0), ft.getDimSize(1)));
 }
 
 Rewrite lowerConv2DFilterGrad(Lowerer &l, Conv2DFilterGradOp op, Value x,
                               Value dy) {
-  ArrayRef<int64_t> s = op.getStrides(), d = op.getDilations(),
-                    p = op.getPadding();
   RankedTensorType ft = tensorType(op.getResult());
-  int64_t groups = op.getGroups();
-  int64_t O = ft.getDimSize(0), CG = ft.getDimSize(1);
-  Value xp = l.padSpatial(x, p);
-  // Loops: o, c, ky, kx, n, oy, ox.
-  AffineExpr o = l.dim(0), c = l.dim(1), ky = l.dim(2), kx = l.dim(3),
-             n = l.dim(4), oy = l.dim(5), ox = l.dim(6);
-  AffineMap xMap = l.map(7, {n, groupChannel(l, o, c, O / groups, CG, groups),
-                             oy * s[0] + ky * d[0], ox * s[1] + kx * d[1]});
-  AffineMap dyMap = l.map(7, {n, o, oy, ox});
-  AffineMap fMap = l.map(7, {o, c, ky, kx});
-  SmallVector<IteratorType> its(4, IteratorType::parallel);
-  its.append(3, IteratorType::reduction);
-  return one(l.generic({dy, xp}, l.filled(ft, 0), {dyMap, xMap, fMap}, its,
-                       [&](ValueRange a) {
-                         return one(l.add(a[2], l.mul(a[0], a[1])));
-                       })[0]);
+  return one(convContraction(l, x, dy, ft, true, op.getStrides(),
+                             op.getDilations(), op.getPadding(),
+                             op.getGroups(), ft.getDimSize(0),
+                             ft.getDimSize(1)));
 }
 
 /// The input gradient as a stride-1 convolution of the stride-dilated,
