@@ -20,6 +20,13 @@ config.substitutions.append(("%loom_tools_dir", config.loom_tools_dir))
 config.substitutions.append(("%loom_obj_root", config.loom_obj_root))
 # Debian's python has the onnx package the model scripts need.
 config.substitutions.append(("%python", "/usr/bin/python3"))
+# The host GPU emulator and the runtime's fake CUDA driver: CUDA artifacts
+# run on machines without a GPU (test/lib/GpuEmulator).
+config.substitutions.append(
+    ("%loom_gpu_emu", os.path.join(config.loom_lib_dir, "libloom_gpu_emu.so")))
+config.substitutions.append(
+    ("%fakecuda", os.path.join(config.loom_obj_root, "runtime", "tests",
+                               "libfakecuda.so")))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.loom_tools_dir, append_path=True)

@@ -25,6 +25,7 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Transforms/Passes.h"
@@ -148,10 +149,13 @@ void registerKernelPasses() {
     registerLinalgPasses();
     memref::registerMemRefPasses();
     registerConversionPasses();
+    registerGPUPasses();
   });
 }
 
-LogicalResult runPipeline(ModuleOp module, StringRef pipeline) {
+} // namespace
+
+LogicalResult loom::runCodegenPipeline(ModuleOp module, StringRef pipeline) {
   registerKernelPasses();
   PassManager pm(module.getContext());
   std::string errors;
@@ -161,21 +165,22 @@ LogicalResult runPipeline(ModuleOp module, StringRef pipeline) {
   }
   return pm.run(module);
 }
-} // namespace
 
-LogicalResult loom::lowerKernelsToLLVM(ModuleOp kernels) {
+LogicalResult loom::bufferizeKernels(ModuleOp kernels, bool deallocate) {
   for (auto func : kernels.getOps<func::FuncOp>())
     if (failed(lowerLoomToLinalg(func)))
       return failure();
-  if (failed(runPipeline(
-          kernels,
-          "func.func(linalg-fuse-elementwise-ops),"
-          "canonicalize,cse,"
-          "one-shot-bufferize{bufferize-function-boundaries "
-          "function-boundary-type-conversion=identity-layout-map},"
-          "buffer-results-to-out-params{hoist-static-allocs "
-          "modify-public-functions},"
-          "canonicalize,buffer-deallocation-pipeline")))
+  std::string pipeline =
+      "func.func(linalg-fuse-elementwise-ops),"
+      "canonicalize,cse,"
+      "one-shot-bufferize{bufferize-function-boundaries "
+      "function-boundary-type-conversion=identity-layout-map},"
+      "buffer-results-to-out-params{hoist-static-allocs "
+      "modify-public-functions},"
+      "canonicalize";
+  if (deallocate)
+    pipeline += ",buffer-deallocation-pipeline";
+  if (failed(runCodegenPipeline(kernels, pipeline)))
     return failure();
   // Strided copies (insert_slice with strides) would call the MLIR runner's
   // memrefCopy; as linalg.copy they become plain loops.
@@ -186,13 +191,23 @@ LogicalResult loom::lowerKernelsToLLVM(ModuleOp kernels) {
     linalg::CopyOp::create(b, c.getLoc(), c.getSource(), c.getTarget());
     c.erase();
   }
-  return runPipeline(
+  return success();
+}
+
+LogicalResult loom::lowerKernelsToLLVM(ModuleOp kernels) {
+  if (failed(bufferizeKernels(kernels, /*deallocate=*/true)))
+    return failure();
+  return lowerHostKernelsToLLVM(kernels);
+}
+
+LogicalResult loom::lowerHostKernelsToLLVM(ModuleOp kernels) {
+  return runCodegenPipeline(
       kernels,
       "convert-linalg-to-loops,expand-strided-metadata,"
-      "lower-affine,convert-scf-to-cf,convert-math-to-llvm,"
-      "convert-math-to-libm,finalize-memref-to-llvm,convert-arith-to-llvm,"
-      "convert-index-to-llvm,convert-cf-to-llvm,"
-      "convert-func-to-llvm{use-bare-ptr-memref-call-conv},"
+      "lower-affine,convert-scf-to-cf,convert-vector-to-llvm,"
+      "convert-math-to-llvm,convert-math-to-libm,finalize-memref-to-llvm,"
+      "convert-arith-to-llvm,convert-index-to-llvm,convert-ub-to-llvm,"
+      "convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv},"
       "reconcile-unrealized-casts");
 }
 
@@ -241,8 +256,36 @@ std::string findLinker() {
 }
 } // namespace
 
+namespace {
+/// `void name(void **buffers)` calling `loom_emu_launch(thread, buffers,
+/// grid, block)`: the emulator runs the per-thread function `thread` for
+/// every thread of the grid.
+void addEmulatedLaunches(llvm::Module &m, ArrayRef<EmulatedLaunch> launches) {
+  llvm::LLVMContext &ctx = m.getContext();
+  llvm::Type *ptr = llvm::PointerType::getUnqual(ctx);
+  llvm::Type *i64 = llvm::Type::getInt64Ty(ctx);
+  llvm::Type *voidTy = llvm::Type::getVoidTy(ctx);
+  llvm::FunctionCallee launch = m.getOrInsertFunction(
+      "loom_emu_launch", voidTy, ptr, ptr, i64, i64);
+  for (const EmulatedLaunch &l : launches) {
+    llvm::Function *thread = m.getFunction(l.threadFunction);
+    if (!thread)
+      continue;
+    auto *wrapper = llvm::Function::Create(
+        llvm::FunctionType::get(voidTy, {ptr}, false),
+        llvm::GlobalValue::ExternalLinkage, l.name, m);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", wrapper));
+    b.CreateCall(launch, {thread, wrapper->getArg(0),
+                          b.getInt64(l.grid), b.getInt64(l.block)});
+    b.CreateRetVoid();
+  }
+}
+} // namespace
+
 LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
-                                     std::string &error) {
+                                     std::string &error,
+                                     ArrayRef<EmulatedLaunch> emulated,
+                                     const std::string &emulatorLibrary) {
   SmallVector<std::string> names;
   for (auto f : kernels.getOps<LLVM::LLVMFuncOp>())
     if (!f.isExternal())
@@ -280,6 +323,7 @@ LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
   m->setTargetTriple(triple);
   m->setDataLayout(tm->createDataLayout());
   addAbiWrappers(*m, names);
+  addEmulatedLaunches(*m, emulated);
   if (llvm::Error e = makeOptimizingTransformer(3, 0, tm.get())(m.get())) {
     error = "LLVM optimization failed: " + llvm::toString(std::move(e));
     return failure();
@@ -316,6 +360,12 @@ LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
       args.push_back(libm);
       break;
     }
+  std::string rpath;
+  if (!emulatorLibrary.empty()) {
+    args.push_back(emulatorLibrary);
+    rpath = "-rpath=" + llvm::sys::path::parent_path(emulatorLibrary).str();
+    args.push_back(rpath);
+  }
   std::string message;
   int rc = llvm::sys::ExecuteAndWait(linker, args, std::nullopt, {}, 0, 0,
                                      &message);
@@ -355,7 +405,9 @@ std::string dtypeName(Type t) {
 
 struct EntryWriter {
   func::FuncOp func;
+  const PlanTarget *target;
   llvm::json::Array buffers;
+  int64_t scratchBase = 0, scratchBytes = 0;
   llvm::DenseMap<Value, int64_t> ids;
   std::string error;
 
@@ -371,8 +423,23 @@ struct EntryWriter {
     return ids[v];
   }
 
+  /// A GPU kernel's temporary, in the scratch space after the arena.
+  int64_t addScratch(const GpuScratch &scratch) {
+    auto t = cast<MemRefType>(scratch.type);
+    llvm::json::Array shape;
+    for (int64_t d : t.getShape())
+      shape.push_back(d);
+    buffers.push_back(
+        llvm::json::Object{{"offset", scratchBase + scratch.offset},
+                           {"dtype", dtypeName(t.getElementType())},
+                           {"shape", std::move(shape)}});
+    return buffers.size() - 1;
+  }
+
   FailureOr<llvm::json::Object> write() {
     llvm::json::Array inputs, outputs, steps;
+    auto arena = func->getAttrOfType<IntegerAttr>("loom.arena_bytes");
+    scratchBase = llvm::alignTo(arena ? arena.getInt() : 0, 256);
     for (BlockArgument arg : func.getArguments()) {
       auto offset = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
                                                         "loom.offset");
@@ -436,16 +503,37 @@ struct EntryWriter {
         for (Value v : fusion.getResults())
           if (!isEmptyTensor(v.getType()))
             bufs.push_back(ids.lookup(v));
-        steps.push_back(llvm::json::Object{
-            {"kind", "kernel"},
-            {"name", fusion->getAttrOfType<StringAttr>("loom.kernel").str()},
-            {"buffers", std::move(bufs)}});
+        std::string name =
+            fusion->getAttrOfType<StringAttr>("loom.kernel").str();
+        if (!target->gpuKernels) {
+          steps.push_back(llvm::json::Object{{"kind", "kernel"},
+                                             {"name", name},
+                                             {"buffers", std::move(bufs)}});
+          continue;
+        }
+        auto it = target->gpuKernels->find(name);
+        if (it == target->gpuKernels->end())
+          return op.emitError("plan: no GPU launches for kernel ") << name;
+        for (const GpuScratch &s : it->second.scratch)
+          bufs.push_back(addScratch(s));
+        scratchBytes = std::max(scratchBytes, it->second.scratchBytes);
+        auto dims = [](const std::array<int64_t, 3> &d) {
+          return llvm::json::Array{d[0], d[1], d[2]};
+        };
+        for (const GpuLaunch &launch : it->second.launches)
+          steps.push_back(llvm::json::Object{
+              {"kind", "kernel"},
+              {"name", launch.name},
+              {"buffers", llvm::json::Array(bufs)},
+              {"grid", dims(launch.grid)},
+              {"block", dims(launch.block)},
+              {"shared_bytes", launch.sharedBytes}});
       } else if (auto mm = dyn_cast<MatmulOp>(op)) {
         auto lt = cast<RankedTensorType>(mm.getLhs().getType());
         auto rt = cast<RankedTensorType>(mm.getRhs().getType());
         Type et = lt.getElementType();
         if (!et.isF32() && !et.isF64())
-          return op.emitError("plan: the CPU backend multiplies f32 and f64 "
+          return op.emitError("plan: GEMM steps multiply f32 and f64 "
                               "matrices only, not ")
                  << et;
         bool ta = mm.getTransposeA(), tb = mm.getTransposeB();
@@ -476,9 +564,11 @@ struct EntryWriter {
                << op.getName() << "' is not a step the plan can hold";
       }
     }
-    auto arena = func->getAttrOfType<IntegerAttr>("loom.arena_bytes");
+    int64_t arenaBytes = arena ? arena.getInt() : 0;
+    if (scratchBytes)
+      arenaBytes = scratchBase + scratchBytes;
     return llvm::json::Object{{"name", func.getName().str()},
-                              {"arena_bytes", arena ? arena.getInt() : 0},
+                              {"arena_bytes", arenaBytes},
                               {"buffers", std::move(buffers)},
                               {"inputs", std::move(inputs)},
                               {"outputs", std::move(outputs)},
@@ -488,7 +578,8 @@ struct EntryWriter {
 } // namespace
 
 LogicalResult loom::writePlan(ModuleOp module, const std::string &path,
-                              bool hasKernels, const std::string &sourceModel,
+                              const PlanTarget &target,
+                              const std::string &sourceModel,
                               std::string &error) {
   llvm::json::Array entries;
   for (auto func : module.getOps<func::FuncOp>()) {
@@ -496,6 +587,7 @@ LogicalResult loom::writePlan(ModuleOp module, const std::string &path,
       continue;
     EntryWriter w;
     w.func = func;
+    w.target = &target;
     FailureOr<llvm::json::Object> entry = w.write();
     if (failed(entry)) {
       error = "cannot write the plan of @" + func.getName().str();
@@ -505,11 +597,17 @@ LogicalResult loom::writePlan(ModuleOp module, const std::string &path,
   }
   llvm::json::Object plan{{"format", "loom-plan"},
                           {"version", 1},
-                          {"target", "cpu"},
+                          {"target", target.target},
                           {"kernel_abi", 1},
                           {"entries", std::move(entries)}};
-  plan["kernels"] = hasKernels ? llvm::json::Value("kernels.so")
-                               : llvm::json::Value(nullptr);
+  auto fileOrNull = [](const std::string &f) {
+    return f.empty() ? llvm::json::Value(nullptr) : llvm::json::Value(f);
+  };
+  plan["kernels"] = fileOrNull(target.kernels);
+  if (target.target == "cuda") {
+    plan["sm"] = target.sm;
+    plan["ptx"] = fileOrNull(target.ptx);
+  }
   plan["params"] = "params.safetensors";
   if (!sourceModel.empty())
     plan["source_model"] = sourceModel;

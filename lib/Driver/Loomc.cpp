@@ -11,6 +11,7 @@
 #include "loom/Driver/Loomc.h"
 
 #include "loom/Codegen/CpuCodegen.h"
+#include "loom/Codegen/CudaCodegen.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Driver/Diagnostics.h"
 #include "loom/Import/Import.h"
@@ -19,6 +20,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -47,8 +49,9 @@ struct Options {
       "emit",
       cl::desc("Phase after which to print the IR: mlir (alias import), "
                "loss, autodiff, optimizer (these three imply --train), "
-               "fuse, plan-memory, kernels (the kernels in the LLVM "
-               "dialect; these need --target)"),
+               "fuse, plan-memory, kernels (cpu: the kernels in the LLVM "
+               "dialect; cuda: the gpu.module of Loom's thread mapping), "
+               "nvvm, ptx (cuda only; these need --target)"),
       cl::value_desc("phase"), cl::init("mlir"), cl::cat(category)};
   cl::opt<std::string> params{
       "params",
@@ -120,8 +123,17 @@ struct Options {
       "target",
       cl::desc("Compile for a target and write an artifact directory at -o: "
                "cpu (plan.json, kernels.so, params.safetensors, "
-               "final.mlir). cuda is not implemented yet"),
-      cl::value_desc("cpu"), cl::init(""), cl::cat(category)};
+               "final.mlir) or cuda:sm_NN, e.g. cuda:sm_90 or cuda:sm_80 "
+               "(plan.json, kernels.cubin assembled by the CUDA toolkit's "
+               "ptxas, kernels.ptx, params.safetensors, final.mlir; "
+               "'cuda' alone means sm_90)"),
+      cl::value_desc("cpu|cuda:sm_NN"), cl::init(""), cl::cat(category)};
+  cl::opt<std::string> cudaEmulatorLib{
+      "cuda-emulator-lib",
+      cl::desc("Tests only, with --target=cuda: run the kernels on the host "
+               "through this GPU emulator library (kernels.emu.so, and a "
+               "kernels.cubin for the runtime's fake CUDA driver)"),
+      cl::value_desc("libloom_gpu_emu.so"), cl::Hidden, cl::cat(category)};
   cl::opt<bool> report{"report",
                        cl::desc("With --target: print the kernels, steps and "
                                 "arena bytes of each entry point"),
@@ -199,10 +211,25 @@ void printSummary(ModuleOp module, const loom::ParameterStore &params,
     os << " " << StringRef(name).drop_front(5) << "=" << count;
   os << "\n  forward FLOPs (estimate): " << flops << "\n";
 }
-void printReport(ModuleOp module, llvm::raw_ostream &os) {
+void printReport(ModuleOp module, const loom::GpuKernelMap *gpu,
+                 llvm::raw_ostream &os) {
   int64_t numKernels = 0;
   module.walk([&](loom::FusionOp) { ++numKernels; });
   os << "loomc report: " << numKernels << " kernels\n";
+  if (gpu) {
+    std::map<std::string, int64_t> strategies;
+    int64_t launches = 0, scratch = 0;
+    for (auto &[name, k] : *gpu) {
+      for (const loom::GpuLaunch &l : k.launches)
+        ++strategies[l.strategy], ++launches;
+      scratch = std::max(scratch, k.scratchBytes);
+    }
+    os << "  GPU launches: " << launches << " (";
+    llvm::interleaveComma(strategies, os, [&](auto &p) {
+      os << p.first << " " << p.second;
+    });
+    os << "); largest kernel scratch " << scratch << " bytes\n";
+  }
   for (auto func : module.getOps<func::FuncOp>()) {
     int64_t kernelSteps = 0, gemms = 0, views = 0, flops = 0;
     for (Operation &op : func.getBody().front()) {
@@ -222,40 +249,87 @@ void printReport(ModuleOp module, llvm::raw_ostream &os) {
   }
 }
 
-/// --target=cpu: fuse, plan memory, make the kernels and write the artifact
+/// The architecture of --target=cuda[:sm_NN], 0 if malformed.
+int parseCudaTarget(StringRef target) {
+  if (target == "cuda")
+    return 90;
+  if (!target.consume_front("cuda:sm_"))
+    return 0;
+  int sm = 0;
+  if (target.getAsInteger(10, sm) || sm < 75 || sm > 121)
+    return 0;
+  return sm;
+}
+
+/// --cuda-emulator-lib: the kernels as host code run by the GPU emulator
+/// (kernels.emu.so) and a kernels.cubin in the format of the runtime's fake
+/// CUDA driver (runtime/tests/fakecuda) that names it.
+LogicalResult emitEmulatedKernels(ModuleOp gpu, const loom::GpuKernelMap &map,
+                                  Options &opts,
+                                  llvm::function_ref<std::string(StringRef)> inDir,
+                                  llvm::raw_ostream &err) {
+  llvm::StringMap<unsigned> numParams;
+  gpu.walk([&](gpu::GPUFuncOp f) {
+    numParams[f.getName()] = f.getNumArguments();
+  });
+  std::vector<loom::EmulatedLaunch> launches;
+  FailureOr<OwningOpRef<ModuleOp>> host =
+      loom::emulateGpuOnHost(gpu, map, launches);
+  std::string error, lib = inDir("kernels.emu.so");
+  if (failed(host) || failed(loom::lowerHostKernelsToLLVM(**host)) ||
+      failed(loom::emitSharedObject(**host, lib, error, launches,
+                                    opts.cudaEmulatorLib))) {
+    err << "loomc: error: emulating the GPU kernels failed" 
+        << (error.empty() ? "" : ": " + error) << "\n";
+    return failure();
+  }
+  SmallString<256> abs(lib);
+  llvm::sys::fs::make_absolute(abs);
+  auto out = mlir::openOutputFile(inDir("kernels.cubin"), &error);
+  if (!out) {
+    err << "loomc: error: " << error << "\n";
+    return failure();
+  }
+  out->os() << "FAKECUBIN sm=" << parseCudaTarget(opts.target)
+            << " lib=" << abs << "\n";
+  for (const loom::EmulatedLaunch &l : launches)
+    out->os() << "kernel " << l.name << " " << numParams[l.name] << "\n";
+  out->keep();
+  return success();
+}
+
+/// --target: fuse, plan memory, make the kernels and write the artifact
 /// (or print the IR of the phase --emit names).
 int compileForTarget(ModuleOp module, Options &opts, bool writeArtifact,
                      llvm::raw_ostream &err) {
   bool stopAtPrep = opts.emit == "fuse" || opts.emit == "plan-memory";
+  int sm = parseCudaTarget(opts.target);
   PassManager pm(module.getContext());
   loom::buildCodegenPreparationPipeline(pm, opts.emit == "fuse" ? "fuse" : "");
   if (failed(pm.run(module))) {
     err << "loomc: error: preparing the code failed\n";
     return 1;
   }
-  auto printTo = [&](Operation *op) {
+  auto printTo = [&](auto print) {
     std::string error;
     auto out = mlir::openOutputFile(opts.output, &error);
     if (!out) {
       err << "loomc: error: " << error << "\n";
       return 1;
     }
-    op->print(out->os());
+    print(out->os());
     out->os() << "\n";
     out->keep();
     return 0;
   };
+  auto printOp = [&](Operation *op) {
+    return printTo([&](llvm::raw_ostream &os) { op->print(os); });
+  };
   if (stopAtPrep)
-    return printTo(module);
+    return printOp(module);
   OwningOpRef<ModuleOp> kernels = loom::outlineKernels(module);
-  if (failed(loom::lowerKernelsToLLVM(*kernels))) {
-    err << "loomc: error: generating the kernels failed\n";
-    return 1;
-  }
-  if (!writeArtifact)
-    return printTo(*kernels);
-
   bool hasKernels = !kernels->getBody()->empty();
+
   std::string error;
   SmallString<256> dir(opts.output), path;
   auto inDir = [&](StringRef name) {
@@ -263,29 +337,108 @@ int compileForTarget(ModuleOp module, Options &opts, bool writeArtifact,
     llvm::sys::path::append(path, name);
     return std::string(path);
   };
-  if (hasKernels &&
-      failed(loom::emitSharedObject(*kernels, inDir("kernels.so"), error))) {
-    err << "loomc: error: " << error << "\n";
-    return 1;
+  loom::PlanTarget target;
+  loom::GpuKernelMap gpuKernels;
+  // plan.json, final.mlir and the report, once the kernels are written.
+  auto writeRest = [&](const loom::PlanTarget &target) {
+    SmallString<256> source(opts.input);
+    llvm::sys::fs::make_absolute(source);
+    if (failed(loom::writePlan(module, inDir("plan.json"), target,
+                               std::string(source), error))) {
+      err << "loomc: error: " << error << "\n";
+      return 1;
+    }
+    auto out = mlir::openOutputFile(inDir("final.mlir"), &error);
+    if (!out) {
+      err << "loomc: error: " << error << "\n";
+      return 1;
+    }
+    module.print(out->os());
+    out->keep();
+    if (opts.report)
+      printReport(module, sm ? &gpuKernels : nullptr, llvm::outs());
+    return 0;
+  };
+  if (!sm) {
+    if (failed(loom::lowerKernelsToLLVM(*kernels))) {
+      err << "loomc: error: generating the kernels failed\n";
+      return 1;
+    }
+    if (!writeArtifact)
+      return printOp(*kernels);
+    if (hasKernels &&
+        failed(loom::emitSharedObject(*kernels, inDir("kernels.so"), error))) {
+      err << "loomc: error: " << error << "\n";
+      return 1;
+    }
+    if (hasKernels)
+      target.kernels = "kernels.so";
+  } else {
+    target.target = "cuda";
+    target.sm = sm;
+    target.gpuKernels = &gpuKernels;
+    FailureOr<OwningOpRef<ModuleOp>> gpu;
+    if (succeeded(loom::bufferizeKernels(*kernels, /*deallocate=*/false)))
+      gpu = loom::mapKernelsToGpu(*kernels, gpuKernels);
+    if (failed(gpu)) {
+      err << "loomc: error: mapping the kernels onto the GPU failed\n";
+      return 1;
+    }
+    if (opts.emit == "kernels")
+      return printOp(**gpu);
+    if (!opts.cudaEmulatorLib.empty()) {
+      if (!writeArtifact) {
+        err << "loomc: error: --cuda-emulator-lib writes an artifact\n";
+        return 2;
+      }
+      if (hasKernels && failed(emitEmulatedKernels(**gpu, gpuKernels, opts,
+                                                   inDir, err)))
+        return 1;
+      if (hasKernels)
+        target.kernels = "kernels.cubin";
+      return writeRest(target);
+    }
+    if (failed(loom::lowerGpuToNVVM(**gpu))) {
+      err << "loomc: error: lowering the GPU kernels to NVVM failed\n";
+      return 1;
+    }
+    if (opts.emit == "nvvm")
+      return printOp(**gpu);
+    std::string ptx;
+    if (hasKernels) {
+      FailureOr<std::string> text = loom::translateToPtx(**gpu, sm, error);
+      if (failed(text)) {
+        err << "loomc: error: " << error << "\n";
+        return 1;
+      }
+      ptx = std::move(*text);
+    }
+    if (opts.emit == "ptx")
+      return printTo([&](llvm::raw_ostream &os) { os << ptx; });
+    if (hasKernels) {
+      auto out = mlir::openOutputFile(inDir("kernels.ptx"), &error);
+      if (!out) {
+        err << "loomc: error: " << error << "\n";
+        return 1;
+      }
+      out->os() << ptx;
+      out->keep();
+      target.ptx = "kernels.ptx";
+      std::string ptxas = loom::findPtxas();
+      if (ptxas.empty()) {
+        err << "loomc: warning: no ptxas (the CUDA toolkit's; set "
+               "LOOM_PTXAS or CUDA_HOME): the artifact has PTX only, which "
+               "the driver compiles when it loads\n";
+      } else if (failed(loom::assembleCubin(ptx, sm, ptxas,
+                                            inDir("kernels.cubin"), error))) {
+        err << "loomc: error: " << error << "\n";
+        return 1;
+      } else {
+        target.kernels = "kernels.cubin";
+      }
+    }
   }
-  SmallString<256> source(opts.input);
-  llvm::sys::fs::make_absolute(source);
-  if (failed(loom::writePlan(module, inDir("plan.json"), hasKernels,
-                             std::string(source), error))) {
-    err << "loomc: error: " << error << "\n";
-    return 1;
-  }
-  std::string finalPath = inDir("final.mlir");
-  auto out = mlir::openOutputFile(finalPath, &error);
-  if (!out) {
-    err << "loomc: error: " << error << "\n";
-    return 1;
-  }
-  module.print(out->os());
-  out->keep();
-  if (opts.report)
-    printReport(module, llvm::outs());
-  return 0;
+  return writeRest(target);
 }
 } // namespace
 
@@ -299,45 +452,54 @@ int loom::loomcMain(int argc, char **argv) {
       argc, argv,
       "loomc: Loom's compiler driver\n\n"
       "  loomc MODEL.onnx|MODEL.json [--emit=mlir] [-o OUT.mlir] [--summary]\n"
-      "  loomc MODEL [--train --loss=cross_entropy ...] --target=cpu -o OUT.loom"
-      " [--report]\n\n"
+      "  loomc MODEL [--train --loss=cross_entropy ...] --target=cpu|cuda:sm_90"
+      " -o OUT.loom [--report]\n\n"
       "Imports the model into the loom dialect and prints it. Parameters are\n"
       "function arguments marked loom.param; their values are written to a\n"
       "safetensors file (see --params), never into the IR. --train builds the\n"
-      "training step; --target=cpu compiles it to an artifact that loom-run\n"
-      "runs. Mixed precision, remat, sharding, pipelining and the CUDA target\n"
-      "are not implemented yet.\n");
+      "training step; --target compiles it to an artifact that loom-run\n"
+      "runs on the CPU or an NVIDIA GPU. Mixed precision, remat, sharding and\n"
+      "pipelining are not implemented yet.\n");
 
   llvm::raw_ostream &err = llvm::errs();
   bool trainingPhase = llvm::is_contained(loom::trainingPhases(),
                                           StringRef(opts.emit));
+  bool cudaPhase = opts.emit == "nvvm" || opts.emit == "ptx";
   bool codegenPhase =
       llvm::is_contained(loom::codegenPhases(), StringRef(opts.emit)) ||
-      opts.emit == "kernels";
+      opts.emit == "kernels" || cudaPhase;
   if (opts.emit != "mlir" && opts.emit != "import" && !trainingPhase &&
       !codegenPhase) {
     if (isPlannedPhase(opts.emit))
       err << "loomc: error: --emit=" << opts.emit
           << " is not implemented yet (implemented: mlir, loss, autodiff, "
-          << "optimizer, fuse, plan-memory, kernels)\n";
+          << "optimizer, fuse, plan-memory, kernels, nvvm, ptx)\n";
     else
       err << "loomc: error: unknown phase '" << opts.emit
           << "' for --emit (expected: mlir, loss, autodiff, optimizer, fuse, "
-          << "plan-memory or kernels)\n";
+          << "plan-memory, kernels, nvvm or ptx)\n";
     return 2;
   }
-  if (!opts.target.empty() && opts.target != "cpu") {
+  if (!opts.target.empty() && opts.target != "cpu" &&
+      !parseCudaTarget(opts.target)) {
     if (StringRef(opts.target).starts_with("cuda"))
-      err << "loomc: error: --target=" << opts.target
-          << " is not implemented yet (implemented: cpu)\n";
+      err << "loomc: error: bad CUDA target '" << opts.target
+          << "' (expected cuda or cuda:sm_NN with NN from 75 to 121, e.g. "
+          << "cuda:sm_90 or cuda:sm_80)\n";
     else
       err << "loomc: error: unknown target '" << opts.target
-          << "' (expected cpu)\n";
+          << "' (expected cpu or cuda:sm_NN)\n";
     return 2;
   }
   if (codegenPhase && opts.target.empty()) {
     err << "loomc: error: --emit=" << opts.emit
-        << " is a code-generation phase: give --target=cpu\n";
+        << " is a code-generation phase: give --target=cpu or "
+        << "--target=cuda:sm_NN\n";
+    return 2;
+  }
+  if (cudaPhase && !parseCudaTarget(opts.target)) {
+    err << "loomc: error: --emit=" << opts.emit
+        << " is a phase of the CUDA target: give --target=cuda:sm_NN\n";
     return 2;
   }
   bool writeArtifact = !opts.target.empty() && !codegenPhase;

@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""Compiled CPU code against the reference interpreter, on whole models.
+"""Compiled code against the reference interpreter, on whole models.
+
+The artifact is for the CPU by default; --target=cuda:sm_90 checks the CUDA
+target (on a GPU, or on the host through the GPU emulator, see
+test/e2e/cuda-emulated.test).
 
 For each model: `loomc --train` writes the training IR (the interpreter's
 input) and `loomc --train --target=cpu` the artifact (what loom-run runs), from
@@ -119,7 +123,8 @@ def check_model(args, model, flags, work):
     ir = os.path.join(d, "train.mlir")
     art = os.path.join(d, "train.loom")
     run([args.loomc, model, "--train"] + flags + ["-o", ir])
-    run([args.loomc, model, "--train"] + flags + ["--target=cpu", "-o", art])
+    run([args.loomc, model, "--train"] + flags +
+        ["--target=" + args.target, "-o", art] + args.target_flags.split())
     plan = json.load(open(os.path.join(art, "plan.json")))
     rng = np.random.default_rng(0)
     batch = make_batch(plan, rng, args.int_high)
@@ -218,6 +223,13 @@ def main():
                         "[0, int-high)")
     p.add_argument("--flags", default="--loss=cross_entropy --optimizer=momentum --lr=0.05",
                    help="loomc training flags")
+    p.add_argument("--target", default="cpu",
+                   help="loomc --target of the artifact (cpu, cuda:sm_90, ...)")
+    p.add_argument("--target-flags", default="",
+                   help="more loomc flags for the artifact, e.g. "
+                        "--cuda-emulator-lib=LIB (then run with the fake "
+                        "CUDA driver: LOOMRT_CUDA_DRIVER and "
+                        "LOOMRT_CUBLASLT_LIBRARY in the environment)")
     p.add_argument("models", nargs="+")
     args = p.parse_args()
     failures = []

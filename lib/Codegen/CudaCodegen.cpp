@@ -1,0 +1,930 @@
+//===- CudaCodegen.cpp - Kernels for NVIDIA GPUs --------------------------===//
+//
+// See CudaCodegen.h. The input is a module of kernels on buffers: each a
+// func.func whose body is a sequence of linalg ops (named ops generalized),
+// views, constants and temporaries (memref.alloc). Each computing op becomes
+// one gpu.func; every gpu.func of a kernel has the same parameters (the
+// kernel's buffers, then its scratch buffers), so that the plan passes the
+// same buffer list to each launch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Codegen/CudaCodegen.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVM.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/UB/IR/UBOps.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+constexpr int64_t kBlock = 256;       // threads per block, most launches
+constexpr int64_t kReduceBlock = 1024; // block-reduce
+constexpr int64_t kMaxGrid = 8192;     // grid-stride loops cover the rest
+constexpr int64_t kWarp = 32;
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t gridFor(int64_t work, int64_t perBlock) {
+  return std::clamp<int64_t>(ceilDiv(work, perBlock), 1, kMaxGrid);
+}
+
+/// The reduction a generic's body performs, when it has the shape
+/// `yield combine(out, f(inputs))` for an associative, commutative `combine`
+/// with a neutral element: then partial results can be combined in any
+/// grouping (floating-point sums round differently from a sequential loop,
+/// within the usual tolerance).
+struct Combiner {
+  Operation *op = nullptr;
+  TypedAttr neutral;
+};
+
+std::optional<Combiner> findCombiner(linalg::GenericOp g) {
+  if (g.getNumDpsInits() != 1)
+    return std::nullopt;
+  Block *body = g.getBody();
+  BlockArgument acc = body->getArgument(g.getNumDpsInputs());
+  auto yield = cast<linalg::YieldOp>(body->getTerminator());
+  Operation *op = yield.getOperand(0).getDefiningOp();
+  if (!op || op->getBlock() != body || op->getNumOperands() != 2 ||
+      !acc.hasOneUse() || acc.getUses().begin()->getOwner() != op)
+    return std::nullopt;
+  if (!isa<arith::AddFOp, arith::MulFOp, arith::MaximumFOp, arith::MinimumFOp,
+           arith::MaxNumFOp, arith::MinNumFOp, arith::AddIOp, arith::MulIOp,
+           arith::MaxSIOp, arith::MinSIOp, arith::MaxUIOp, arith::MinUIOp,
+           arith::OrIOp, arith::AndIOp, arith::XOrIOp>(op))
+    return std::nullopt;
+  // The other operand must not depend on the accumulator.
+  if (op->getOperand(0) == acc && op->getOperand(1) == acc)
+    return std::nullopt;
+  std::optional<TypedAttr> neutral = arith::getNeutralElement(op);
+  if (!neutral)
+    return std::nullopt;
+  // Shuffles move 32-bit values.
+  Type t = acc.getType();
+  if (!t.isF32() && !t.isInteger(32))
+    return std::nullopt;
+  return Combiner{op, *neutral};
+}
+
+/// Builds one gpu.func per computing op of a bufferized kernel.
+class KernelMapper {
+public:
+  KernelMapper(func::FuncOp kernel, gpu::GPUModuleOp gpuModule,
+               GpuKernel &info)
+      : kernel(kernel), gpuModule(gpuModule), info(info),
+        b(kernel.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  func::FuncOp kernel;
+  gpu::GPUModuleOp gpuModule;
+  GpuKernel &info;
+  OpBuilder b;
+  /// The kernel's buffers in parameter order: its arguments, then its
+  /// temporaries.
+  SmallVector<Value> buffers;
+  SmallVector<Type> bufferTypes;
+  unsigned numLaunches = 0;
+
+  LogicalResult collectScratch();
+  FailureOr<SmallVector<Operation *>> dependencies(Operation *op);
+  FailureOr<gpu::GPUFuncOp> beginLaunch(Operation *op, IRMapping &map,
+                                        StringRef strategy,
+                                        std::array<int64_t, 3> grid,
+                                        std::array<int64_t, 3> block,
+                                        TypeRange workgroup = {});
+  LogicalResult mapGeneric(linalg::GenericOp g);
+  LogicalResult mapSerial(Operation *op);
+
+  // IR helpers, building at `b`'s insertion point.
+  Value index(Location loc, int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  }
+  SmallVector<Value> delinearize(Location loc, Value linear,
+                                 ArrayRef<int64_t> ranges);
+  SmallVector<Value> operandIndices(Location loc, AffineMap map,
+                                    ArrayRef<Value> ivs);
+  Value load(Location loc, Value memref, AffineMap map, ArrayRef<Value> ivs);
+  SmallVector<Value> evalBody(Location loc, linalg::GenericOp g,
+                              ArrayRef<Value> args, ArrayRef<Value> ivs,
+                              IRMapping &outer);
+  Value combine(Location loc, const Combiner &c, Value x, Value y) {
+    IRMapping m;
+    m.map(c.op->getOperand(0), x);
+    m.map(c.op->getOperand(1), y);
+    return b.clone(*c.op, m)->getResult(0);
+  }
+  Value warpReduce(Location loc, const Combiner &c, Value v);
+};
+
+LogicalResult KernelMapper::collectScratch() {
+  for (BlockArgument arg : kernel.getArguments()) {
+    buffers.push_back(arg);
+    bufferTypes.push_back(arg.getType());
+  }
+  int64_t offset = 0;
+  for (Operation &op : kernel.getBody().front()) {
+    if (!isa<memref::AllocOp, memref::AllocaOp>(op))
+      continue;
+    auto type = cast<MemRefType>(op.getResult(0).getType());
+    if (!type.hasStaticShape() || !type.getLayout().isIdentity())
+      return op.emitError("cuda codegen: a kernel temporary must have a "
+                          "static shape and the identity layout, not ")
+             << type;
+    int64_t bytes =
+        type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+    info.scratch.push_back(GpuScratch{type, offset});
+    offset = llvm::alignTo(offset + std::max<int64_t>(bytes, 1), 256);
+    buffers.push_back(op.getResult(0));
+    bufferTypes.push_back(type);
+  }
+  info.scratchBytes = offset;
+  return success();
+}
+
+/// The ops of the kernel body that `op` needs cloned into its launch (views,
+/// constants, index arithmetic), in body order. Buffers become parameters.
+FailureOr<SmallVector<Operation *>> KernelMapper::dependencies(Operation *op) {
+  llvm::SetVector<Value> worklist;
+  for (Value v : op->getOperands())
+    worklist.insert(v);
+  for (Region &r : op->getRegions()) {
+    llvm::SetVector<Value> above;
+    getUsedValuesDefinedAbove(r, above);
+    worklist.insert(above.begin(), above.end());
+  }
+  llvm::SmallPtrSet<Operation *, 16> needed;
+  for (unsigned i = 0; i < worklist.size(); ++i) {
+    Value v = worklist[i];
+    if (llvm::is_contained(buffers, v))
+      continue;
+    Operation *def = v.getDefiningOp();
+    if (!def || def->getBlock() != &kernel.getBody().front())
+      return op->emitError("cuda codegen: cannot pass ")
+             << v << " to a GPU launch";
+    if (!isMemoryEffectFree(def) || def->getNumRegions() != 0)
+      return op->emitError("cuda codegen: this op uses a value computed by '")
+             << def->getName() << "', which a separate GPU launch cannot see";
+    if (needed.insert(def).second)
+      for (Value operand : def->getOperands())
+        worklist.insert(operand);
+  }
+  SmallVector<Operation *> ordered;
+  for (Operation &o : kernel.getBody().front())
+    if (needed.contains(&o))
+      ordered.push_back(&o);
+  return ordered;
+}
+
+FailureOr<gpu::GPUFuncOp>
+KernelMapper::beginLaunch(Operation *op, IRMapping &map, StringRef strategy,
+                          std::array<int64_t, 3> grid,
+                          std::array<int64_t, 3> block, TypeRange workgroup) {
+  FailureOr<SmallVector<Operation *>> deps = dependencies(op);
+  if (failed(deps))
+    return failure();
+  std::string name =
+      (kernel.getName() + "_" + Twine(numLaunches++)).str();
+  b.setInsertionPointToEnd(gpuModule.getBody());
+  auto func = gpu::GPUFuncOp::create(b, op->getLoc(), name,
+                                     b.getFunctionType(bufferTypes, {}),
+                                     workgroup);
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(
+      {int32_t(block[0]), int32_t(block[1]), int32_t(block[2])}));
+  func->setAttr("loom.strategy", b.getStringAttr(strategy));
+  Block &entry = func.getBody().front();
+  for (auto [value, arg] : llvm::zip(buffers, entry.getArguments()))
+    map.map(value, arg);
+  b.setInsertionPointToEnd(&entry);
+  for (Operation *dep : *deps)
+    b.clone(*dep, map);
+  info.launches.push_back(GpuLaunch{name, strategy.str(), grid, block, 0});
+  return func;
+}
+
+SmallVector<Value> KernelMapper::delinearize(Location loc, Value linear,
+                                             ArrayRef<int64_t> ranges) {
+  SmallVector<Value> ivs(ranges.size());
+  for (int64_t i = ranges.size() - 1; i >= 0; --i) {
+    if (ranges[i] == 1) {
+      ivs[i] = index(loc, 0);
+      continue;
+    }
+    if (i == 0) {
+      ivs[i] = linear;
+      break;
+    }
+    Value r = index(loc, ranges[i]);
+    ivs[i] = arith::RemUIOp::create(b, loc, linear, r);
+    linear = arith::DivUIOp::create(b, loc, linear, r);
+  }
+  return ivs;
+}
+
+SmallVector<Value> KernelMapper::operandIndices(Location loc, AffineMap map,
+                                                ArrayRef<Value> ivs) {
+  SmallVector<Value> indices;
+  for (AffineExpr e : map.getResults()) {
+    if (auto d = dyn_cast<AffineDimExpr>(e))
+      indices.push_back(ivs[d.getPosition()]);
+    else if (auto c = dyn_cast<AffineConstantExpr>(e))
+      indices.push_back(index(loc, c.getValue()));
+    else
+      indices.push_back(affine::AffineApplyOp::create(
+          b, loc, AffineMap::get(map.getNumDims(), 0, e), ivs));
+  }
+  return indices;
+}
+
+Value KernelMapper::load(Location loc, Value memref, AffineMap map,
+                         ArrayRef<Value> ivs) {
+  if (!isa<MemRefType>(memref.getType()))
+    return memref; // a scalar operand (linalg.fill's value)
+  return memref::LoadOp::create(b, loc, memref,
+                                operandIndices(loc, map, ivs));
+}
+
+SmallVector<Value> KernelMapper::evalBody(Location loc, linalg::GenericOp g,
+                                          ArrayRef<Value> args,
+                                          ArrayRef<Value> ivs,
+                                          IRMapping &outer) {
+  IRMapping m = outer;
+  Block *body = g.getBody();
+  for (auto [arg, value] : llvm::zip(body->getArguments(), args))
+    m.map(arg, value);
+  for (Operation &op : body->without_terminator()) {
+    if (auto idx = dyn_cast<linalg::IndexOp>(op)) {
+      m.map(idx.getResult(), ivs[idx.getDim()]);
+      continue;
+    }
+    b.clone(op, m);
+  }
+  SmallVector<Value> results;
+  for (Value v : body->getTerminator()->getOperands())
+    results.push_back(m.lookupOrDefault(v));
+  return results;
+}
+
+Value KernelMapper::warpReduce(Location loc, const Combiner &c, Value v) {
+  for (int32_t offset = kWarp / 2; offset >= 1; offset /= 2) {
+    auto shuffle = gpu::ShuffleOp::create(b, loc, v, offset, int32_t(kWarp),
+                                          gpu::ShuffleMode::XOR);
+    v = combine(loc, c, v, shuffle.getShuffleResult());
+  }
+  return v;
+}
+
+LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
+  Location loc = g.getLoc();
+  SmallVector<int64_t> ranges = g.getStaticLoopRanges();
+  SmallVector<utils::IteratorType> iters = g.getIteratorTypesArray();
+  SmallVector<AffineMap> maps = g.getIndexingMapsArray();
+  if (llvm::any_of(ranges, ShapedType::isDynamic))
+    return mapSerial(g);
+  SmallVector<unsigned> par, red;
+  for (unsigned d = 0; d < iters.size(); ++d)
+    (iters[d] == utils::IteratorType::parallel ? par : red).push_back(d);
+  SmallVector<int64_t> parRanges, redRanges;
+  int64_t numPar = 1, numRed = 1;
+  for (unsigned d : par)
+    parRanges.push_back(ranges[d]), numPar *= ranges[d];
+  for (unsigned d : red)
+    redRanges.push_back(ranges[d]), numRed *= ranges[d];
+  if (numPar == 0 || numRed == 0)
+    return success(); // no iterations: nothing to do
+  unsigned numIns = g.getNumDpsInputs();
+  // Outputs indexed by a reduction dimension are not reductions we know.
+  for (unsigned o = numIns; o < maps.size(); ++o)
+    for (unsigned d : red)
+      if (maps[o].isFunctionOfDim(d))
+        return mapSerial(g);
+  // Puts parallel and reduction indices back in loop-dimension order.
+  auto merge = [&](ArrayRef<Value> p, ArrayRef<Value> r) {
+    SmallVector<Value> ivs(iters.size());
+    for (auto [d, v] : llvm::zip(par, p))
+      ivs[d] = v;
+    for (auto [d, v] : llvm::zip(red, r))
+      ivs[d] = v;
+    return ivs;
+  };
+  SmallVector<Value> operands(g->getOperands());
+  std::optional<Combiner> combiner;
+  bool trailingReduction = !red.empty() && (par.empty() ||
+                                            par.back() < red.front());
+  if (trailingReduction)
+    combiner = findCombiner(g);
+
+  // Identifiers of this thread.
+  auto threadIds = [&]() {
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value bdim = gpu::BlockDimOp::create(b, loc, gpu::Dimension::x);
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value gdim = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
+    return std::array<Value, 4>{bid, bdim, tid, gdim};
+  };
+
+  IRMapping map;
+  if (red.empty()) {
+    // Pointwise. Operands whose map is the identity over a contiguous buffer
+    // move in 128-bit vectors when the element count allows.
+    auto isContiguous = [&](unsigned i) {
+      auto t = dyn_cast<MemRefType>(operands[i].getType());
+      return t && t.getLayout().isIdentity() && maps[i].isIdentity() &&
+             t.getRank() == int64_t(iters.size()) &&
+             llvm::is_contained({16u, 32u, 64u},
+                                t.getElementTypeBitWidth());
+    };
+    bool usesIndex = !g.getBody()->getOps<linalg::IndexOp>().empty();
+    unsigned maxBits = 0;
+    bool vectorizable = true;
+    for (unsigned i = 0; i < operands.size(); ++i) {
+      if (isContiguous(i))
+        maxBits = std::max(
+            maxBits, cast<MemRefType>(operands[i].getType())
+                         .getElementTypeBitWidth());
+      else if (i >= numIns)
+        vectorizable = false; // outputs are stored as vectors
+    }
+    int64_t width = vectorizable && maxBits ? 128 / maxBits : 1;
+    if (width > 1 && numPar % width != 0)
+      width = 1;
+    int64_t units = numPar / width;
+    // An output's old value, or poison where the body does not read it.
+    auto outputArg = [&](unsigned i, ArrayRef<Value> ivs) -> Value {
+      if (g.payloadUsesValueFromOperand(&g->getOpOperand(i)))
+        return load(loc, map.lookup(operands[i]), maps[i], ivs);
+      return ub::PoisonOp::create(
+          b, loc, cast<MemRefType>(operands[i].getType()).getElementType());
+    };
+    std::string strategy =
+        width > 1 ? "pointwise-vec" + std::to_string(width) : "pointwise";
+    if (failed(beginLaunch(g, map, strategy, {gridFor(units, kBlock), 1, 1},
+                           {kBlock, 1, 1})))
+      return failure();
+    auto [bid, bdim, tid, gdim] = threadIds();
+    Value start = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, bid, bdim), tid);
+    Value stride = arith::MulIOp::create(b, loc, gdim, bdim);
+    auto loop = scf::ForOp::create(b, loc, start, index(loc, units), stride);
+    b.setInsertionPointToStart(loop.getBody());
+    Value unit = loop.getInductionVar();
+    if (width == 1) {
+      SmallVector<Value> ivs = delinearize(loc, unit, parRanges);
+      SmallVector<Value> args;
+      for (unsigned i = 0; i < numIns; ++i)
+        args.push_back(load(loc, map.lookup(operands[i]), maps[i], ivs));
+      for (unsigned i = numIns; i < operands.size(); ++i)
+        args.push_back(outputArg(i, ivs));
+      SmallVector<Value> results = evalBody(loc, g, args, ivs, map);
+      for (auto [i, v] : llvm::enumerate(results)) {
+        Value out = map.lookup(operands[numIns + i]);
+        memref::StoreOp::create(b, loc, v, out,
+                                operandIndices(loc, maps[numIns + i], ivs));
+      }
+    } else {
+      Value first = arith::MulIOp::create(b, loc, unit, index(loc, width));
+      // Contiguous operands: one vector each, read through a flat view.
+      DenseMap<unsigned, Value> flat, vectors;
+      for (unsigned i = 0; i < operands.size(); ++i) {
+        if (!isContiguous(i))
+          continue;
+        auto t = cast<MemRefType>(operands[i].getType());
+        SmallVector<ReassociationIndices> all(1);
+        for (int64_t d = 0; d < t.getRank(); ++d)
+          all[0].push_back(d);
+        Value buf = map.lookup(operands[i]);
+        flat[i] = t.getRank() == 1
+                      ? buf
+                      : Value(memref::CollapseShapeOp::create(b, loc, buf,
+                                                              all));
+        int64_t align = width * t.getElementTypeBitWidth() / 8;
+        auto vt = VectorType::get({width}, t.getElementType());
+        // Outputs the body reads are loaded too (they are also inputs then).
+        if (i < numIns || g.payloadUsesValueFromOperand(
+                              &g->getOpOperand(i)))
+          vectors[i] = vector::LoadOp::create(b, loc, vt, flat[i],
+                                              ValueRange{first}, false,
+                                              llvm::MaybeAlign(align));
+      }
+      SmallVector<SmallVector<Value>> lanes(g.getNumDpsInits());
+      for (int64_t k = 0; k < width; ++k) {
+        Value linear =
+            k == 0 ? first
+                   : Value(arith::AddIOp::create(b, loc, first,
+                                                 index(loc, k)));
+        SmallVector<Value> ivs;
+        bool needIvs = usesIndex;
+        for (unsigned i = 0; i < operands.size(); ++i)
+          needIvs |= !isContiguous(i) && isa<MemRefType>(operands[i].getType());
+        if (needIvs)
+          ivs = delinearize(loc, linear, parRanges);
+        SmallVector<Value> args;
+        for (unsigned i = 0; i < operands.size(); ++i) {
+          if (vectors.count(i))
+            args.push_back(vector::ExtractOp::create(b, loc, vectors[i], k));
+          else if (i >= numIns)
+            args.push_back(outputArg(i, ivs));
+          else
+            args.push_back(load(loc, map.lookup(operands[i]), maps[i], ivs));
+        }
+        SmallVector<Value> results = evalBody(loc, g, args, ivs, map);
+        for (auto [o, v] : llvm::enumerate(results))
+          lanes[o].push_back(v);
+      }
+      for (unsigned o = 0; o < lanes.size(); ++o) {
+        unsigned i = numIns + o;
+        auto t = cast<MemRefType>(operands[i].getType());
+        auto vt = VectorType::get({width}, t.getElementType());
+        Value v = vector::FromElementsOp::create(b, loc, vt, lanes[o]);
+        vector::StoreOp::create(
+            b, loc, v, flat[i], ValueRange{first}, false,
+            llvm::MaybeAlign(width * t.getElementTypeBitWidth() / 8));
+      }
+    }
+    b.setInsertionPointAfter(loop);
+    gpu::ReturnOp::create(b, loc);
+    return success();
+  }
+
+  Value outBuf;
+  auto loadIns = [&](ArrayRef<Value> ivs, Value acc) {
+    SmallVector<Value> args;
+    for (unsigned i = 0; i < numIns; ++i)
+      args.push_back(load(loc, map.lookup(operands[i]), maps[i], ivs));
+    args.push_back(acc);
+    return args;
+  };
+  auto zeros = [&](size_t n) {
+    return SmallVector<Value>(n, index(loc, 0));
+  };
+
+  if (combiner && numPar == 1) {
+    // Everything to one value: one block; threads stride, warps shuffle,
+    // warp leaders meet in shared memory.
+    Type et = g.getDpsInits()[0].getType();
+    et = cast<MemRefType>(et).getElementType();
+    auto smemType = MemRefType::get(
+        {kReduceBlock / kWarp}, et, AffineMap(),
+        gpu::AddressSpaceAttr::get(b.getContext(),
+                                   gpu::AddressSpace::Workgroup));
+    FailureOr<gpu::GPUFuncOp> func =
+        beginLaunch(g, map, "block-reduce", {1, 1, 1}, {kReduceBlock, 1, 1},
+                    TypeRange{smemType});
+    if (failed(func))
+      return failure();
+    Value smem = func->getWorkgroupAttributions()[0];
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value neutral = arith::ConstantOp::create(b, loc, combiner->neutral);
+    auto loop = scf::ForOp::create(b, loc, tid, index(loc, numRed),
+                                   index(loc, kReduceBlock),
+                                   ValueRange{neutral});
+    b.setInsertionPointToStart(loop.getBody());
+    SmallVector<Value> pIvs = zeros(par.size());
+    SmallVector<Value> ivs =
+        merge(pIvs, delinearize(loc, loop.getInductionVar(), redRanges));
+    Value next = evalBody(loc, g, loadIns(ivs, loop.getRegionIterArg(0)),
+                          ivs, map)[0];
+    scf::YieldOp::create(b, loc, next);
+    b.setInsertionPointAfter(loop);
+    Value partial = warpReduce(loc, *combiner, loop.getResult(0));
+    Value lane = arith::RemUIOp::create(b, loc, tid, index(loc, kWarp));
+    Value warp = arith::DivUIOp::create(b, loc, tid, index(loc, kWarp));
+    Value zero = index(loc, 0);
+    Value isLeader = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                           lane, zero);
+    auto store = scf::IfOp::create(b, loc, isLeader, false);
+    b.setInsertionPointToStart(store.thenBlock());
+    memref::StoreOp::create(b, loc, partial, smem, ValueRange{warp});
+    b.setInsertionPointAfter(store);
+    gpu::BarrierOp::create(b, loc);
+    Value isFirstWarp = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::eq, warp, zero);
+    auto last = scf::IfOp::create(b, loc, isFirstWarp, false);
+    b.setInsertionPointToStart(last.thenBlock());
+    Value mine = memref::LoadOp::create(b, loc, smem, ValueRange{lane});
+    Value total = warpReduce(loc, *combiner, mine);
+    auto write = scf::IfOp::create(b, loc, isLeader, false);
+    b.setInsertionPointToStart(write.thenBlock());
+    SmallVector<Value> outIvs = merge(pIvs, zeros(red.size()));
+    outBuf = map.lookup(operands[numIns]);
+    Value old = load(loc, outBuf, maps[numIns], outIvs);
+    memref::StoreOp::create(b, loc, combine(loc, *combiner, old, total),
+                            outBuf, operandIndices(loc, maps[numIns], outIvs));
+    b.setInsertionPointAfter(last);
+    gpu::ReturnOp::create(b, loc);
+    return success();
+  }
+
+  if (combiner) {
+    // One warp per row: lanes stride the row, then a butterfly of shuffles.
+    int64_t warpsPerBlock = kBlock / kWarp;
+    if (failed(beginLaunch(g, map, "warp-row",
+                           {gridFor(numPar, warpsPerBlock), 1, 1},
+                           {kBlock, 1, 1})))
+      return failure();
+    auto [bid, bdim, tid, gdim] = threadIds();
+    (void)bdim;
+    Value lane = arith::RemUIOp::create(b, loc, tid, index(loc, kWarp));
+    Value warp = arith::DivUIOp::create(b, loc, tid, index(loc, kWarp));
+    Value wpb = index(loc, warpsPerBlock);
+    Value start = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, bid, wpb), warp);
+    Value stride = arith::MulIOp::create(b, loc, gdim, wpb);
+    auto rows = scf::ForOp::create(b, loc, start, index(loc, numPar), stride);
+    b.setInsertionPointToStart(rows.getBody());
+    SmallVector<Value> pIvs =
+        delinearize(loc, rows.getInductionVar(), parRanges);
+    Value neutral = arith::ConstantOp::create(b, loc, combiner->neutral);
+    auto loop = scf::ForOp::create(b, loc, lane, index(loc, numRed),
+                                   index(loc, kWarp), ValueRange{neutral});
+    b.setInsertionPointToStart(loop.getBody());
+    SmallVector<Value> ivs =
+        merge(pIvs, delinearize(loc, loop.getInductionVar(), redRanges));
+    Value next = evalBody(loc, g, loadIns(ivs, loop.getRegionIterArg(0)),
+                          ivs, map)[0];
+    scf::YieldOp::create(b, loc, next);
+    b.setInsertionPointAfter(loop);
+    Value total = warpReduce(loc, *combiner, loop.getResult(0));
+    Value isLeader = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                           lane, index(loc, 0));
+    auto write = scf::IfOp::create(b, loc, isLeader, false);
+    b.setInsertionPointToStart(write.thenBlock());
+    SmallVector<Value> outIvs = merge(pIvs, zeros(red.size()));
+    outBuf = map.lookup(operands[numIns]);
+    Value old = load(loc, outBuf, maps[numIns], outIvs);
+    memref::StoreOp::create(b, loc, combine(loc, *combiner, old, total),
+                            outBuf, operandIndices(loc, maps[numIns], outIvs));
+    b.setInsertionPointAfter(rows);
+    gpu::ReturnOp::create(b, loc);
+    return success();
+  }
+
+  // Any other generic: one thread per point of the parallel dimensions, the
+  // reduction dimensions looped over in order (as the CPU does).
+  if (failed(beginLaunch(g, map, "thread-row", {gridFor(numPar, kBlock), 1, 1},
+                         {kBlock, 1, 1})))
+    return failure();
+  auto [bid, bdim, tid, gdim] = threadIds();
+  Value start = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, bid, bdim), tid);
+  Value stride = arith::MulIOp::create(b, loc, gdim, bdim);
+  auto points = scf::ForOp::create(b, loc, start, index(loc, numPar), stride);
+  b.setInsertionPointToStart(points.getBody());
+  SmallVector<Value> pIvs =
+      delinearize(loc, points.getInductionVar(), parRanges);
+  SmallVector<Value> outIvs = merge(pIvs, zeros(red.size()));
+  SmallVector<Value> inits;
+  for (unsigned i = numIns; i < operands.size(); ++i)
+    inits.push_back(load(loc, map.lookup(operands[i]), maps[i], outIvs));
+  auto loop = scf::ForOp::create(b, loc, index(loc, 0), index(loc, numRed),
+                                 index(loc, 1), inits);
+  b.setInsertionPointToStart(loop.getBody());
+  SmallVector<Value> ivs =
+      merge(pIvs, delinearize(loc, loop.getInductionVar(), redRanges));
+  SmallVector<Value> args;
+  for (unsigned i = 0; i < numIns; ++i)
+    args.push_back(load(loc, map.lookup(operands[i]), maps[i], ivs));
+  llvm::append_range(args, loop.getRegionIterArgs());
+  scf::YieldOp::create(b, loc, evalBody(loc, g, args, ivs, map));
+  b.setInsertionPointAfter(loop);
+  for (auto [o, v] : llvm::enumerate(loop.getResults())) {
+    unsigned i = numIns + o;
+    memref::StoreOp::create(b, loc, v, map.lookup(operands[i]),
+                            operandIndices(loc, maps[i], outIvs));
+  }
+  b.setInsertionPointAfter(points);
+  gpu::ReturnOp::create(b, loc);
+  return success();
+}
+
+LogicalResult KernelMapper::mapSerial(Operation *op) {
+  IRMapping map;
+  if (failed(beginLaunch(op, map, "serial", {1, 1, 1}, {1, 1, 1})))
+    return failure();
+  b.clone(*op, map);
+  gpu::ReturnOp::create(b, op->getLoc());
+  return success();
+}
+
+LogicalResult KernelMapper::run() {
+  if (failed(collectScratch()))
+    return failure();
+  for (Operation &op : kernel.getBody().front()) {
+    if (isa<func::ReturnOp, memref::AllocOp, memref::AllocaOp,
+            memref::DeallocOp>(op))
+      continue;
+    if (isMemoryEffectFree(&op) && op.getNumRegions() == 0)
+      continue; // cloned into the launches that use it
+    if (auto g = dyn_cast<linalg::GenericOp>(op)) {
+      if (failed(mapGeneric(g)))
+        return failure();
+      continue;
+    }
+    if (failed(mapSerial(&op)))
+      return failure();
+  }
+  return success();
+}
+
+/// Bufferization leaves results computed into a temporary and then copied
+/// to the out-param. On the GPU that copy is a launch and the temporary
+/// scratch memory: when the out-param is used by nothing else and the copy
+/// is the temporary's last use, the temporary becomes the out-param.
+void forwardResultCopies(func::FuncOp kernel) {
+  SmallVector<linalg::CopyOp> copies;
+  for (auto copy : kernel.getBody().front().getOps<linalg::CopyOp>())
+    copies.push_back(copy);
+  for (linalg::CopyOp copy : copies) {
+    Value src = copy.getInputs()[0], dst = copy.getOutputs()[0];
+    auto alloc = src.getDefiningOp<memref::AllocOp>();
+    auto arg = dyn_cast<BlockArgument>(dst);
+    if (!alloc || !arg || !arg.hasOneUse() || src.getType() != dst.getType())
+      continue;
+    if (llvm::any_of(src.getUsers(), [&](Operation *user) {
+          Operation *top = kernel.getBody().front().findAncestorOpInBlock(
+              *user);
+          return top && top != copy && copy->isBeforeInBlock(top);
+        }))
+      continue;
+    copy.erase();
+    src.replaceAllUsesWith(dst);
+    alloc.erase();
+  }
+}
+} // namespace
+
+FailureOr<OwningOpRef<ModuleOp>>
+loom::mapKernelsToGpu(ModuleOp bufferized, GpuKernelMap &kernels) {
+  MLIRContext *ctx = bufferized.getContext();
+  ctx->loadDialect<gpu::GPUDialect, vector::VectorDialect, scf::SCFDialect,
+                   affine::AffineDialect, ub::UBDialect>();
+  for (auto kernel : bufferized.getOps<func::FuncOp>())
+    forwardResultCopies(kernel);
+  if (failed(runCodegenPipeline(
+          bufferized, "func.func(linalg-generalize-named-ops),canonicalize")))
+    return failure();
+  OpBuilder b(ctx);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(bufferized.getLoc());
+  (*module)->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                     b.getUnitAttr());
+  b.setInsertionPointToEnd(module->getBody());
+  auto gpuModule =
+      gpu::GPUModuleOp::create(b, bufferized.getLoc(), "loom_kernels");
+  // Constant tensors the kernels read (memref.global) go to device memory.
+  b.setInsertionPointToStart(gpuModule.getBody());
+  // 64-byte aligned, as the arena's buffers are, for vector loads.
+  for (auto global : bufferized.getOps<memref::GlobalOp>())
+    cast<memref::GlobalOp>(b.clone(*global))
+        .setAlignmentAttr(b.getI64IntegerAttr(64));
+  for (auto kernel : bufferized.getOps<func::FuncOp>()) {
+    GpuKernel &info = kernels[kernel.getName().str()];
+    KernelMapper mapper(kernel, gpuModule, info);
+    if (failed(mapper.run()))
+      return failure();
+  }
+  return module;
+}
+
+FailureOr<OwningOpRef<ModuleOp>>
+loom::emulateGpuOnHost(ModuleOp gpuKernels, const GpuKernelMap &kernels,
+                       std::vector<EmulatedLaunch> &launches) {
+  MLIRContext *ctx = gpuKernels.getContext();
+  OpBuilder b(ctx);
+  Location loc = gpuKernels.getLoc();
+  OwningOpRef<ModuleOp> host = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(host->getBody());
+  Type indexType = b.getIndexType(), i32 = b.getI32Type(), f32 = b.getF32Type();
+  auto declare = [&](StringRef name, TypeRange args, TypeRange results) {
+    auto f = func::FuncOp::create(b, loc, name,
+                                  b.getFunctionType(args, results));
+    f.setPrivate();
+  };
+  for (StringRef name : {"loom_emu_block_id", "loom_emu_thread_id",
+                         "loom_emu_block_dim", "loom_emu_grid_dim"})
+    declare(name, {}, indexType);
+  declare("loom_emu_shuffle_f32", {f32, i32, i32}, f32);
+  declare("loom_emu_shuffle_i32", {i32, i32, i32}, i32);
+  declare("loom_emu_barrier", {}, {});
+  auto call = [&](OpBuilder &at, StringRef name, Type result,
+                  ValueRange args) -> Value {
+    auto c = func::CallOp::create(at, loc, name,
+                                  result ? TypeRange{result} : TypeRange{},
+                                  args);
+    return c.getNumResults() ? c.getResult(0) : Value();
+  };
+  for (auto gpuModule : gpuKernels.getOps<gpu::GPUModuleOp>()) {
+    for (auto global : gpuModule.getOps<memref::GlobalOp>())
+      b.clone(*global);
+    for (auto gfunc : llvm::make_early_inc_range(
+             gpuModule.getOps<gpu::GPUFuncOp>())) {
+      std::string name = (gfunc.getName() + "_thread").str();
+      auto func = func::FuncOp::create(b, loc, name, gfunc.getFunctionType());
+      Block &entry = gfunc.getBody().front();
+      // Shared memory: a global (blocks run one at a time).
+      unsigned numArgs = gfunc.getNumArguments();
+      for (auto [i, attribution] :
+           llvm::enumerate(gfunc.getWorkgroupAttributions())) {
+        auto type = cast<MemRefType>(attribution.getType());
+        auto plain = MemRefType::get(type.getShape(), type.getElementType());
+        std::string symbol = name + "_shared" + std::to_string(i);
+        OpBuilder gb(host->getBody(), host->getBody()->begin());
+        memref::GlobalOp::create(gb, loc, symbol, gb.getStringAttr("private"),
+                                 plain, Attribute(), false,
+                                 gb.getI64IntegerAttr(64));
+        OpBuilder eb(&entry, entry.begin());
+        Value g = memref::GetGlobalOp::create(eb, loc, plain, symbol);
+        BlockArgument(attribution).replaceAllUsesWith(g);
+      }
+      entry.eraseArguments(numArgs, entry.getNumArguments() - numArgs);
+      func.getBody().takeBody(gfunc.getBody());
+      SmallVector<Operation *> ops;
+      func.walk([&](Operation *op) {
+        if (op->getDialect() &&
+            op->getDialect()->getNamespace() == gpu::GPUDialect::getDialectNamespace())
+          ops.push_back(op);
+      });
+      for (Operation *op : ops) {
+        OpBuilder at(op);
+        if (isa<gpu::BlockIdOp>(op))
+          op->replaceAllUsesWith(ValueRange{
+              call(at, "loom_emu_block_id", indexType, {})});
+        else if (isa<gpu::ThreadIdOp>(op))
+          op->replaceAllUsesWith(ValueRange{
+              call(at, "loom_emu_thread_id", indexType, {})});
+        else if (isa<gpu::BlockDimOp>(op))
+          op->replaceAllUsesWith(ValueRange{
+              call(at, "loom_emu_block_dim", indexType, {})});
+        else if (isa<gpu::GridDimOp>(op))
+          op->replaceAllUsesWith(ValueRange{
+              call(at, "loom_emu_grid_dim", indexType, {})});
+        else if (isa<gpu::BarrierOp>(op))
+          call(at, "loom_emu_barrier", Type(), {});
+        else if (auto shuffle = dyn_cast<gpu::ShuffleOp>(op)) {
+          Type t = shuffle.getValue().getType();
+          Value r = call(at, t.isF32() ? "loom_emu_shuffle_f32"
+                                       : "loom_emu_shuffle_i32",
+                         t, {shuffle.getValue(), shuffle.getOffset(),
+                             shuffle.getWidth()});
+          Value valid = arith::ConstantIntOp::create(at, loc, 1, 1);
+          op->replaceAllUsesWith(ValueRange{r, valid});
+        } else if (isa<gpu::ReturnOp>(op)) {
+          func::ReturnOp::create(at, loc);
+        } else {
+          return op->emitError("gpu emulator: cannot emulate '")
+                 << op->getName() << "'";
+        }
+        op->erase();
+      }
+    }
+  }
+  for (auto &[kernel, info] : kernels)
+    for (const GpuLaunch &l : info.launches)
+      launches.push_back(
+          EmulatedLaunch{l.name, l.name + "_thread", l.grid[0], l.block[0]});
+  return host;
+}
+
+LogicalResult loom::lowerGpuToNVVM(ModuleOp gpuKernels) {
+  // convert-gpu-to-nvvm lowers every dialect through its
+  // ConvertToLLVMPatternInterface.
+  DialectRegistry registry;
+  arith::registerConvertArithToLLVMInterface(registry);
+  cf::registerConvertControlFlowToLLVMInterface(registry);
+  registerConvertFuncToLLVMInterface(registry);
+  index::registerConvertIndexToLLVMInterface(registry);
+  registerConvertMathToLLVMInterface(registry);
+  registerConvertMemRefToLLVMInterface(registry);
+  ub::registerConvertUBToLLVMInterface(registry);
+  vector::registerConvertVectorToLLVMInterface(registry);
+  registerConvertNVVMToLLVMInterface(registry);
+  NVVM::registerConvertGpuToNVVMInterface(registry);
+  gpuKernels.getContext()->appendDialectRegistry(registry);
+  // 32-bit index arithmetic (cheaper on the GPU) when every buffer and every
+  // grid-stride index stays far below 2^31 elements.
+  int64_t largest = 0;
+  gpuKernels.walk([&](Operation *op) {
+    for (Type t : op->getOperandTypes())
+      if (auto m = dyn_cast<MemRefType>(t); m && m.hasStaticShape())
+        largest = std::max(largest, m.getNumElements());
+  });
+  std::string indexBits = largest < (int64_t(1) << 30) ? "32" : "64";
+  return runCodegenPipeline(
+      gpuKernels,
+      "gpu.module(convert-linalg-to-loops,canonicalize,cse,"
+      "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+      "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1 index-bitwidth=" +
+          indexBits +
+          "}),"
+          "reconcile-unrealized-casts");
+}
+
+FailureOr<std::string> loom::translateToPtx(ModuleOp gpuKernels, int sm,
+                                            std::string &error) {
+  DialectRegistry registry;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  gpuKernels.getContext()->appendDialectRegistry(registry);
+  if (failed(runCodegenPipeline(
+          gpuKernels, "nvvm-attach-target{chip=sm_" + std::to_string(sm) +
+                          " O=3},gpu-module-to-binary{format=isa}"))) {
+    error = "translating the kernels to PTX failed";
+    return failure();
+  }
+  for (auto binary : gpuKernels.getOps<gpu::BinaryOp>())
+    for (Attribute a : binary.getObjects())
+      if (auto object = dyn_cast<gpu::ObjectAttr>(a))
+        return object.getObject().str();
+  error = "the NVPTX backend produced no PTX";
+  return failure();
+}
+
+std::string loom::findPtxas() {
+  if (auto p = llvm::sys::Process::GetEnv("LOOM_PTXAS"))
+    return *p;
+  SmallVector<std::string> candidates;
+  if (auto home = llvm::sys::Process::GetEnv("CUDA_HOME"))
+    candidates.push_back(*home + "/bin/ptxas");
+  candidates.push_back("/usr/local/cuda/bin/ptxas");
+  for (const std::string &c : candidates)
+    if (llvm::sys::fs::can_execute(c))
+      return c;
+  if (auto p = llvm::sys::findProgramByName("ptxas"))
+    return *p;
+  return "";
+}
+
+LogicalResult loom::assembleCubin(const std::string &ptx, int sm,
+                                  const std::string &ptxas,
+                                  const std::string &cubinPath,
+                                  std::string &error) {
+  std::string ptxPath = cubinPath + ".ptx.tmp";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(ptxPath, ec, llvm::sys::fs::OF_Text);
+    if (ec) {
+      error = "cannot write " + ptxPath + ": " + ec.message();
+      return failure();
+    }
+    os << ptx;
+  }
+  std::string arch = "-arch=sm_" + std::to_string(sm);
+  std::string log = cubinPath + ".ptxas.log";
+  SmallVector<StringRef> args{ptxas, arch, "-O3", "-o", cubinPath, ptxPath};
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log),
+                                          StringRef(log)};
+  std::string message;
+  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects, 0,
+                                     0, &message);
+  llvm::sys::fs::remove(ptxPath);
+  if (rc != 0) {
+    auto buffer = llvm::MemoryBuffer::getFile(log);
+    error = "ptxas (" + ptxas + ") failed" +
+            (message.empty() ? "" : ": " + message) +
+            (buffer ? "\n" + (*buffer)->getBuffer().str() : "");
+    llvm::sys::fs::remove(log);
+    return failure();
+  }
+  llvm::sys::fs::remove(log);
+  return success();
+}
