@@ -45,8 +45,25 @@ def _has_cuda_gpu():
     except Exception:
         return False
 
+def _cuda_sm():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap",
+                              "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20).stdout.split()
+        major, minor = out[0].split(".")
+        return major + minor
+    except Exception:
+        return "90"
+
 if _has_cuda_gpu():
     config.available_features.add("cuda-gpu")
+    config.substitutions.append(("%cuda_sm", _cuda_sm()))
+# The CUDA toolkit's assembler: loomc --target=cuda writes cubins with it.
+if (os.access(os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"),
+                           "bin", "ptxas"), os.X_OK)
+        or os.access("/usr/local/cuda/bin/ptxas", os.X_OK)
+        or shutil.which("ptxas")):
+    config.available_features.add("ptxas")
 # JAX, the independent framework of the numerical tests (scripts/setup.sh).
 _venv_python = os.environ.get("LOOM_VENV", os.path.join(config.loom_src_root, ".venv"))
 _venv_python = os.path.join(_venv_python, "bin", "python")

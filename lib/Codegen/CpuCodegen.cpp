@@ -258,7 +258,7 @@ std::string findLinker() {
 
 namespace {
 /// `void name(void **buffers)` calling `loom_emu_launch(thread, buffers,
-/// grid, block)`: the emulator runs the per-thread function `thread` for
+/// grid, block, synchronizes)`: the emulator runs the per-thread function `thread` for
 /// every thread of the grid.
 void addEmulatedLaunches(llvm::Module &m, ArrayRef<EmulatedLaunch> launches) {
   llvm::LLVMContext &ctx = m.getContext();
@@ -266,7 +266,7 @@ void addEmulatedLaunches(llvm::Module &m, ArrayRef<EmulatedLaunch> launches) {
   llvm::Type *i64 = llvm::Type::getInt64Ty(ctx);
   llvm::Type *voidTy = llvm::Type::getVoidTy(ctx);
   llvm::FunctionCallee launch = m.getOrInsertFunction(
-      "loom_emu_launch", voidTy, ptr, ptr, i64, i64);
+      "loom_emu_launch", voidTy, ptr, ptr, i64, i64, i64);
   for (const EmulatedLaunch &l : launches) {
     llvm::Function *thread = m.getFunction(l.threadFunction);
     if (!thread)
@@ -276,7 +276,8 @@ void addEmulatedLaunches(llvm::Module &m, ArrayRef<EmulatedLaunch> launches) {
         llvm::GlobalValue::ExternalLinkage, l.name, m);
     llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", wrapper));
     b.CreateCall(launch, {thread, wrapper->getArg(0),
-                          b.getInt64(l.grid), b.getInt64(l.block)});
+                          b.getInt64(l.grid), b.getInt64(l.block),
+                          b.getInt64(l.synchronizes)});
     b.CreateRetVoid();
   }
 }

@@ -26,6 +26,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -100,6 +101,24 @@ std::optional<Combiner> findCombiner(linalg::GenericOp g) {
   if (!t.isF32() && !t.isInteger(32))
     return std::nullopt;
   return Combiner{op, *neutral};
+}
+
+/// Whether nothing in the kernel writes `buffer` (or a view of it): a load
+/// from it can be repeated in every launch that needs the value (the dropout
+/// seed, a step count).
+bool isReadOnly(Value buffer) {
+  for (OpOperand &use : buffer.getUses()) {
+    Operation *user = use.getOwner();
+    if (auto view = dyn_cast<ViewLikeOpInterface>(user)) {
+      if (!isReadOnly(view->getResult(0)))
+        return false;
+      continue;
+    }
+    auto effects = dyn_cast<MemoryEffectOpInterface>(user);
+    if (!effects || effects.getEffectOnValue<MemoryEffects::Write>(buffer))
+      return false;
+  }
+  return true;
 }
 
 /// Builds one gpu.func per computing op of a bufferized kernel.
@@ -199,7 +218,12 @@ FailureOr<SmallVector<Operation *>> KernelMapper::dependencies(Operation *op) {
     if (!def || def->getBlock() != &kernel.getBody().front())
       return op->emitError("cuda codegen: cannot pass ")
              << v << " to a GPU launch";
-    if (!isMemoryEffectFree(def) || def->getNumRegions() != 0)
+    bool readsInput = false;
+    if (auto load = dyn_cast<memref::LoadOp>(def))
+      readsInput = isa<BlockArgument>(load.getMemRef()) &&
+                   isReadOnly(load.getMemRef());
+    if ((!isMemoryEffectFree(def) && !readsInput) ||
+        def->getNumRegions() != 0)
       return op->emitError("cuda codegen: this op uses a value computed by '")
              << def->getName() << "', which a separate GPU launch cannot see";
     if (needed.insert(def).second)
@@ -349,7 +373,10 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
   std::optional<Combiner> combiner;
   bool trailingReduction = !red.empty() && (par.empty() ||
                                             par.back() < red.front());
-  if (trailingReduction)
+  // A warp per row pays when the row is long enough to keep most lanes
+  // busy; short rows (a 3x3 convolution window) go one thread per row.
+  constexpr int64_t kMinWarpRow = 64;
+  if (trailingReduction && (numRed >= kMinWarpRow || numPar == 1))
     combiner = findCombiner(g);
 
   // Identifiers of this thread.
@@ -817,8 +844,9 @@ loom::emulateGpuOnHost(ModuleOp gpuKernels, const GpuKernelMap &kernels,
   }
   for (auto &[kernel, info] : kernels)
     for (const GpuLaunch &l : info.launches)
-      launches.push_back(
-          EmulatedLaunch{l.name, l.name + "_thread", l.grid[0], l.block[0]});
+      launches.push_back(EmulatedLaunch{
+          l.name, l.name + "_thread", l.grid[0], l.block[0],
+          l.strategy == "warp-row" || l.strategy == "block-reduce"});
   return host;
 }
 
@@ -865,9 +893,27 @@ FailureOr<std::string> loom::translateToPtx(ModuleOp gpuKernels, int sm,
   registerNVVMDialectTranslation(registry);
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   gpuKernels.getContext()->appendDialectRegistry(registry);
+  // Math the NVVM lowering leaves to libdevice (__nv_expf, __nv_logf, ...)
+  // is linked from the CUDA toolkit's libdevice.
+  bool needsLibdevice = false;
+  gpuKernels.walk([&](LLVM::LLVMFuncOp f) {
+    needsLibdevice |= f.isExternal() && f.getName().starts_with("__nv_");
+  });
+  std::string link;
+  if (needsLibdevice) {
+    std::string libdevice = findLibdevice();
+    if (libdevice.empty()) {
+      error = "the kernels call CUDA's libdevice (e.g. __nv_expf), and no "
+              "libdevice.10.bc was found (set CUDA_HOME to the CUDA "
+              "toolkit)";
+      return failure();
+    }
+    link = " l=" + libdevice;
+  }
   if (failed(runCodegenPipeline(
           gpuKernels, "nvvm-attach-target{chip=sm_" + std::to_string(sm) +
-                          " O=3},gpu-module-to-binary{format=isa}"))) {
+                          " O=3" + link +
+                          "},gpu-module-to-binary{format=isa}"))) {
     error = "translating the kernels to PTX failed";
     return failure();
   }
@@ -877,6 +923,20 @@ FailureOr<std::string> loom::translateToPtx(ModuleOp gpuKernels, int sm,
         return object.getObject().str();
   error = "the NVPTX backend produced no PTX";
   return failure();
+}
+
+std::string loom::findLibdevice() {
+  SmallVector<std::string> roots;
+  if (auto home = llvm::sys::Process::GetEnv("CUDA_HOME"))
+    roots.push_back(*home);
+  roots.push_back("/usr/local/cuda");
+  roots.push_back("/usr/lib/cuda"); // Debian's nvidia-cuda-toolkit
+  for (const std::string &root : roots) {
+    std::string path = root + "/nvvm/libdevice/libdevice.10.bc";
+    if (llvm::sys::fs::exists(path))
+      return path;
+  }
+  return "";
 }
 
 std::string loom::findPtxas() {

@@ -51,10 +51,12 @@ mlir::LogicalResult lowerHostKernelsToLLVM(mlir::ModuleOp kernels);
 
 /// A GPU launch run on the host by the GPU emulator (tests only): `name`
 /// runs `threadFunction` (a kernel of the module, one GPU thread) over
-/// `grid` blocks of `block` threads.
+/// `grid` blocks of `block` threads (as coroutines when the kernel
+/// `synchronizes`: shuffles or barriers).
 struct EmulatedLaunch {
   std::string name, threadFunction;
   int64_t grid, block;
+  bool synchronizes;
 };
 
 /// Compiles an LLVM-dialect kernel module to a shared object at `path` for

@@ -51,6 +51,10 @@ mlir::LogicalResult lowerGpuToNVVM(mlir::ModuleOp gpuKernels);
 mlir::FailureOr<std::string> translateToPtx(mlir::ModuleOp gpuKernels, int sm,
                                             std::string &error);
 
+/// The CUDA toolkit's libdevice.10.bc ($CUDA_HOME, /usr/local/cuda,
+/// /usr/lib/cuda), linked when kernels call its math; empty if none.
+std::string findLibdevice();
+
 /// The ptxas that assembles cubins: $LOOM_PTXAS, $CUDA_HOME/bin/ptxas,
 /// /usr/local/cuda/bin/ptxas, then PATH; empty if none.
 std::string findPtxas();

@@ -496,8 +496,17 @@ void exportWeights(const Args &args, const Artifact &artifact,
 }
 
 void runInfo(const Args &args, std::FILE *out) {
-  std::unique_ptr<Artifact> artifact = loadArtifact(args.artifact);
-  const Plan &plan = artifact->plan();
+  // The plan alone (validated): --info needs no GPU for a cuda artifact.
+  std::error_code ec;
+  if (!fs::is_directory(args.artifact, ec))
+    failure(args.artifact + ": not an artifact directory (expected a "
+                            "directory with plan.json, as loomc -o writes)");
+  std::string error;
+  std::optional<Plan> loaded =
+      readPlan((fs::path(args.artifact) / "plan.json").string(), &error);
+  if (!loaded)
+    failure(error);
+  const Plan &plan = *loaded;
   std::fprintf(out, "artifact %s: plan version %lld, target %s\n",
                args.artifact.c_str(), static_cast<long long>(plan.version),
                plan.target.c_str());

@@ -26,6 +26,43 @@
 #include <ucontext.h>
 #include <vector>
 
+// Switching threads. ucontext's swapcontext saves the signal mask with a
+// system call at every switch, which made emulation slow; on x86-64 a switch
+// of the callee-saved registers, the stack pointer and the FP control words
+// is all a cooperative thread needs. Elsewhere, ucontext.
+#if defined(__x86_64__)
+extern "C" void loom_emu_switch(void **save, void *next);
+asm(R"(
+  .text
+  .p2align 4
+  .type loom_emu_switch,@function
+loom_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size loom_emu_switch, .-loom_emu_switch
+)");
+#define LOOM_EMU_FAST_SWITCH 1
+#endif
+
 namespace {
 
 using ThreadFn = void (*)(void **);
@@ -37,8 +74,13 @@ struct Emulator {
   ThreadFn fn = nullptr;
   void **buffers = nullptr;
   int64_t blockId = 0, gridDim = 0, blockDim = 0, current = 0;
+#if LOOM_EMU_FAST_SWITCH
+  void *scheduler = nullptr;
+  std::vector<void *> threads; // saved stack pointers
+#else
   ucontext_t scheduler;
   std::vector<ucontext_t> threads;
+#endif
   std::vector<char> done;
   std::vector<std::vector<char>> stacks;
   std::vector<uint64_t> slots; // one shuffle value per thread
@@ -51,18 +93,60 @@ void fail(const char *message) {
   std::abort();
 }
 
-void threadEntry() {
-  emu.fn(emu.buffers);
-  emu.done[emu.current] = 1;
-  // Returning resumes uc_link: the scheduler.
+/// Runs thread `t` until its next sync point or its end.
+void resume(int64_t t) {
+  emu.current = t;
+#if LOOM_EMU_FAST_SWITCH
+  loom_emu_switch(&emu.scheduler, emu.threads[t]);
+#else
+  if (swapcontext(&emu.scheduler, &emu.threads[t]) != 0)
+    fail("swapcontext failed");
+#endif
 }
 
 /// Suspends the running thread until the next round.
 void syncPoint() {
   int64_t t = emu.current;
+  if (t >= static_cast<int64_t>(emu.threads.size()))
+    fail("a launch declared without synchronization synchronized");
+#if LOOM_EMU_FAST_SWITCH
+  loom_emu_switch(&emu.threads[t], emu.scheduler);
+#else
   if (swapcontext(&emu.threads[t], &emu.scheduler) != 0)
     fail("swapcontext failed");
+#endif
 }
+
+#if LOOM_EMU_FAST_SWITCH
+[[noreturn]] void threadEntry() {
+  emu.fn(emu.buffers);
+  emu.done[emu.current] = 1;
+  void *unused;
+  loom_emu_switch(&unused, emu.scheduler);
+  fail("a finished thread was resumed");
+  std::abort();
+}
+
+/// A fresh thread's stack, as loom_emu_switch leaves a suspended one: the
+/// FP control words, six callee-saved registers, then threadEntry as the
+/// return address (entered with the stack aligned as after a call).
+void *initialStack(char *base, size_t bytes) {
+  auto top = reinterpret_cast<uintptr_t>(base + bytes) & ~uintptr_t(15);
+  auto *slot = reinterpret_cast<uint64_t *>(top);
+  *--slot = 0;                                          // fake return address
+  *--slot = reinterpret_cast<uint64_t>(&threadEntry);   // ret target
+  for (int i = 0; i < 6; ++i)
+    *--slot = 0;                                        // rbp ... r15
+  *--slot = 0x1F80 | (uint64_t(0x037F) << 32);          // mxcsr, x87 cw
+  return slot;
+}
+#else
+void threadEntry() {
+  emu.fn(emu.buffers);
+  emu.done[emu.current] = 1;
+  // Returning resumes uc_link: the scheduler.
+}
+#endif
 
 uint64_t shuffle(uint64_t bits, int32_t offset, int32_t width) {
   if (width != kWarp)
@@ -104,13 +188,27 @@ int32_t loom_emu_shuffle_i32(int32_t v, int32_t offset, int32_t width) {
 }
 
 void loom_emu_launch(ThreadFn fn, void **buffers, int64_t grid,
-                     int64_t block) {
+                     int64_t block, int64_t synchronizes) {
   if (grid < 1 || block < 1 || block > 1024)
     fail("bad launch dimensions");
   emu.fn = fn;
   emu.buffers = buffers;
   emu.gridDim = grid;
   emu.blockDim = block;
+  if (!synchronizes) {
+    // No barrier, no shuffle: the threads are independent, and running
+    // them one after another is one of the orders the GPU may choose.
+    emu.slots.clear(); // a sync point now would fail loudly
+    emu.threads.clear();
+    for (int64_t b = 0; b < grid; ++b) {
+      emu.blockId = b;
+      for (int64_t t = 0; t < block; ++t) {
+        emu.current = t;
+        fn(buffers);
+      }
+    }
+    return;
+  }
   emu.threads.resize(block);
   emu.done.assign(block, 0);
   emu.slots.assign(block, 0);
@@ -120,6 +218,9 @@ void loom_emu_launch(ThreadFn fn, void **buffers, int64_t grid,
     emu.blockId = b;
     for (int64_t t = 0; t < block; ++t) {
       emu.done[t] = 0;
+#if LOOM_EMU_FAST_SWITCH
+      emu.threads[t] = initialStack(emu.stacks[t].data(), kStackBytes);
+#else
       ucontext_t &ctx = emu.threads[t];
       if (getcontext(&ctx) != 0)
         fail("getcontext failed");
@@ -127,15 +228,14 @@ void loom_emu_launch(ThreadFn fn, void **buffers, int64_t grid,
       ctx.uc_stack.ss_size = kStackBytes;
       ctx.uc_link = &emu.scheduler;
       makecontext(&ctx, threadEntry, 0);
+#endif
     }
     for (bool running = true; running;) {
       running = false;
       for (int64_t t = 0; t < block; ++t) {
         if (emu.done[t])
           continue;
-        emu.current = t;
-        if (swapcontext(&emu.scheduler, &emu.threads[t]) != 0)
-          fail("swapcontext failed");
+        resume(t);
         running |= !emu.done[t];
       }
     }
