@@ -453,6 +453,10 @@ def run_tool(cmd, timeout, tool):
     return None
 
 
+# loomc flags of --compiled (main sets them from --target).
+TARGET_FLAGS = ["--target=cpu"]
+
+
 def run_compiled(loomc, loom_run, path, timeout, keep=None, only=None):
     """Compiles the model at `path` with --target=cpu and runs it with
     loom-run on every test data set; `only` names the inputs to bind (see
@@ -485,7 +489,7 @@ def run_compiled(loomc, loom_run, path, timeout, keep=None, only=None):
             artifact = artifacts.get(key)
             if artifact is None:
                 artifact = os.path.join(tmp, "m%d.loom" % len(artifacts))
-                bad = run_tool([loomc, path, "--target=cpu", "-o", artifact]
+                bad = run_tool([loomc, path, "-o", artifact] + TARGET_FLAGS
                                + binds, timeout, "loomc")
                 if bad:
                     status = "compile-fail" if bad[0] == "failed" else bad[0]
@@ -534,6 +538,12 @@ def main():
                     "(default: beside --loomc)")
     ap.add_argument("--filter", help="only models whose test name matches "
                     "this regular expression")
+    ap.add_argument("--target", default="cpu",
+                    help="with --compiled: loomc's --target (cpu, or "
+                         "cuda:sm_90 on a GPU, or with --target-flags "
+                         "--cuda-emulator-lib=LIB and the fake CUDA driver)")
+    ap.add_argument("--target-flags", default="",
+                    help="with --compiled: more loomc flags")
     ap.add_argument("--compiled", action="store_true",
                     help="also compile each imported model with "
                          "--target=cpu and run it with loom-run on its test "
@@ -553,6 +563,7 @@ def main():
                     help="with --compiled, keep the artifacts and inputs of "
                          "each model whose compiled run fails in DIR/<test>")
     args = ap.parse_args()
+    TARGET_FLAGS[:] = ["--target=" + args.target] + args.target_flags.split()
     if args.compiled:
         args.run = True
         if not args.loom_run:

@@ -928,6 +928,10 @@ def make_inputs(graph, seed):
     return out
 
 
+# loomc flags of the compiled side (main sets them from --target).
+TARGET_FLAGS = ["--target=cpu"]
+
+
 class Tools:
     def __init__(self, loomc, loom_run, loom_interp, timeout):
         self.loomc, self.loom_run, self.loom_interp = loomc, loom_run, loom_interp
@@ -1009,7 +1013,7 @@ def check(tools, graph, inputs, d):
     oc, oi = os.path.join(d, "compiled"), os.path.join(d, "interp")
     log = []
     steps = [("import", [tools.loomc, gpath, "-o", ir]),
-             ("compile", [tools.loomc, gpath, "--target=cpu", "-o", art]),
+             ("compile", [tools.loomc, gpath, "-o", art] + TARGET_FLAGS),
              ("interp", [tools.loom_interp, ir, "--entry=forward",
                          "--output-dir", oi] + feed),
              ("run", [tools.loom_run, art, "--entry=forward",
@@ -1272,9 +1276,16 @@ def main():
     p.add_argument("--loom-run", default=os.path.join(bindir, "loom-run"))
     p.add_argument("--loom-interp", default=os.path.join(bindir, "loom-interp"))
     p.add_argument("--timeout", type=int, default=120)
+    p.add_argument("--target", default="cpu",
+                   help="loomc --target of the compiled side (cpu, "
+                        "cuda:sm_90 with a GPU or with --target-flags "
+                        "--cuda-emulator-lib=LIB and the fake CUDA driver)")
+    p.add_argument("--target-flags", default="",
+                   help="more loomc flags for the compiled side")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args()
 
+    TARGET_FLAGS[:] = ["--target=" + args.target] + args.target_flags.split()
     tools = Tools(args.loomc, args.loom_run, args.loom_interp, args.timeout)
     skip = [s for s in args.skip.split(",") if s]
     if not args.include_known_bugs:
