@@ -5,10 +5,15 @@ Usage:
   utils/gen_onnx_models.py --set examples --out-dir examples/onnx
   utils/gen_onnx_models.py --set tests    --out-dir test/Import/ONNX/Inputs
   utils/gen_onnx_models.py --set all      [--out-dir DIR]
+  utils/gen_onnx_models.py --set gpt      --out-dir DIR [--n-layer 12 --d-model 768
+      --n-head 12 --seq 1024 --vocab 50304 --batch 8 --d-ff 3072]
 
 With --set all and --out-dir DIR, the examples go to DIR/examples and the test
 inputs to DIR/tests. Without --out-dir the repository folders are used
 (examples/onnx and test/Import/ONNX/Inputs next to this script's parent).
+--set gpt writes DIR/model.onnx, a GPT like examples/onnx/gpt2.onnx of any size
+(default: GPT-2 small's shape), its weights as ONNX external data in
+DIR/model.onnx.data; bench/gpt2_gpu.py uses it.
 
 Requirements: the `onnx` (1.12 or newer) and `numpy` Python packages, e.g.
 Debian's python3-onnx and python3-numpy. No PyTorch.
@@ -276,8 +281,16 @@ def build_cnn():
     return b.model("cnn", "LeNet-style CNN for 1x28x28 images, 10 classes")
 
 
-def _build_gpt(n_layer, graph_name, doc):
-    B, T, D, H, V, F = 2, 16, 64, 4, 128, 256
+def _build_gpt(n_layer, graph_name, doc, batch=2, seq=16, d_model=64, n_head=4,
+               vocab=128, d_ff=None):
+    """A GPT-2-style pre-LN decoder: token + position embeddings, N_LAYER blocks
+    (LayerNorm, causal multi-head attention, residual; LayerNorm, Erf-GELU MLP,
+    residual), final LayerNorm and an untied lm_head (no bias). Weights are
+    [in, out] (MatMul + Add). The defaults are the examples' size: changing them
+    changes nothing else, and the examples stay byte-identical."""
+    B, T, D, H, V = batch, seq, d_model, n_head, vocab
+    F = 4 * D if d_ff is None else d_ff
+    assert D % H == 0, "d_model %d is not a multiple of n_head %d" % (D, H)
     hd = D // H
     b = GraphBuilder(seed=3)
     ids = b.input("input_ids", TensorProto.INT64, [B, T])
@@ -364,6 +377,54 @@ def build_transformer_block():
 def build_gpt2():
     return _build_gpt(2, "gpt2",
                       "GPT-2-style pre-LN transformer (2 layers, d=64, 4 heads, vocab 128)")
+
+
+# GPT-2 small's shape (124M parameters with tied embeddings; 163M here, with the
+# untied lm_head), the vocabulary padded to a multiple of 64 as nanoGPT does.
+GPT_DEFAULTS = dict(n_layer=12, d_model=768, n_head=12, seq=1024, vocab=50304, batch=8)
+
+
+def build_gpt(n_layer=12, d_model=768, n_head=12, seq=1024, vocab=50304, batch=8,
+              d_ff=None, graph_name="gpt"):
+    """A GPT of any size, built like gpt2.onnx (see _build_gpt); the batch is
+    part of the graph's shapes. Big models are written with save_external()."""
+    doc = ("GPT-2-style pre-LN transformer (%d layers, d=%d, %d heads, T=%d, vocab %d, "
+           "batch %d)" % (n_layer, d_model, n_head, seq, vocab, batch))
+    return _build_gpt(n_layer, graph_name, doc, batch=batch, seq=seq, d_model=d_model,
+                      n_head=n_head, vocab=vocab, d_ff=d_ff)
+
+
+def save_external(model, path, size_threshold=1024):
+    """Writes MODEL to PATH with every initializer of SIZE_THRESHOLD bytes or
+    more moved to one file beside it, PATH + '.data' (ONNX external data; the
+    location is relative to the model's folder, as Loom's importer requires).
+    This is what lets a model pass protobuf's 2 GiB limit, and it keeps the
+    .onnx file itself small. MODEL is modified: its big initializers then
+    refer to the data file instead of holding their bytes."""
+    data = path + ".data"
+    if os.path.exists(data):
+        os.remove(data)  # onnx appends to an existing data file
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=os.path.basename(data), size_threshold=size_threshold,
+                    convert_attribute=False)
+
+
+def gen_gpt(out_dir, verify=True, **config):
+    """Writes OUT_DIR/model.onnx (+ model.onnx.data) for build_gpt(**CONFIG)
+    and checks it like the examples (checker, strict shape inference, on the
+    file, whose weights stay on disk). Returns the model's path."""
+    model = build_gpt(**config)
+    n_params = param_count(model)
+    path = os.path.join(out_dir, "model.onnx")
+    save_external(model, path)
+    if verify:
+        verify_valid(onnx.load(path, load_external_data=False), "gpt", model_dir=out_dir)
+    print("wrote %s (+ %s, %d bytes; %d initializer values)"
+          % (path, os.path.basename(path) + ".data",
+             os.path.getsize(path + ".data") if os.path.exists(path + ".data") else 0,
+             n_params))
+    return path
 
 
 EXAMPLES = [
@@ -896,11 +957,22 @@ def write_tests_readme(out_dir):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out-dir", help="output folder (see --help text at the top)")
-    ap.add_argument("--set", choices=["examples", "tests", "all"], default="all")
+    ap.add_argument("--set", choices=["examples", "tests", "all", "gpt"], default="all")
     ap.add_argument("--reference-npz", action="store_true",
                     help="also write NAME.npz (input + expected outputs) for each "
                          "example via onnx.reference (onnx >= 1.13)")
+    gpt = ap.add_argument_group("--set gpt: OUT_DIR/model.onnx + model.onnx.data, a GPT "
+                                "of any size (default: GPT-2 small's shape)")
+    for key, value in GPT_DEFAULTS.items():
+        gpt.add_argument("--" + key.replace("_", "-"), type=int, default=value)
+    gpt.add_argument("--d-ff", type=int, help="MLP width (default 4 x d-model)")
     args = ap.parse_args(argv)
+    if args.set == "gpt":
+        if not args.out_dir:
+            ap.error("--set gpt needs --out-dir")
+        gen_gpt(args.out_dir, d_ff=args.d_ff,
+                **{k: getattr(args, k) for k in GPT_DEFAULTS})
+        return 0
 
     if args.set == "all":
         ex_dir = os.path.join(args.out_dir, "examples") if args.out_dir else DEFAULT_EXAMPLES_DIR
