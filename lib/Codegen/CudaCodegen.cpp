@@ -141,6 +141,12 @@ private:
   SmallVector<Value> buffers;
   SmallVector<Type> bufferTypes;
   unsigned numLaunches = 0;
+  /// Reductions whose output was only filled with a scalar just before: the
+  /// scalar is their initial value and the fill needs no launch.
+  DenseMap<Operation *, Value> foldedInit;
+  llvm::SmallPtrSet<Operation *, 8> foldedFills;
+
+  void foldFillsIntoReductions();
 
   LogicalResult collectScratch();
   FailureOr<SmallVector<Operation *>> dependencies(Operation *op);
@@ -204,6 +210,8 @@ FailureOr<SmallVector<Operation *>> KernelMapper::dependencies(Operation *op) {
   llvm::SetVector<Value> worklist;
   for (Value v : op->getOperands())
     worklist.insert(v);
+  if (Value init = foldedInit.lookup(op))
+    worklist.insert(init);
   for (Region &r : op->getRegions()) {
     llvm::SetVector<Value> above;
     getUsedValuesDefinedAbove(r, above);
@@ -572,7 +580,9 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
     b.setInsertionPointToStart(write.thenBlock());
     SmallVector<Value> outIvs = merge(pIvs, zeros(red.size()));
     outBuf = map.lookup(operands[numIns]);
-    Value old = load(loc, outBuf, maps[numIns], outIvs);
+    Value init = foldedInit.lookup(g);
+    Value old = init ? map.lookup(init)
+                     : load(loc, outBuf, maps[numIns], outIvs);
     memref::StoreOp::create(b, loc, combine(loc, *combiner, old, total),
                             outBuf, operandIndices(loc, maps[numIns], outIvs));
     b.setInsertionPointAfter(last);
@@ -616,7 +626,9 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
     b.setInsertionPointToStart(write.thenBlock());
     SmallVector<Value> outIvs = merge(pIvs, zeros(red.size()));
     outBuf = map.lookup(operands[numIns]);
-    Value old = load(loc, outBuf, maps[numIns], outIvs);
+    Value init = foldedInit.lookup(g);
+    Value old = init ? map.lookup(init)
+                     : load(loc, outBuf, maps[numIns], outIvs);
     memref::StoreOp::create(b, loc, combine(loc, *combiner, old, total),
                             outBuf, operandIndices(loc, maps[numIns], outIvs));
     b.setInsertionPointAfter(rows);
@@ -640,7 +652,9 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
   SmallVector<Value> outIvs = merge(pIvs, zeros(red.size()));
   SmallVector<Value> inits;
   for (unsigned i = numIns; i < operands.size(); ++i)
-    inits.push_back(load(loc, map.lookup(operands[i]), maps[i], outIvs));
+    inits.push_back(foldedInit.count(g)
+                        ? map.lookup(foldedInit.lookup(g))
+                        : load(loc, map.lookup(operands[i]), maps[i], outIvs));
   auto loop = scf::ForOp::create(b, loc, index(loc, 0), index(loc, numRed),
                                  index(loc, 1), inits);
   b.setInsertionPointToStart(loop.getBody());
@@ -671,12 +685,60 @@ LogicalResult KernelMapper::mapSerial(Operation *op) {
   return success();
 }
 
+/// The scalar a generic fills its one output with, if that is all it does.
+Value fillScalar(linalg::GenericOp g) {
+  if (g.getNumDpsInits() != 1 || g.getNumDpsInputs() != 1)
+    return {};
+  Value in = g.getDpsInputs()[0];
+  if (isa<ShapedType>(in.getType()) ||
+      !g.getIndexingMapsArray()[1].isIdentity())
+    return {};
+  auto yield = cast<linalg::YieldOp>(g.getBody()->getTerminator());
+  return yield.getOperand(0) == g.getBody()->getArgument(0) ? in : Value();
+}
+
+void KernelMapper::foldFillsIntoReductions() {
+  Block &body = kernel.getBody().front();
+  for (auto fill : body.getOps<linalg::GenericOp>()) {
+    Value scalar = fillScalar(fill);
+    if (!scalar)
+      continue;
+    Value buffer = fill.getDpsInits()[0];
+    // The next op touching the buffer must be a reduction that overwrites
+    // all of it, and nothing may see the buffer through a view.
+    Operation *next = nullptr;
+    bool viewed = false;
+    for (Operation *user : buffer.getUsers()) {
+      viewed |= isa<ViewLikeOpInterface>(user);
+      Operation *top = body.findAncestorOpInBlock(*user);
+      if (top && top != fill && fill->isBeforeInBlock(top) &&
+          (!next || top->isBeforeInBlock(next)))
+        next = top;
+    }
+    auto reduction = dyn_cast_or_null<linalg::GenericOp>(next);
+    if (viewed || !reduction || reduction.getNumDpsInits() != 1 ||
+        reduction.getDpsInits()[0] != buffer ||
+        reduction.getNumReductionLoops() == 0 ||
+        llvm::is_contained(reduction.getDpsInputs(), buffer))
+      continue;
+    AffineMap out = reduction.getIndexingMapsArray().back();
+    auto type = cast<MemRefType>(buffer.getType());
+    if (!out.isProjectedPermutation() ||
+        out.getNumResults() != unsigned(type.getRank()))
+      continue;
+    foldedInit[reduction] = scalar;
+    foldedFills.insert(fill);
+  }
+}
+
 LogicalResult KernelMapper::run() {
   if (failed(collectScratch()))
     return failure();
+  foldFillsIntoReductions();
   for (Operation &op : kernel.getBody().front()) {
     if (isa<func::ReturnOp, memref::AllocOp, memref::AllocaOp,
-            memref::DeallocOp>(op))
+            memref::DeallocOp>(op) ||
+        foldedFills.contains(&op))
       continue;
     if (isMemoryEffectFree(&op) && op.getNumRegions() == 0)
       continue; // cloned into the launches that use it
