@@ -177,6 +177,20 @@ private:
     return b.clone(*c.op, m)->getResult(0);
   }
   Value warpReduce(Location loc, const Combiner &c, Value v);
+  /// `for (i = blockIdx.x * blockDim.x + threadIdx.x; i < count;
+  ///      i += gridDim.x * blockDim.x)`, with `b` inside the loop.
+  scf::ForOp gridStrideLoop(Location loc, int64_t count) {
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value bdim = gpu::BlockDimOp::create(b, loc, gpu::Dimension::x);
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value gdim = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
+    Value start = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, bid, bdim), tid);
+    Value stride = arith::MulIOp::create(b, loc, gdim, bdim);
+    auto loop = scf::ForOp::create(b, loc, start, index(loc, count), stride);
+    b.setInsertionPointToStart(loop.getBody());
+    return loop;
+  }
 };
 
 LogicalResult KernelMapper::collectScratch() {
@@ -387,14 +401,7 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
   if (trailingReduction && (numRed >= kMinWarpRow || numPar == 1))
     combiner = findCombiner(g);
 
-  // Identifiers of this thread.
-  auto threadIds = [&]() {
-    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-    Value bdim = gpu::BlockDimOp::create(b, loc, gpu::Dimension::x);
-    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-    Value gdim = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
-    return std::array<Value, 4>{bid, bdim, tid, gdim};
-  };
+
 
   IRMapping map;
   if (red.empty()) {
@@ -434,12 +441,7 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
     if (failed(beginLaunch(g, map, strategy, {gridFor(units, kBlock), 1, 1},
                            {kBlock, 1, 1})))
       return failure();
-    auto [bid, bdim, tid, gdim] = threadIds();
-    Value start = arith::AddIOp::create(
-        b, loc, arith::MulIOp::create(b, loc, bid, bdim), tid);
-    Value stride = arith::MulIOp::create(b, loc, gdim, bdim);
-    auto loop = scf::ForOp::create(b, loc, start, index(loc, units), stride);
-    b.setInsertionPointToStart(loop.getBody());
+    scf::ForOp loop = gridStrideLoop(loc, units);
     Value unit = loop.getInductionVar();
     if (width == 1) {
       SmallVector<Value> ivs = delinearize(loc, unit, parRanges);
@@ -519,7 +521,6 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
     return success();
   }
 
-  Value outBuf;
   auto loadIns = [&](ArrayRef<Value> ivs, Value acc) {
     SmallVector<Value> args;
     for (unsigned i = 0; i < numIns; ++i)
@@ -529,6 +530,35 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
   };
   auto zeros = [&](size_t n) {
     return SmallVector<Value>(n, index(loc, 0));
+  };
+
+  // This thread's fold of the row at `pIvs`: the reduction elements from
+  // `first` on, every `step`-th, starting from the neutral element.
+  auto foldRow = [&](ArrayRef<Value> pIvs, Value first, Value step) {
+    Value neutral = arith::ConstantOp::create(b, loc, combiner->neutral);
+    auto loop = scf::ForOp::create(b, loc, first, index(loc, numRed), step,
+                                   ValueRange{neutral});
+    b.setInsertionPointToStart(loop.getBody());
+    SmallVector<Value> ivs =
+        merge(pIvs, delinearize(loc, loop.getInductionVar(), redRanges));
+    Value next = evalBody(loc, g, loadIns(ivs, loop.getRegionIterArg(0)),
+                          ivs, map)[0];
+    scf::YieldOp::create(b, loc, next);
+    b.setInsertionPointAfter(loop);
+    return loop.getResult(0);
+  };
+  // Where `isLeader`: output[pIvs] = combine(initial value, total).
+  auto storeFromLeader = [&](Value isLeader, ArrayRef<Value> pIvs,
+                             Value total) {
+    auto write = scf::IfOp::create(b, loc, isLeader, false);
+    b.setInsertionPointToStart(write.thenBlock());
+    SmallVector<Value> outIvs = merge(pIvs, zeros(red.size()));
+    Value outBuf = map.lookup(operands[numIns]);
+    Value init = foldedInit.lookup(g);
+    Value old = init ? map.lookup(init)
+                     : load(loc, outBuf, maps[numIns], outIvs);
+    memref::StoreOp::create(b, loc, combine(loc, *combiner, old, total),
+                            outBuf, operandIndices(loc, maps[numIns], outIvs));
   };
 
   if (combiner && numPar == 1) {
@@ -547,19 +577,9 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
       return failure();
     Value smem = func->getWorkgroupAttributions()[0];
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-    Value neutral = arith::ConstantOp::create(b, loc, combiner->neutral);
-    auto loop = scf::ForOp::create(b, loc, tid, index(loc, numRed),
-                                   index(loc, kReduceBlock),
-                                   ValueRange{neutral});
-    b.setInsertionPointToStart(loop.getBody());
     SmallVector<Value> pIvs = zeros(par.size());
-    SmallVector<Value> ivs =
-        merge(pIvs, delinearize(loc, loop.getInductionVar(), redRanges));
-    Value next = evalBody(loc, g, loadIns(ivs, loop.getRegionIterArg(0)),
-                          ivs, map)[0];
-    scf::YieldOp::create(b, loc, next);
-    b.setInsertionPointAfter(loop);
-    Value partial = warpReduce(loc, *combiner, loop.getResult(0));
+    Value partial = warpReduce(
+        loc, *combiner, foldRow(pIvs, tid, index(loc, kReduceBlock)));
     Value lane = arith::RemUIOp::create(b, loc, tid, index(loc, kWarp));
     Value warp = arith::DivUIOp::create(b, loc, tid, index(loc, kWarp));
     Value zero = index(loc, 0);
@@ -576,15 +596,7 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
     b.setInsertionPointToStart(last.thenBlock());
     Value mine = memref::LoadOp::create(b, loc, smem, ValueRange{lane});
     Value total = warpReduce(loc, *combiner, mine);
-    auto write = scf::IfOp::create(b, loc, isLeader, false);
-    b.setInsertionPointToStart(write.thenBlock());
-    SmallVector<Value> outIvs = merge(pIvs, zeros(red.size()));
-    outBuf = map.lookup(operands[numIns]);
-    Value init = foldedInit.lookup(g);
-    Value old = init ? map.lookup(init)
-                     : load(loc, outBuf, maps[numIns], outIvs);
-    memref::StoreOp::create(b, loc, combine(loc, *combiner, old, total),
-                            outBuf, operandIndices(loc, maps[numIns], outIvs));
+    storeFromLeader(isLeader, pIvs, total);
     b.setInsertionPointAfter(last);
     gpu::ReturnOp::create(b, loc);
     return success();
@@ -597,8 +609,9 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
                            {gridFor(numPar, warpsPerBlock), 1, 1},
                            {kBlock, 1, 1})))
       return failure();
-    auto [bid, bdim, tid, gdim] = threadIds();
-    (void)bdim;
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value gdim = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
     Value lane = arith::RemUIOp::create(b, loc, tid, index(loc, kWarp));
     Value warp = arith::DivUIOp::create(b, loc, tid, index(loc, kWarp));
     Value wpb = index(loc, warpsPerBlock);
@@ -609,28 +622,11 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
     b.setInsertionPointToStart(rows.getBody());
     SmallVector<Value> pIvs =
         delinearize(loc, rows.getInductionVar(), parRanges);
-    Value neutral = arith::ConstantOp::create(b, loc, combiner->neutral);
-    auto loop = scf::ForOp::create(b, loc, lane, index(loc, numRed),
-                                   index(loc, kWarp), ValueRange{neutral});
-    b.setInsertionPointToStart(loop.getBody());
-    SmallVector<Value> ivs =
-        merge(pIvs, delinearize(loc, loop.getInductionVar(), redRanges));
-    Value next = evalBody(loc, g, loadIns(ivs, loop.getRegionIterArg(0)),
-                          ivs, map)[0];
-    scf::YieldOp::create(b, loc, next);
-    b.setInsertionPointAfter(loop);
-    Value total = warpReduce(loc, *combiner, loop.getResult(0));
+    Value total = warpReduce(
+        loc, *combiner, foldRow(pIvs, lane, index(loc, kWarp)));
     Value isLeader = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                            lane, index(loc, 0));
-    auto write = scf::IfOp::create(b, loc, isLeader, false);
-    b.setInsertionPointToStart(write.thenBlock());
-    SmallVector<Value> outIvs = merge(pIvs, zeros(red.size()));
-    outBuf = map.lookup(operands[numIns]);
-    Value init = foldedInit.lookup(g);
-    Value old = init ? map.lookup(init)
-                     : load(loc, outBuf, maps[numIns], outIvs);
-    memref::StoreOp::create(b, loc, combine(loc, *combiner, old, total),
-                            outBuf, operandIndices(loc, maps[numIns], outIvs));
+    storeFromLeader(isLeader, pIvs, total);
     b.setInsertionPointAfter(rows);
     gpu::ReturnOp::create(b, loc);
     return success();
@@ -641,12 +637,7 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
   if (failed(beginLaunch(g, map, "thread-row", {gridFor(numPar, kBlock), 1, 1},
                          {kBlock, 1, 1})))
     return failure();
-  auto [bid, bdim, tid, gdim] = threadIds();
-  Value start = arith::AddIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, bid, bdim), tid);
-  Value stride = arith::MulIOp::create(b, loc, gdim, bdim);
-  auto points = scf::ForOp::create(b, loc, start, index(loc, numPar), stride);
-  b.setInsertionPointToStart(points.getBody());
+  scf::ForOp points = gridStrideLoop(loc, numPar);
   SmallVector<Value> pIvs =
       delinearize(loc, points.getInductionVar(), parRanges);
   SmallVector<Value> outIvs = merge(pIvs, zeros(red.size()));
