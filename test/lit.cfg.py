@@ -58,11 +58,13 @@ def _cuda_sm():
 if _has_cuda_gpu():
     config.available_features.add("cuda-gpu")
     config.substitutions.append(("%cuda_sm", _cuda_sm()))
-# The CUDA toolkit's assembler: loomc --target=cuda writes cubins with it.
-if (os.access(os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"),
-                           "bin", "ptxas"), os.X_OK)
-        or os.access("/usr/local/cuda/bin/ptxas", os.X_OK)
-        or shutil.which("ptxas")):
+# The CUDA toolkit (its assembler, and libdevice for the kernels' math):
+# loomc --target=cuda writes PTX and cubins with it.
+_cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+if ((os.access(os.path.join(_cuda_home, "bin", "ptxas"), os.X_OK)
+        or shutil.which("ptxas"))
+        and os.path.exists(os.path.join(_cuda_home, "nvvm", "libdevice",
+                                        "libdevice.10.bc"))):
     config.available_features.add("ptxas")
 # JAX, the independent framework of the numerical tests (scripts/setup.sh).
 _venv_python = os.environ.get("LOOM_VENV", os.path.join(config.loom_src_root, ".venv"))
