@@ -401,8 +401,6 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
   if (trailingReduction && (numRed >= kMinWarpRow || numPar == 1))
     combiner = findCombiner(g);
 
-
-
   IRMapping map;
   if (red.empty()) {
     // Pointwise. Operands whose map is the identity over a contiguous buffer
@@ -481,6 +479,11 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
                                               ValueRange{first}, false,
                                               llvm::MaybeAlign(align));
       }
+      // Loop indices are needed for linalg.index and for the operands read
+      // one element at a time.
+      bool needIvs = usesIndex;
+      for (unsigned i = 0; i < operands.size(); ++i)
+        needIvs |= !isContiguous(i) && isa<MemRefType>(operands[i].getType());
       SmallVector<SmallVector<Value>> lanes(g.getNumDpsInits());
       for (int64_t k = 0; k < width; ++k) {
         Value linear =
@@ -488,9 +491,6 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
                    : Value(arith::AddIOp::create(b, loc, first,
                                                  index(loc, k)));
         SmallVector<Value> ivs;
-        bool needIvs = usesIndex;
-        for (unsigned i = 0; i < operands.size(); ++i)
-          needIvs |= !isContiguous(i) && isa<MemRefType>(operands[i].getType());
         if (needIvs)
           ivs = delinearize(loc, linear, parRanges);
         SmallVector<Value> args;
@@ -712,10 +712,21 @@ void KernelMapper::foldFillsIntoReductions() {
         reduction.getNumReductionLoops() == 0 ||
         llvm::is_contained(reduction.getDpsInputs(), buffer))
       continue;
+    // ... and one mapGeneric maps itself (no empty or dynamic loop, no
+    // output indexed by a reduction dimension: those run serially, or not
+    // at all, and would not see the folded value).
     AffineMap out = reduction.getIndexingMapsArray().back();
     auto type = cast<MemRefType>(buffer.getType());
-    if (!out.isProjectedPermutation() ||
-        out.getNumResults() != unsigned(type.getRank()))
+    SmallVector<utils::IteratorType> iters =
+        reduction.getIteratorTypesArray();
+    bool outReadsReduction = false;
+    for (unsigned d = 0; d < iters.size(); ++d)
+      outReadsReduction |= iters[d] == utils::IteratorType::reduction &&
+                           out.isFunctionOfDim(d);
+    if (!out.isProjectedPermutation() || outReadsReduction ||
+        out.getNumResults() != unsigned(type.getRank()) ||
+        llvm::any_of(reduction.getStaticLoopRanges(),
+                     [](int64_t r) { return r <= 0; }))
       continue;
     foldedInit[reduction] = scalar;
     foldedFills.insert(fill);
@@ -830,6 +841,8 @@ loom::emulateGpuOnHost(ModuleOp gpuKernels, const GpuKernelMap &kernels,
                                   args);
     return c.getNumResults() ? c.getResult(0) : Value();
   };
+  llvm::StringMap<bool> synchronizes;
+  llvm::StringMap<unsigned> numParams;
   for (auto gpuModule : gpuKernels.getOps<gpu::GPUModuleOp>()) {
     for (auto global : gpuModule.getOps<memref::GlobalOp>())
       b.clone(*global);
@@ -857,10 +870,13 @@ loom::emulateGpuOnHost(ModuleOp gpuKernels, const GpuKernelMap &kernels,
       func.getBody().takeBody(gfunc.getBody());
       SmallVector<Operation *> ops;
       func.walk([&](Operation *op) {
-        if (op->getDialect() &&
-            op->getDialect()->getNamespace() == gpu::GPUDialect::getDialectNamespace())
+        if (isa_and_nonnull<gpu::GPUDialect>(op->getDialect()))
           ops.push_back(op);
       });
+      // Threads that meet at shuffles or barriers run as coroutines.
+      synchronizes[gfunc.getName()] =
+          llvm::any_of(ops, llvm::IsaPred<gpu::ShuffleOp, gpu::BarrierOp>);
+      numParams[gfunc.getName()] = numArgs;
       for (Operation *op : ops) {
         OpBuilder at(op);
         if (isa<gpu::BlockIdOp>(op))
@@ -897,9 +913,10 @@ loom::emulateGpuOnHost(ModuleOp gpuKernels, const GpuKernelMap &kernels,
   }
   for (auto &[kernel, info] : kernels)
     for (const GpuLaunch &l : info.launches)
-      launches.push_back(EmulatedLaunch{
-          l.name, l.name + "_thread", l.grid[0], l.block[0],
-          l.strategy == "warp-row" || l.strategy == "block-reduce"});
+      launches.push_back(EmulatedLaunch{l.name, l.name + "_thread",
+                                        l.grid[0], l.block[0],
+                                        synchronizes.lookup(l.name),
+                                        numParams.lookup(l.name)});
   return host;
 }
 
@@ -1033,7 +1050,8 @@ LogicalResult loom::assembleCubin(const std::string &ptx, int sm,
   if (rc != 0) {
     auto buffer = llvm::MemoryBuffer::getFile(log);
     error = "ptxas (" + ptxas + ") failed" +
-            (message.empty() ? "" : ": " + message) +
+            (message.empty() ? " with exit status " + std::to_string(rc)
+                             : ": " + message) +
             (buffer ? "\n" + (*buffer)->getBuffer().str() : "");
     llvm::sys::fs::remove(log);
     return failure();

@@ -20,7 +20,6 @@
 #include "mlir/Pass/PassManager.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -268,10 +267,6 @@ LogicalResult emitEmulatedKernels(ModuleOp gpu, const loom::GpuKernelMap &map,
                                   Options &opts,
                                   llvm::function_ref<std::string(StringRef)> inDir,
                                   llvm::raw_ostream &err) {
-  llvm::StringMap<unsigned> numParams;
-  gpu.walk([&](gpu::GPUFuncOp f) {
-    numParams[f.getName()] = f.getNumArguments();
-  });
   std::vector<loom::EmulatedLaunch> launches;
   FailureOr<OwningOpRef<ModuleOp>> host =
       loom::emulateGpuOnHost(gpu, map, launches);
@@ -279,7 +274,7 @@ LogicalResult emitEmulatedKernels(ModuleOp gpu, const loom::GpuKernelMap &map,
   if (failed(host) || failed(loom::lowerHostKernelsToLLVM(**host)) ||
       failed(loom::emitSharedObject(**host, lib, error, launches,
                                     opts.cudaEmulatorLib))) {
-    err << "loomc: error: emulating the GPU kernels failed" 
+    err << "loomc: error: emulating the GPU kernels failed"
         << (error.empty() ? "" : ": " + error) << "\n";
     return failure();
   }
@@ -293,7 +288,7 @@ LogicalResult emitEmulatedKernels(ModuleOp gpu, const loom::GpuKernelMap &map,
   out->os() << "FAKECUBIN sm=" << parseCudaTarget(opts.target)
             << " lib=" << abs << "\n";
   for (const loom::EmulatedLaunch &l : launches)
-    out->os() << "kernel " << l.name << " " << numParams[l.name] << "\n";
+    out->os() << "kernel " << l.name << " " << l.numParams << "\n";
   out->keep();
   return success();
 }

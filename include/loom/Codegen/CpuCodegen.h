@@ -57,6 +57,7 @@ struct EmulatedLaunch {
   std::string name, threadFunction;
   int64_t grid, block;
   bool synchronizes;
+  unsigned numParams; // buffers the launch takes
 };
 
 /// Compiles an LLVM-dialect kernel module to a shared object at `path` for
