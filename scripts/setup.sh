@@ -9,8 +9,10 @@ PACKAGES=(
   cmake ninja-build ccache
   # Libraries MLIR's CMake package expects to find.
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
-  # Model formats and their dependencies.
-  libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
+  # Model formats and their dependencies. ONNX's C++ library itself is built
+  # from a current release below (Debian's libonnx-dev is 1.12, too old);
+  # libonnx-testdata is the old release's node tests, kept as a regression set.
+  libonnx-testdata libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev
   # Runtime: BLAS and collectives.
   libopenblas-dev libopenmpi-dev openmpi-bin
@@ -58,3 +60,6 @@ else
     echo "setup: warning: no JAX; the tests that compare against it will be skipped" >&2
   fi
 fi
+
+# ONNX's C++ library at a current release, built once into .deps/.
+bash "$ROOT/scripts/build_onnx.sh"
