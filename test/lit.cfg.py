@@ -9,7 +9,7 @@ from lit.llvm import llvm_config
 config.name = "LOOM"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".json", ".onnx", ".test"]
-config.excludes = ["Inputs", "train_vs_jax.py", "CMakeLists.txt", "README.md", "lit.cfg.py",
+config.excludes = ["Inputs", "zoo", "train_vs_jax.py", "CMakeLists.txt", "README.md", "lit.cfg.py",
                    "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")

@@ -61,17 +61,19 @@ struct ImportFailure {};
 const llvm::StringSet<> &supportedOps() {
   static const llvm::StringSet<> ops = {
       "Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "CastLike",
-      "Ceil", "Clip", "Concat", "Constant", "ConstantOfShape", "Conv", "Div",
-      "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "Flatten", "Floor",
-      "Gather", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Greater",
-      "GreaterOrEqual", "HardSigmoid", "Identity", "LayerNormalization",
+      "Ceil", "Clip", "Concat", "Constant", "ConstantOfShape", "Conv", "Cos",
+      "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "Flatten",
+      "Floor", "Gather", "GatherElements", "Gelu", "Gemm", "GlobalAveragePool",
+      "GlobalMaxPool", "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish",
+      "Identity", "IsNaN", "LayerNormalization",
       "LeakyRelu", "Less", "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max",
       "MaxPool", "Mean", "Min", "Mul", "Neg", "Not", "Pow", "PRelu", "Range",
       "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
       "ReduceMax", "ReduceMean", "ReduceMin", "ReduceSum", "ReduceSumSquare",
-      "Relu", "Reshape", "Selu", "Shape", "Sigmoid", "Size", "Slice", "Softmax",
-      "SoftmaxCrossEntropyLoss", "Softplus", "Split", "Sqrt", "Squeeze", "Sub",
-      "Sum", "Tanh", "Tile", "Transpose", "Unsqueeze", "Where"};
+      "Relu", "Reshape", "Selu", "SequenceAt", "Shape", "Sigmoid", "Sin",
+      "Size", "Slice", "Softmax", "SoftmaxCrossEntropyLoss", "Softplus",
+      "Split", "SplitToSequence", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh",
+      "Tile", "Transpose", "Unsqueeze", "Where"};
   return ops;
 }
 
@@ -96,6 +98,39 @@ struct ConstTensor {
     return n;
   }
 };
+
+/// The initializers that are not trainable parameters, although they are
+/// float tensors: those PyTorch's exporter marks as buffers or constants
+/// (`pkg.torch.export.graph_signature.InputSpec.kind` in the value_info),
+/// and those used only as the running statistics of inference-mode
+/// BatchNormalization (which does not update them).
+llvm::StringSet<> frozenInitializers(const onnx::GraphProto &graph) {
+  llvm::StringSet<> frozen;
+  for (const auto &vi : graph.value_info())
+    for (const auto &kv : vi.metadata_props())
+      if (kv.key() == "pkg.torch.export.graph_signature.InputSpec.kind" &&
+          (kv.value() == "BUFFER" || kv.value() == "CONSTANT_TENSOR"))
+        frozen.insert(vi.name());
+  llvm::StringMap<bool> statsOnly; // name -> used only as BN statistics
+  for (const auto &node : graph.node()) {
+    bool inferenceBN = node.op_type() == "BatchNormalization" &&
+                       llvm::none_of(node.attribute(), [](const auto &a) {
+                         return a.name() == "training_mode" && a.i() != 0;
+                       });
+    for (int i = 0; i < node.input_size(); ++i) {
+      bool stats = inferenceBN && (i == 3 || i == 4);
+      auto [it, inserted] = statsOnly.try_emplace(node.input(i), stats);
+      if (!inserted)
+        it->second = it->second && stats;
+    }
+  }
+  for (const auto &init : graph.initializer()) {
+    auto it = statsOnly.find(init.name());
+    if (it != statsOnly.end() && it->second)
+      frozen.insert(init.name());
+  }
+  return frozen;
+}
 
 class OnnxImporter {
 public:
@@ -152,6 +187,11 @@ private:
   llvm::StringMap<Value> values;
   llvm::StringMap<ConstTensor> consts;
   llvm::StringMap<RankedTensorType> inferred;
+  /// ONNX sequences (SplitToSequence), held as their tensors.
+  llvm::StringMap<SmallVector<Value>> sequences;
+  /// Outputs of nodes whose conversion failed: their users fail quietly, so
+  /// that one error is reported once, not again at every node downstream.
+  llvm::StringSet<> failedValues;
   Value rngSeed;
   int64_t dropoutStreams = 0;
   func::FuncOp func;
@@ -667,6 +707,7 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
   llvm::StringSet<> initNames;
   for (const auto &init : graph.initializer())
     initNames.insert(init.name());
+  llvm::StringSet<> frozen = frozenInitializers(graph);
 
   bool ok = true;
   auto addArg = [&](Type type, StringRef attrName, StringRef name) {
@@ -703,11 +744,13 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
     }
     auto type = RankedTensorType::get(shape, elt);
     // Float tensors are trainable parameters; scalars are not (they are the
-    // ratios, bounds and scales that ops read as attributes).
+    // ratios, bounds and scales that ops read as attributes), nor are the
+    // buffers and statistics of frozenInitializers().
     bool bound = llvm::any_of(options.boundInputs, [&](const auto &kv) {
       return kv.first == init.name();
     });
-    if (isa<FloatType>(elt) && !shape.empty() && !bound) {
+    if (isa<FloatType>(elt) && !shape.empty() && !bound &&
+        !frozen.contains(init.name())) {
       // A trainable parameter: an argument, its value beside the IR.
       std::vector<uint8_t> bytes;
       if (!readTensorBytes(init, loc, bytes)) {
@@ -734,9 +777,11 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
       convertNode(node);
     } catch (const ImportFailure &) {
       ok = false;
+      failedValues.insert(node.output().begin(), node.output().end());
     } catch (const std::exception &e) {
       emitError(nodeLoc(node)) << "internal error importing node: " << e.what();
       ok = false;
+      failedValues.insert(node.output().begin(), node.output().end());
     }
     ++nodeIndex;
   }
@@ -877,7 +922,7 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
       "Add", "Sub", "Mul", "Div", "Neg", "Cast", "Concat", "Gather",
       "Unsqueeze", "Squeeze", "Reshape", "Identity", "Equal", "Less",
       "Greater", "Where", "Slice", "Range", "Max", "Min", "Not", "Expand",
-      "Abs", "Floor", "Sqrt"};
+      "Abs", "Floor", "Sqrt", "GatherElements"};
   const std::string &op = node.op_type();
   NodeCtx n(node, nodeLoc(node));
   if (op == "Shape" || op == "Size") {
@@ -932,6 +977,26 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
       n.fail("constant of " + Twine(c.numElements()) + " elements is too large");
     c.values.assign(c.numElements(), fillValue);
     defineConst(n.outputName(0), c);
+    return true;
+  }
+  if (op == "CastLike") {
+    // Only the element type of the second input matters: it may be a
+    // run-time value.
+    auto x = getConst(n.inputName(0));
+    if (!x)
+      return false;
+    Type to;
+    if (auto like = getConst(n.inputName(1)))
+      to = like->elementType;
+    else if (Value v = get(n.inputName(1)))
+      to = typeOf(v).getElementType();
+    else
+      return false;
+    if (!isa<FloatType>(to))
+      for (double &v : x->values)
+        v = to.isInteger(1) ? double(v != 0) : std::trunc(v);
+    x->elementType = to;
+    defineConst(n.outputName(0), *x);
     return true;
   }
   if (!foldable.contains(op))
@@ -1017,9 +1082,21 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
       out.values.push_back(c[i] != 0 ? x[i] : y[i]);
   } else if (op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" ||
              op == "Expand") {
-    // Only the shape changes; let the general conversion compute it, then
-    // reuse the values.
-    return false;
+    // Only the shape changes: take it from ONNX shape inference.
+    auto it = inferred.find(n.outputName(0));
+    if (it == inferred.end())
+      return false;
+    out.shape.assign(it->second.getShape().begin(),
+                     it->second.getShape().end());
+    if (op == "Expand") {
+      if (!broadcastShapes(in[0].shape, out.shape))
+        return false;
+      out.values = broadcastConst(in[0], out.shape);
+    } else {
+      out.values = in[0].values;
+    }
+    if (static_cast<int64_t>(out.values.size()) != out.numElements())
+      return false;
   } else if (op == "Concat") {
     if (in[0].shape.size() != 1)
       return false;
@@ -1044,27 +1121,90 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
                " is out of range for " + Twine(size) + " elements");
       out.values.push_back(in[0].values[i]);
     }
+  } else if (op == "GatherElements") {
+    // out[i] = data[i with index[i] on `axis`]; index and data of one rank.
+    const ConstTensor &data = in[0], &index = in[1];
+    int64_t rank = data.shape.size();
+    if (static_cast<int64_t>(index.shape.size()) != rank || rank == 0)
+      n.fail("data and indices must have the same rank");
+    int64_t axis = normAxis(n, n.getInt("axis", 0), rank);
+    out.shape = index.shape;
+    SmallVector<int64_t> idx(rank, 0);
+    for (double iv : index.values) {
+      int64_t k = static_cast<int64_t>(iv);
+      if (k < 0)
+        k += data.shape[axis];
+      if (k < 0 || k >= data.shape[axis])
+        n.fail("index " + Twine(static_cast<int64_t>(iv)) +
+               " is out of range for dimension " + Twine(axis) + " of size " +
+               Twine(data.shape[axis]));
+      int64_t src = 0;
+      for (int64_t d = 0; d < rank; ++d) {
+        int64_t i = d == axis ? k : idx[d];
+        if (i >= data.shape[d])
+          n.fail("indices shape " + shapeStr(index.shape) +
+                 " exceeds the data shape " + shapeStr(data.shape));
+        src = src * data.shape[d] + i;
+      }
+      out.values.push_back(data.values[src]);
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        if (++idx[d] < index.shape[d])
+          break;
+        idx[d] = 0;
+      }
+    }
   } else if (op == "Slice") {
-    if (in[0].shape.size() != 1 || in.size() < 3)
+    // ONNX Slice: per listed axis, start/end clamped to the dimension
+    // (INT64 extremes mean "to the end"), any non-zero step.
+    int64_t rank = in[0].shape.size();
+    if (in.size() < 3 || rank == 0)
       return false;
-    int64_t size = in[0].shape[0];
-    int64_t start = static_cast<int64_t>(in[1].values.at(0));
-    int64_t end = static_cast<int64_t>(
-        std::min<double>(in[2].values.at(0), 9.0e15));
-    int64_t step = in.size() > 4 && !in[4].values.empty()
-                       ? static_cast<int64_t>(in[4].values[0])
-                       : 1;
-    if (step != 1)
-      return false;
-    if (start < 0)
-      start += size;
-    if (end < 0)
-      end += size;
-    start = std::clamp<int64_t>(start, 0, size);
-    end = std::clamp<int64_t>(end, 0, size);
-    for (int64_t i = start; i < end; ++i)
-      out.values.push_back(in[0].values[i]);
-    out.shape = {static_cast<int64_t>(out.values.size())};
+    SmallVector<int64_t> start(rank, 0), step(rank, 1), count(in[0].shape);
+    size_t listed = in[1].values.size();
+    if (in[2].values.size() != listed)
+      n.fail("starts and ends have different lengths");
+    auto at = [&](size_t input, size_t i, int64_t dflt) {
+      if (in.size() <= input || in[input].values.empty())
+        return dflt;
+      return static_cast<int64_t>(
+          std::clamp(in[input].values.at(i), -4.0e18, 4.0e18));
+    };
+    for (size_t i = 0; i < listed; ++i) {
+      int64_t axis = normAxis(n, at(3, i, i), rank);
+      int64_t dim = in[0].shape[axis];
+      int64_t st = at(4, i, 1);
+      if (st == 0)
+        n.fail("slice step 0");
+      int64_t b0 = at(1, i, 0), e0 = at(2, i, 0);
+      if (b0 < 0)
+        b0 += dim;
+      if (e0 < 0)
+        e0 += dim;
+      if (st > 0) {
+        b0 = std::clamp<int64_t>(b0, 0, dim);
+        e0 = std::clamp<int64_t>(e0, 0, dim);
+        count[axis] = std::max<int64_t>(0, (e0 - b0 + st - 1) / st);
+      } else {
+        b0 = std::clamp<int64_t>(b0, 0, dim - 1);
+        e0 = std::clamp<int64_t>(e0, -1, dim - 1);
+        count[axis] = std::max<int64_t>(0, (b0 - e0 - st - 1) / -st);
+      }
+      start[axis] = b0;
+      step[axis] = st;
+    }
+    out.shape = count;
+    SmallVector<int64_t> idx(rank, 0);
+    for (int64_t flat = 0, total = out.numElements(); flat < total; ++flat) {
+      int64_t src = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        src = src * in[0].shape[d] + start[d] + idx[d] * step[d];
+      out.values.push_back(in[0].values[src]);
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        if (++idx[d] < count[d])
+          break;
+        idx[d] = 0;
+      }
+    }
   } else if (op == "Range") {
     double start = in[0].values.at(0), limit = in[1].values.at(0),
            delta = in[2].values.at(0);
@@ -1127,6 +1267,8 @@ void OnnxImporter::convertNode(const onnx::NodeProto &node) {
       n.fail("input " + Twine(i) + " is missing");
     b.setInsertionPointToEnd(entry);
     Value v = get(n.inputName(i));
+    if (!v && failedValues.contains(n.inputName(i)))
+      throw ImportFailure{}; // reported at the node that failed
     if (!v)
       n.fail("input '" + n.inputName(i) + "' is not defined");
     return v;
@@ -1266,9 +1408,109 @@ void OnnxImporter::convertNode(const onnx::NodeProto &node) {
     setOut(0, input(0));
     return;
   }
+  if (op == "IsNaN") {
+    // NaN is the one value that differs from itself (an unordered compare).
+    Value x = input(0);
+    floatOnly(x);
+    setOut(0, CompareOp::create(
+                  b, loc,
+                  RankedTensorType::get(typeOf(x).getShape(), b.getI1Type()),
+                  ComparePredicate::NE, x, x));
+    return;
+  }
+  if (op == "Gelu") {
+    Value x = input(0);
+    floatOnly(x);
+    std::string approx = n.getString("approximate", "none");
+    if (approx != "none" && approx != "tanh")
+      n.fail("approximate = '" + approx + "' is not 'none' or 'tanh'");
+    setOut(0, GeluOp::create(b, loc, x,
+                             approx == "tanh" ? GeluApproximation::Tanh
+                                              : GeluApproximation::None));
+    return;
+  }
+  if (op == "GatherElements")
+    n.fail("GatherElements on run-time values is not supported yet (only "
+           "on compile-time constants, where it is folded)");
+  if (op == "SplitToSequence") {
+    // Sequences exist only at import: the tensors are kept by name and
+    // SequenceAt with a constant position picks one.
+    Value x = input(0);
+    auto xt = typeOf(x);
+    int64_t axis = normAxis(n, n.getInt("axis", 0), xt.getRank());
+    int64_t dim = xt.getDimSize(axis);
+    SmallVector<int64_t> sizes;
+    bool keep = true;
+    if (n.hasInput(1)) {
+      auto c = getConst(n.inputName(1));
+      if (!c)
+        n.fail("split (input 1) must be a compile-time constant");
+      if (c->shape.empty()) {
+        int64_t chunk = static_cast<int64_t>(c->values.at(0));
+        if (chunk <= 0)
+          n.fail("split size " + Twine(chunk) + " is not positive");
+        for (int64_t off = 0; off < dim; off += chunk)
+          sizes.push_back(std::min(chunk, dim - off));
+      } else {
+        for (double v : c->values)
+          sizes.push_back(static_cast<int64_t>(v));
+      }
+    } else {
+      sizes.assign(dim, 1);
+      keep = n.getInt("keepdims", 1) != 0;
+    }
+    SmallVector<Value> parts;
+    int64_t offset = 0;
+    for (int64_t size : sizes) {
+      if (size < 0 || offset + size > dim)
+        n.fail("split sizes exceed dimension " + Twine(axis) + " of size " +
+               Twine(dim));
+      SmallVector<int64_t> start(xt.getRank(), 0), limit(xt.getShape()),
+          stride(xt.getRank(), 1);
+      start[axis] = offset;
+      limit[axis] = offset + size;
+      offset += size;
+      Value part =
+          check(createInferred<SliceOp>(b, loc, x, start, limit, stride));
+      if (!keep) {
+        SmallVector<int64_t> shape(typeOf(part).getShape());
+        shape.erase(shape.begin() + axis);
+        part = ReshapeOp::create(
+            b, loc, RankedTensorType::get(shape, xt.getElementType()), part);
+      }
+      parts.push_back(part);
+    }
+    if (offset != dim)
+      n.fail("split sizes sum to " + Twine(offset) + ", not " + Twine(dim));
+    if (!n.outputName(0).empty())
+      sequences[n.outputName(0)] = std::move(parts);
+    return;
+  }
+  if (op == "SequenceAt") {
+    auto it = sequences.find(n.inputName(0));
+    if (it == sequences.end()) {
+      if (failedValues.contains(n.inputName(0)))
+        throw ImportFailure{};
+      n.fail("input '" + n.inputName(0) + "' is not a sequence made by "
+             "SplitToSequence");
+    }
+    auto pos = getConst(n.inputName(1));
+    if (!pos || pos->values.size() != 1)
+      n.fail("position (input 1) must be a compile-time scalar");
+    int64_t size = it->second.size();
+    int64_t i = static_cast<int64_t>(pos->values[0]);
+    if (i < 0)
+      i += size;
+    if (i < 0 || i >= size)
+      n.fail("position " + Twine(static_cast<int64_t>(pos->values[0])) +
+             " is out of range for a sequence of " + Twine(size));
+    setOut(0, it->second[i]);
+    return;
+  }
   static const llvm::StringSet<> floatUnary = {
       "Exp", "Log", "Tanh", "Sigmoid", "Erf", "Sqrt", "Reciprocal", "Floor",
-      "Ceil", "Softplus", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "Clip"};
+      "Ceil", "Softplus", "LeakyRelu", "Elu", "Selu", "HardSigmoid",
+      "HardSwish", "Clip", "Cos", "Sin"};
   if (floatUnary.contains(op)) {
     Value x = input(0);
     if (op != "Clip")
@@ -1288,6 +1530,10 @@ void OnnxImporter::convertNode(const onnx::NodeProto &node) {
       y = SqrtOp::create(b, loc, x);
     else if (op == "Floor")
       y = FloorOp::create(b, loc, x);
+    else if (op == "Cos")
+      y = CosOp::create(b, loc, x);
+    else if (op == "Sin")
+      y = SinOp::create(b, loc, x);
     else if (op == "Ceil")
       y = NegOp::create(b, loc, FloorOp::create(b, loc, NegOp::create(b, loc, x)));
     else if (op == "Reciprocal")
@@ -1295,12 +1541,18 @@ void OnnxImporter::convertNode(const onnx::NodeProto &node) {
     else if (op == "Softplus")
       y = LogOp::create(b, loc,
                         AddOp::create(b, loc, splat(x, 1.0), ExpOp::create(b, loc, x)));
-    else if (op == "HardSigmoid") {
-      Value lin = AddOp::create(
-          b, loc, MulOp::create(b, loc, x, splat(x, n.getFloat("alpha", 0.2f))),
-          splat(x, n.getFloat("beta", 0.5f)));
+    else if (op == "HardSigmoid" || op == "HardSwish") {
+      // HardSwish(x) = x * HardSigmoid(x) with alpha 1/6, beta 0.5.
+      bool swish = op == "HardSwish";
+      float alpha = swish ? 1.0f / 6.0f : n.getFloat("alpha", 0.2f);
+      float beta = swish ? 0.5f : n.getFloat("beta", 0.5f);
+      Value lin = AddOp::create(b, loc,
+                                MulOp::create(b, loc, x, splat(x, alpha)),
+                                splat(x, beta));
       y = MinOp::create(b, loc, MaxOp::create(b, loc, lin, splat(x, 0.0)),
                         splat(x, 1.0));
+      if (swish)
+        y = MulOp::create(b, loc, x, y);
     } else if (op == "Clip") {
       y = x;
       auto bound = [&](int i) -> Value {
@@ -1994,8 +2246,13 @@ void OnnxImporter::convertNode(const onnx::NodeProto &node) {
     setOut(0, check(createInferred<GatherOp>(b, loc, data, indices, axis)).getResult());
     return;
   }
-  if (op == "Range" || op == "ConstantOfShape" || op == "Shape" || op == "Size")
+  if (op == "Range" || op == "ConstantOfShape" || op == "Shape" ||
+      op == "Size") {
+    for (int i = 0; i < n.numInputs(); ++i)
+      if (failedValues.contains(n.inputName(i)))
+        throw ImportFailure{}; // reported at the node that failed
     n.fail("inputs must be compile-time constants; Loom needs static shapes");
+  }
 
   n.fail("conversion is not implemented");
 }

@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""Exports Loom's model zoo with PyTorch's default ONNX exporter and records
+PyTorch's own training numbers for each model.
+
+Every model is built from torchvision's or transformers' own classes in a
+small configuration, with random weights (torch.manual_seed; nothing is
+downloaded), and exported with `torch.onnx.export(model, args, path)` (the
+default exporter of the installed PyTorch). For a fixed batch and labels it
+then records, in `<name>.npz` beside `<name>.onnx`:
+
+  in.<input name>      the batch, as the ONNX graph's inputs name it
+  labels               the class labels of the cross-entropy loss
+  loss0                the loss at the initial weights
+  grad.<initializer>   d loss / d parameter, keyed by the ONNX initializer name
+  losses               the loss before each of STEPS AdamW steps
+  meta.*               lr, weight decay, steps, class axis
+
+so that `test/e2e/zoo_vs_torch.py` can check Loom against PyTorch without
+PyTorch installed (CI does not install it: several GB). Regenerate with
+
+  python utils/export_zoo.py --out test/e2e/zoo [--only NAME]
+
+in an environment with torch, torchvision, transformers and onnxscript.
+
+Models are exported, and their reference numbers computed, in eval mode:
+dropout is the identity and BatchNorm uses its running statistics, so that
+the reference is deterministic (the default exporter exports for inference
+in any case). They are exported with `optimize=False`, as docs/onnx-import.md
+advises for training: the exporter's default ONNX optimizer constant-folds
+computations on parameters (transposed weights, position-embedding lookups,
+BatchNorm folded into the convolution before it, one copy per use of a tied
+weight), which gives an inference graph whose initializers are no longer the
+model's parameters.
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+STEPS = 20
+LR = 1e-3
+WEIGHT_DECAY = 0.01
+
+
+# --------------------------------------------------------------------------
+# The models: each returns (module, example inputs as a dict, labels, class
+# axis). Modules return the logits only.
+# --------------------------------------------------------------------------
+
+class LogitsOnly(nn.Module):
+    """Wraps a transformers model so that it returns the logits tensor."""
+
+    def __init__(self, inner, arg_names=("input_ids",)):
+        super().__init__()
+        self.inner = inner
+        self.arg_names = arg_names
+
+    def forward(self, *args):
+        return self.inner(**dict(zip(self.arg_names, args))).logits
+
+
+def images(batch, size=32):
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(batch, 3, size, size, generator=g)
+
+
+def class_labels(shape, classes):
+    g = torch.Generator().manual_seed(2)
+    return torch.randint(0, classes, shape, generator=g)
+
+
+def tokens(shape, vocab, seed=3, low=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(low, vocab, shape, generator=g)
+
+
+def resnet18_small():
+    # ResNet-18's topology (torchvision's BasicBlock, [2, 2, 2, 2], stem conv
+    # 7x7/2 + max pool, global average pool, fc) at 1/8 of its widths, so the
+    # checked-in file stays small: torchvision's ResNet class fixes the widths
+    # at 64..512, so the same blocks are assembled here with 8..64.
+    from torchvision.models.resnet import BasicBlock, ResNet
+
+    class SmallResNet(ResNet):
+        def __init__(self, num_classes):
+            nn.Module.__init__(self)
+            self._norm_layer = nn.BatchNorm2d
+            self.inplanes, self.dilation = 8, 1
+            self.groups, self.base_width = 1, 64
+            self.conv1 = nn.Conv2d(3, 8, 7, 2, 3, bias=False)
+            self.bn1 = nn.BatchNorm2d(8)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(3, 2, 1)
+            self.layer1 = self._make_layer(BasicBlock, 8, 2)
+            self.layer2 = self._make_layer(BasicBlock, 16, 2, stride=2)
+            self.layer3 = self._make_layer(BasicBlock, 32, 2, stride=2)
+            self.layer4 = self._make_layer(BasicBlock, 64, 2, stride=2)
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(64, num_classes)
+
+    m = SmallResNet(10)
+    randomize_bn(m)
+    return m, {"x": images(4)}, class_labels((4,), 10), 1
+
+
+def mobilenet_v3_small():
+    from torchvision.models import mobilenet_v3_small as make
+    m = make(num_classes=10, width_mult=0.25)
+    randomize_bn(m)
+    return m, {"x": images(2, 64)}, class_labels((2,), 10), 1
+
+
+def efficientnet_b0():
+    from torchvision.models.efficientnet import EfficientNet, _efficientnet_conf
+    setting, last = _efficientnet_conf("efficientnet_b0", width_mult=0.25,
+                                       depth_mult=0.25)
+    m = EfficientNet(setting, dropout=0.0, last_channel=last, num_classes=10,
+                     stochastic_depth_prob=0.0)
+    randomize_bn(m)
+    return m, {"x": images(2, 64)}, class_labels((2,), 10), 1
+
+
+def vit_small():
+    from torchvision.models.vision_transformer import VisionTransformer
+    m = VisionTransformer(image_size=32, patch_size=8, num_layers=2,
+                          num_heads=2, hidden_dim=32, mlp_dim=64,
+                          num_classes=10)
+    return m, {"x": images(2)}, class_labels((2,), 10), 1
+
+
+def gpt2_small():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cfg = GPT2Config(vocab_size=256, n_positions=32, n_embd=64, n_layer=2,
+                     n_head=4, resid_pdrop=0.0, embd_pdrop=0.0,
+                     attn_pdrop=0.0)
+    m = LogitsOnly(GPT2LMHeadModel(cfg))
+    ids = tokens((2, 16), 256)
+    return m, {"input_ids": ids}, tokens((2, 16), 256, seed=4), -1
+
+
+def llama_small():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
+                      num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=64)
+    m = LogitsOnly(LlamaForCausalLM(cfg))
+    ids = tokens((2, 16), 256)
+    return m, {"input_ids": ids}, tokens((2, 16), 256, seed=4), -1
+
+
+def bert_small():
+    from transformers import BertConfig, BertForSequenceClassification
+    cfg = BertConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2,
+                     num_attention_heads=4, intermediate_size=128,
+                     max_position_embeddings=64, num_labels=3,
+                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    m = LogitsOnly(BertForSequenceClassification(cfg))
+    # BERT's word embedding has padding_idx = 0, whose row PyTorch never
+    # gives a gradient; an ONNX Gather has no such notion (the exporter
+    # drops it), so the batch avoids token 0.
+    ids = tokens((2, 16), 256, low=1)
+    return m, {"input_ids": ids}, class_labels((2,), 3), -1
+
+
+def t5_small():
+    from transformers import T5Config, T5ForConditionalGeneration
+    cfg = T5Config(vocab_size=256, d_model=64, d_kv=16, d_ff=128,
+                   num_layers=2, num_decoder_layers=2, num_heads=4,
+                   dropout_rate=0.0, decoder_start_token_id=0)
+    m = LogitsOnly(T5ForConditionalGeneration(cfg),
+                   ("input_ids", "decoder_input_ids"))
+    ids = tokens((2, 16), 256)
+    dec = tokens((2, 8), 256, seed=5)
+    return (m, {"input_ids": ids, "decoder_input_ids": dec},
+            tokens((2, 8), 256, seed=4), -1)
+
+
+MODELS = {
+    "resnet18": resnet18_small,
+    "mobilenet_v3_small": mobilenet_v3_small,
+    "efficientnet_b0": efficientnet_b0,
+    "vit": vit_small,
+    "gpt2": gpt2_small,
+    "llama": llama_small,
+    "bert": bert_small,
+    "t5": t5_small,
+}
+
+
+def randomize_bn(model):
+    """Gives BatchNorm layers non-trivial running statistics and affine
+    parameters (fresh ones are 0/1, which would hide mistakes)."""
+    g = torch.Generator().manual_seed(7)
+    for mod in model.modules():
+        if isinstance(mod, nn.modules.batchnorm._BatchNorm):
+            n = mod.num_features
+            with torch.no_grad():
+                mod.running_mean.copy_(0.1 * torch.randn(n, generator=g))
+                mod.running_var.copy_(1 + 0.2 * torch.rand(n, generator=g))
+                mod.weight.copy_(1 + 0.1 * torch.randn(n, generator=g))
+                mod.bias.copy_(0.1 * torch.randn(n, generator=g))
+
+
+# --------------------------------------------------------------------------
+# Reference numbers
+# --------------------------------------------------------------------------
+
+def loss_of(model, inputs, labels, class_axis):
+    logits = model(*inputs.values())
+    if class_axis == 1 or logits.dim() == 2:
+        return F.cross_entropy(logits, labels)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                           labels.reshape(-1))
+
+
+def initializer_names(onnx_path):
+    import onnx
+    m = onnx.load(onnx_path, load_external_data=False)
+    return {i.name for i in m.graph.initializer}
+
+
+def aliases(model):
+    """Each distinct parameter tensor with all the names it goes by."""
+    out = {}
+    for k, p in model.named_parameters(remove_duplicate=False):
+        out.setdefault(id(p), []).append(k)
+    return out
+
+
+def export_one(name, out_dir):
+    torch.manual_seed(0)
+    model, inputs, labels, class_axis = MODELS[name]()
+    model.eval()
+    path = os.path.join(out_dir, name + ".onnx")
+    with torch.no_grad():
+        torch.onnx.export(model, tuple(inputs.values()), path,
+                          input_names=list(inputs), output_names=["logits"],
+                          external_data=False, optimize=False)
+    inits = initializer_names(path)
+
+    # The ONNX initializers that are parameters, by the exporter's names:
+    # torch.export names them after the module path; a tied weight (GPT-2's
+    # embedding and head) is one initializer under one of its names.
+    params = {}
+    for tensor_id, names in aliases(model).items():
+        found = [k for k in names if k in inits]
+        if len(found) != 1:
+            sys.exit("%s: parameter %s has %d ONNX initializers" %
+                     (name, names, len(found)))
+        params[found[0]] = dict(model.named_parameters())[names[0]]
+
+    loss = loss_of(model, inputs, labels, class_axis)
+    grads = torch.autograd.grad(loss, list(params.values()))
+    rec = {"in." + k: v.numpy() for k, v in inputs.items()}
+    rec["labels"] = labels.numpy()
+    rec["loss0"] = np.array(loss.item(), np.float32)
+    for (k, _), g in zip(params.items(), grads):
+        rec["grad." + k] = g.numpy().astype(np.float32)
+
+    opt = torch.optim.AdamW(model.parameters(), lr=LR,
+                            weight_decay=WEIGHT_DECAY)
+    losses = []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        step_loss = loss_of(model, inputs, labels, class_axis)
+        losses.append(step_loss.item())
+        step_loss.backward()
+        opt.step()
+    rec["losses"] = np.array(losses, np.float32)
+    rec["meta.lr"] = np.array(LR)
+    rec["meta.weight_decay"] = np.array(WEIGHT_DECAY)
+    rec["meta.class_axis"] = np.array(class_axis)
+    np.savez_compressed(os.path.join(out_dir, name + ".npz"), **rec)
+    nparams = sum(p.numel() for p in params.values())
+    print("%-20s %8d parameters  loss0 %.5f  loss%d %.5f  %s" %
+          (name, nparams, losses[0], STEPS, losses[-1], path))
+    return {"name": name, "parameters": nparams,
+            "onnx_bytes": os.path.getsize(path),
+            "torch": torch.__version__}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="test/e2e/zoo")
+    ap.add_argument("--only", action="append", choices=sorted(MODELS))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    info = []
+    for name in args.only or MODELS:
+        info.append(export_one(name, args.out))
+    with open(os.path.join(args.out, "exported-by.json"), "w") as f:
+        json.dump(info, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
