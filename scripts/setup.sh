@@ -18,6 +18,8 @@ PACKAGES=(
   libopenblas-dev libopenmpi-dev openmpi-bin
   # Tests: GoogleTest and the Python used by model scripts.
   libgtest-dev python3 python3-numpy python3-onnx python3-venv
+  # Fuzzing (scripts/fuzz.sh): libFuzzer and the sanitizer runtimes of clang-22.
+  libclang-rt-22-dev
 )
 
 missing=()
@@ -40,14 +42,16 @@ fi
 # environment of its own, so its numpy does not meet Debian's python3-onnx.
 # scikit-learn ships the digits data set of the training demo
 # (examples/data/make_digits.py); matplotlib draws loss curves
-# (scripts/plot_loss.py). PyTorch, used only by bench/, is not installed here
+# (scripts/plot_loss.py); onnxruntime runs the models loom-run exports
+# (test/e2e/onnx-roundtrip.test). PyTorch, used only by bench/ and by
+# utils/export_zoo.py (whose outputs are checked in), is not installed here
 # (several GB): see docs/performance.md.
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 VENV="${LOOM_VENV:-$ROOT/.venv}"
-PY_PACKAGES=(jax==0.10.2 jaxlib==0.10.2 onnx==1.23.2
+PY_PACKAGES=(jax==0.10.2 jaxlib==0.10.2 onnx==1.23.2 onnxruntime==1.32.0
              scikit-learn==1.9.1 matplotlib==3.11.2)
-if "$VENV/bin/python" -c "import jax, onnx, sklearn, matplotlib" 2>/dev/null; then
-  echo "setup: $VENV has JAX, onnx, scikit-learn and matplotlib"
+if "$VENV/bin/python" -c "import jax, onnx, onnxruntime, sklearn, matplotlib" 2>/dev/null; then
+  echo "setup: $VENV has JAX, onnx, onnxruntime, scikit-learn and matplotlib"
 else
   echo "setup: creating $VENV with ${PY_PACKAGES[*]}"
   if ! { /usr/bin/python3 -m venv "$VENV" &&

@@ -73,6 +73,17 @@ if os.path.exists(_venv_python) and subprocess.run(
         [_venv_python, "-c", "import jax, onnx"], capture_output=True).returncode == 0:
     config.available_features.add("jax")
 config.substitutions.append(("%jaxpython", _venv_python))
+# The node tests of the current onnx Python package (1,884 for onnx 1.23),
+# written to disk by utils/gen_onnx_node_tests.py.
+if os.path.exists(_venv_python) and subprocess.run(
+        [_venv_python, "-c",
+         "import onnx.backend.test.case.node as n; n.collect_testcases"],
+        capture_output=True).returncode == 0:
+    config.available_features.add("onnx-node-tests")
+if os.path.exists(_venv_python) and subprocess.run(
+        [_venv_python, "-c", "import onnxruntime"],
+        capture_output=True).returncode == 0:
+    config.available_features.add("onnxruntime")
 
 if os.path.isdir("/usr/share/libonnx-testdata/data/node"):
     config.available_features.add("onnx-testdata")

@@ -88,6 +88,11 @@ EXPECTED_NUMERIC_FAILURES = {
     "test_castlike_BFLOAT16_to_FLOAT_expanded": _LIKE_SHAPE,
     "test_castlike_FLOAT_to_BFLOAT16": _LIKE_SHAPE,
     "test_castlike_FLOAT_to_BFLOAT16_expanded": _LIKE_SHAPE,
+    # onnx 1.23's node tests (utils/gen_onnx_node_tests.py):
+    "test_celu_bfloat16_expanded":
+        "one element one bf16 ulp off: Loom imports Elu as several loom "
+        "ops (exp, sub, mul, select), each rounded to bf16, where the "
+        "reference rounds Elu's result once",
 }
 
 # Tests whose expected outputs come from a random mask (NumPy's generator,
@@ -103,6 +108,9 @@ RANDOM_MASK_TESTS = {"test_training_dropout", "test_training_dropout_default"}
 EXPECTED_COMPILED_FAILURES = {
 }
 COMPILED_FAILURE_PATTERNS = [
+    (r"plan: GEMM steps multiply f32 and f64 matrices only, not 'f16'",
+     "a limitation of the CPU target: its GEMMs go to OpenBLAS, which has no "
+     "f16 GEMM (the interpreter's numbers for the model pass)"),
     (r"loom-run: error: entry '[^']*': input '[^']*': expected bf16 .*, "
      r"got f32",
      "a bf16 graph input cannot be fed to loom-run: it reads inputs from "

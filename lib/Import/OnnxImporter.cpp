@@ -242,6 +242,24 @@ bool OnnxImporter::loadModel() {
                        << "domain";
     return false;
   }
+  // A model from a newer ONNX than the library: its ops may mean something
+  // the library's schemas do not say, so it is refused rather than guessed.
+  int64_t newestOpset = onnx::OpSchemaRegistry::DomainToVersionRange::Instance()
+                            .Map()
+                            .at(onnx::ONNX_DOMAIN)
+                            .second;
+  const int64_t newestIr = static_cast<int64_t>(onnx::Version::IR_VERSION);
+  if (opset > newestOpset || model.ir_version() > newestIr) {
+    emitError(fileLoc) << "'" << path << "' was written by a newer ONNX than "
+                       << "Loom's ONNX library (" << ONNX_LIBRARY_VERSION
+                       << ": IR version <= " << newestIr
+                       << ", opsets <= " << newestOpset << "); the model has "
+                       << "IR version " << model.ir_version() << " and opset "
+                       << opset << ". Export it with an older opset (e.g. "
+                       << "torch.onnx.export(..., opset_version=" << newestOpset
+                       << ")) or build Loom with a newer ONNX";
+    return false;
+  }
   if (model.graph().node_size() == 0 && model.graph().output_size() == 0) {
     emitError(fileLoc) << "model graph is empty";
     return false;
@@ -793,6 +811,12 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
   SmallVector<DictionaryAttr> resAttrs;
   for (const auto &output : graph.output()) {
     Value v = get(output.name());
+    if (!v && sequences.count(output.name())) {
+      emitError(fileLoc) << "model output '" << output.name()
+                         << "' is not a tensor (sequences, maps and optionals "
+                         << "are not supported as model outputs)";
+      return nullptr;
+    }
     if (!v) {
       emitError(fileLoc) << "model output '" << output.name()
                          << "' is not produced by any node";
@@ -840,8 +864,12 @@ struct NodeCtx {
   }
 
   [[noreturn]] void fail(const Twine &msg) const {
-    emitError(loc) << node.op_type() << " node '" << node.name()
-                   << "': " << msg;
+    // The location already names the node (or "<op>#<index>" if unnamed).
+    if (node.name().empty())
+      emitError(loc) << node.op_type() << " node: " << msg;
+    else
+      emitError(loc) << node.op_type() << " node '" << node.name()
+                     << "': " << msg;
     throw ImportFailure{};
   }
   int numInputs() const { return node.input_size(); }
@@ -1923,6 +1951,9 @@ void OnnxImporter::convertNode(const onnx::NodeProto &node) {
   if (op.rfind("Reduce", 0) == 0) {
     Value x = input(0);
     auto xt = typeOf(x);
+    if (xt.getElementType().isInteger(1))
+      n.fail("a reduction of bool values is not supported (Loom's reductions "
+             "take numbers)");
     SmallVector<int64_t> axes;
     bool fromInput = op == "ReduceSum" || opset >= 18;
     if (fromInput && n.hasInput(1))

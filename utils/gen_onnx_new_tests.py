@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Writes the importer's test models that need a current ONNX (opset 20,
+IR 10) into test/Import/ONNX/Inputs/current/, with the onnx package of the
+project's virtual environment (.venv, onnx 1.23). The older test models are
+written by utils/gen_onnx_models.py with Debian's onnx 1.12 (opset 17).
+
+  .venv/bin/python utils/gen_onnx_new_tests.py [--out-dir DIR]
+
+Deterministic; every node has a name, which the importer uses as the op's
+location.
+"""
+import argparse
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+F = TensorProto.FLOAT
+
+
+def vi(name, shape, elem=F):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=20, ir=10, value_info=()):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits),
+                          value_info=list(value_info))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)],
+                          producer_name="loom-tests")
+    m.ir_version = ir
+    return m
+
+
+def exporter_ops():
+    """The ops today's PyTorch exporter writes for GPT-2, BERT, MobileNet and
+    Llama that opset 17 did not have or Loom did not map."""
+    n = helper.make_node
+    nodes = [
+        n("Gelu", ["x"], ["g0"], name="/mlp/gelu"),
+        n("Gelu", ["x"], ["g1"], name="/mlp/gelu_tanh", approximate="tanh"),
+        n("HardSwish", ["x"], ["hs"], name="/features/hardswish"),
+        n("Cos", ["x"], ["c"], name="/rotary/cos"),
+        n("Sin", ["x"], ["s"], name="/rotary/sin"),
+        n("IsNaN", ["x"], ["nan"], name="/attn/isnan"),
+        n("Where", ["nan", "zero", "x"], ["clean"], name="/attn/where"),
+        n("SplitToSequence", ["x", "split"], ["seq"], name="/attn/split",
+          axis=1),
+        n("SequenceAt", ["seq", "one"], ["part"], name="/attn/at"),
+        n("Add", ["part", "part"], ["y"], name="/attn/add"),
+    ]
+    inits = [numpy_helper.from_array(np.array(0, np.float32), "zero"),
+             numpy_helper.from_array(np.array([2, 2, 2], np.int64), "split"),
+             numpy_helper.from_array(np.array(-2, np.int64), "one")]
+    outs = [vi(o, [2, 6]) for o in ("g0", "g1", "hs", "c", "s", "clean")]
+    outs += [vi("nan", [2, 6], TensorProto.BOOL), vi("y", [2, 2])]
+    return model(nodes, [vi("x", [2, 6])], outs, inits)
+
+
+def folded_consts():
+    """Constant computations the exporter leaves in the graph: CastLike to a
+    run-time value's type, Expand of a constant, GatherElements and a 2-D
+    Slice of integer buffers (BERT's token types and positions)."""
+    n = helper.make_node
+    nodes = [
+        n("Constant", [], ["c"], name="/c", value=numpy_helper.from_array(
+            np.array([1, 4], np.int64))),
+        n("CastLike", ["c", "x"], ["cf"], name="/castlike"),
+        n("Expand", ["cf", "shape"], ["ce"], name="/expand"),
+        n("Slice", ["pos", "st", "en", "ax"], ["p"], name="/slice"),
+        n("GatherElements", ["types", "p"], ["t"], name="/gather_elements",
+          axis=1),
+        n("Cast", ["t"], ["tf"], name="/cast", to=F),
+        n("Mul", ["x", "ce"], ["m"], name="/mul"),
+        n("Add", ["m", "tf"], ["y"], name="/add"),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array([3, 2], np.int64), "shape"),
+        numpy_helper.from_array(np.arange(8, dtype=np.int64)[None], "pos"),
+        numpy_helper.from_array(np.array([0, 2], np.int64), "st"),
+        numpy_helper.from_array(np.array([1, 4], np.int64), "en"),
+        numpy_helper.from_array(np.array([0, 1], np.int64), "ax"),
+        numpy_helper.from_array(np.array([[5, 6, 7, 8, 9, 10, 11, 12]],
+                                         np.int64), "types"),
+    ]
+    return model(nodes, [vi("x", [3, 2])], [vi("y", [3, 2])], inits)
+
+
+def buffers():
+    """Float initializers that are not parameters: one marked as a buffer
+    the way torch.export's exporter marks it, and BatchNorm statistics."""
+    n = helper.make_node
+    nodes = [
+        n("Mul", ["x", "inv_freq"], ["a"], name="/rotary/mul"),
+        n("BatchNormalization", ["a", "bn.weight", "bn.bias",
+                                 "bn.running_mean", "bn.running_var"], ["y"],
+          name="/bn"),
+    ]
+    inits = [numpy_helper.from_array(np.full([3, 1, 1], v, np.float32), k)
+             for k, v in (("inv_freq", 0.5), ("bn.weight", 1.5),
+                          ("bn.bias", 0.1), ("bn.running_mean", 0.2),
+                          ("bn.running_var", 2.0))]
+    for t in inits[1:]:
+        t.dims[:] = [3]
+        t.raw_data = t.raw_data[:12]
+    buf = vi("inv_freq", [3, 1, 1])
+    kv = buf.metadata_props.add()
+    kv.key = "pkg.torch.export.graph_signature.InputSpec.kind"
+    kv.value = "BUFFER"
+    return model(nodes, [vi("x", [2, 3, 4, 4])], [vi("y", [2, 3, 4, 4])],
+                 inits, value_info=[buf])
+
+
+def newer(opset, ir):
+    n = helper.make_node("Relu", ["x"], ["y"], name="/relu")
+    return model([n], [vi("x", [2])], [vi("y", [2])], opset=opset, ir=ir)
+
+
+MODELS = {
+    "exporter_ops.onnx": (exporter_ops, True),
+    "folded_consts.onnx": (folded_consts, True),
+    "buffers.onnx": (buffers, True),
+    # Written by an ONNX newer than Loom's library: refused, not checked.
+    "newer_opset.onnx": (lambda: newer(99, 10), False),
+    "newer_ir.onnx": (lambda: newer(20, 99), False),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out-dir", default=os.path.join(
+        os.path.dirname(__file__), "..", "test", "Import", "ONNX", "Inputs",
+        "current"))
+    args = ap.parse_args()
+    os.makedirs(args.out_dir, exist_ok=True)
+    for name, (build, valid) in MODELS.items():
+        m = build()
+        if valid:
+            onnx.checker.check_model(m, full_check=True)
+        with open(os.path.join(args.out_dir, name), "wb") as f:
+            f.write(m.SerializeToString(deterministic=True))
+        print("wrote", name)
+
+
+if __name__ == "__main__":
+    main()
