@@ -129,12 +129,11 @@ def op_types(model_path):
     return sorted({n.op_type for n in model.graph.node})
 
 
-def supported_ops(loomc_src):
-    """The op list of the ONNX importer, read from its source."""
-    text = open(loomc_src).read()
-    block = text[text.index("supportedOps()"):]
-    block = block[:block.index("};")]
-    return set(re.findall(r'"([A-Za-z]+)"', block))
+def supported_ops(loomc):
+    """The ONNX ops the importer maps, as `loomc --onnx-ops` lists them."""
+    out = subprocess.run([loomc, "--onnx-ops"], capture_output=True,
+                         text=True, check=True).stdout
+    return set(out.split())
 
 
 def graph_inputs(model):
@@ -534,8 +533,6 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--loomc", required=True)
     ap.add_argument("--data", default="/usr/share/libonnx-testdata/data")
-    ap.add_argument("--importer-src", default=os.path.join(
-        os.path.dirname(__file__), "..", "lib", "Import", "OnnxImporter.cpp"))
     ap.add_argument("--json", help="write per-model results here")
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2)
@@ -594,7 +591,7 @@ def main():
         print("no models found under %s" % args.data, file=sys.stderr)
         return 2
 
-    supported = supported_ops(args.importer_src)
+    supported = supported_ops(args.loomc)
     results = []
     def work(path):
         status, message = run_one(args.loomc, path, args.timeout)

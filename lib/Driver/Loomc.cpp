@@ -40,7 +40,7 @@ namespace {
 struct Options {
   cl::OptionCategory category{"loomc options"};
   cl::opt<std::string> input{cl::Positional, cl::desc("<model.onnx|model.json>"),
-                             cl::Required, cl::cat(category)};
+                             cl::cat(category)};
   cl::opt<std::string> output{
       "o", cl::desc("Output file ('-' for stdout, the default)"),
       cl::value_desc("file"), cl::init("-"), cl::cat(category)};
@@ -137,6 +137,10 @@ struct Options {
                        cl::desc("With --target: print the kernels, steps and "
                                 "arena bytes of each entry point"),
                        cl::cat(category)};
+  cl::opt<bool> onnxOps{"onnx-ops",
+                        cl::desc("List the ONNX ops (default domain) Loom "
+                                 "imports, one per line, and exit"),
+                        cl::cat(category)};
   cl::opt<bool> summary{"summary",
                         cl::desc("Print a summary of the imported model "
                                  "(inputs, outputs, parameters, ops) to "
@@ -457,6 +461,16 @@ int loom::loomcMain(int argc, char **argv) {
       "pipelining are not implemented yet.\n");
 
   llvm::raw_ostream &err = llvm::errs();
+  if (opts.onnxOps) {
+    for (StringRef op : loom::supportedOnnxOps())
+      llvm::outs() << op << "\n";
+    return 0;
+  }
+  if (opts.input.empty()) {
+    err << "loomc: error: no model given (loomc MODEL.onnx|MODEL.json ...; "
+           "see --help)\n";
+    return 1;
+  }
   bool trainingPhase = llvm::is_contained(loom::trainingPhases(),
                                           StringRef(opts.emit));
   bool cudaPhase = opts.emit == "nvvm" || opts.emit == "ptx";

@@ -7,8 +7,30 @@
 
 using namespace mlir;
 
-std::optional<SmallVector<int64_t>>
-loom::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+std::string loom::formatShape(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleaveComma(shape, os);
+  os << "]";
+  return s;
+}
+
+std::string loom::formatType(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << type;
+  return s;
+}
+
+std::optional<int64_t> loom::normalizeAxis(int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    return std::nullopt;
+  return a;
+}
+
+std::optional<SmallVector<int64_t>> loom::broadcastShapes(ArrayRef<int64_t> a,
+                                                          ArrayRef<int64_t> b) {
   size_t rank = std::max(a.size(), b.size());
   SmallVector<int64_t> out(rank);
   for (size_t i = 0; i < rank; ++i) {

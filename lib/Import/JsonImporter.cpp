@@ -93,21 +93,6 @@ constexpr size_t kMaxRank = 64;
 constexpr llvm::StringLiteral kFormatName = "loom-graph";
 constexpr int64_t kFormatVersion = 1;
 
-std::string fmtShape(ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  llvm::raw_string_ostream os(s);
-  llvm::interleaveComma(shape, os);
-  os << "]";
-  return s;
-}
-
-std::string fmtType(Type type) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << type;
-  return s;
-}
-
 /// A number as a user would write it: 0.02, -1, 1e+300.
 std::string fmtNum(double v) {
   std::string s;
@@ -1103,7 +1088,7 @@ bool Importer::readShape(const json &j, StringRef pointer, StringRef what,
   }
   if (!loomrt::checkedNumElements(
           std::vector<int64_t>(shape.begin(), shape.end()))) {
-    error(pointer) << what << ": field 'shape': " << fmtShape(shape)
+    error(pointer) << what << ": field 'shape': " << formatShape(shape)
                    << " has too many elements";
     return false;
   }
@@ -1413,7 +1398,7 @@ void Importer::resolveInitFile(TensorDecl &decl, const json &j,
     return;
   }
   StringRef fileDtype = loomrt::dtypeToShortName(view->dtype);
-  std::string wantDtype = fmtType(decl.type.getElementType());
+  std::string wantDtype = formatType(decl.type.getElementType());
   if (fileDtype != wantDtype) {
     error(filePtr) << what << ": tensor '" << tensorName << "' in '" << rel
                    << "' has dtype " << fileDtype << ", the parameter is "
@@ -1422,9 +1407,9 @@ void Importer::resolveInitFile(TensorDecl &decl, const json &j,
   }
   if (ArrayRef<int64_t>(view->shape) != decl.type.getShape()) {
     error(filePtr) << what << ": tensor '" << tensorName << "' in '" << rel
-                   << "' has shape " << fmtShape(view->shape)
+                   << "' has shape " << formatShape(view->shape)
                    << ", the parameter has shape "
-                   << fmtShape(decl.type.getShape());
+                   << formatShape(decl.type.getShape());
     return;
   }
   decl.init.kind = ParamInit::Kind::File;
@@ -2045,15 +2030,14 @@ bool Importer::getEnum(NodeContext &c, StringRef name,
 
 bool Importer::normalizeAxis(NodeContext &c, StringRef name, int64_t &axis,
                              int64_t rank) {
-  int64_t original = axis;
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis >= rank) {
+  std::optional<int64_t> normalized = loom::normalizeAxis(axis, rank);
+  if (!normalized) {
     emitError(findAttr(c, name) ? attrLoc(c, name) : c.loc)
-        << "attribute '" << name << "' (" << original
+        << "attribute '" << name << "' (" << axis
         << ") is out of range for rank " << rank;
     return false;
   }
+  axis = *normalized;
   return true;
 }
 
@@ -2063,7 +2047,7 @@ std::string Importer::describeOperand(NodeContext &c, unsigned i) {
   if (!ref.literal)
     s += " ('" + ref.name + "')";
   if (i < c.operands.size() && c.operands[i])
-    s += " of type " + fmtType(c.operands[i].getType());
+    s += " of type " + formatType(c.operands[i].getType());
   return s;
 }
 
@@ -2124,7 +2108,7 @@ bool Importer::checkWindowAttr(NodeContext &c, StringRef name,
   for (int64_t v : values) {
     if (v < minValue || v > kMaxWindow) {
       emitError(attrLoc(c, name))
-          << "attribute '" << name << "': " << fmtShape(values) << " must have "
+          << "attribute '" << name << "': " << formatShape(values) << " must have "
           << (minValue > 0 ? "positive" : "non-negative") << " entries";
       return false;
     }
@@ -2211,9 +2195,9 @@ LogicalResult Importer::buildSelect(NodeContext &c) {
   if (shape)
     shape = broadcastShapes(*shape, shapeOf(onFalse));
   if (!shape) {
-    emitError(c.loc) << "shapes " << fmtShape(shapeOf(cond)) << ", "
-                     << fmtShape(shapeOf(onTrue)) << " and "
-                     << fmtShape(shapeOf(onFalse))
+    emitError(c.loc) << "shapes " << formatShape(shapeOf(cond)) << ", "
+                     << formatShape(shapeOf(onTrue)) << " and "
+                     << formatShape(shapeOf(onFalse))
                      << " are not broadcast-compatible";
     return failure();
   }
@@ -2352,14 +2336,14 @@ LogicalResult Importer::buildBroadcastInDim(NodeContext &c) {
   int64_t rank = static_cast<int64_t>(shape.size());
   for (int64_t d : shape) {
     if (d < 0) {
-      emitError(attrLoc(c, "shape")) << "attribute 'shape': " << fmtShape(shape)
+      emitError(attrLoc(c, "shape")) << "attribute 'shape': " << formatShape(shape)
                                      << " has a negative dimension";
       return failure();
     }
   }
   if (rank < xType.getRank()) {
     emitError(attrLoc(c, "shape"))
-        << "attribute 'shape': " << fmtShape(shape) << " has rank " << rank
+        << "attribute 'shape': " << formatShape(shape) << " has rank " << rank
         << ", below the rank of " << describeOperand(c, 0);
     return failure();
   }
@@ -2387,7 +2371,7 @@ LogicalResult Importer::buildBroadcastInDim(NodeContext &c) {
     int64_t size = xType.getDimSize(i);
     if (size != 1 && size != shape[d]) {
       emitError(c.loc) << "cannot broadcast " << describeOperand(c, 0) << " to "
-                       << fmtShape(shape) << ": dimension " << i << " (size "
+                       << formatShape(shape) << ": dimension " << i << " (size "
                        << size << ") maps to dimension " << d << " (size "
                        << shape[d] << ")";
       return failure();
@@ -2414,7 +2398,7 @@ LogicalResult Importer::buildReshape(NodeContext &c) {
     }
     if (d < 0) {
       emitError(attrLoc(c, "shape"))
-          << "attribute 'shape': " << fmtShape(shape)
+          << "attribute 'shape': " << formatShape(shape)
           << " may hold one -1 and otherwise non-negative sizes";
       return failure();
     }
@@ -2424,13 +2408,13 @@ LogicalResult Importer::buildReshape(NodeContext &c) {
   if (inferred) {
     if (known == 0) {
       emitError(attrLoc(c, "shape"))
-          << "attribute 'shape': cannot infer the -1 in " << fmtShape(shape)
+          << "attribute 'shape': cannot infer the -1 in " << formatShape(shape)
           << ": the other sizes multiply to 0";
       return failure();
     }
     if (count % known != 0) {
       emitError(c.loc) << "cannot reshape " << describeOperand(c, 0) << " ("
-                       << count << " elements) to " << fmtShape(shape);
+                       << count << " elements) to " << formatShape(shape);
       return failure();
     }
     shape[*inferred] = count / known;
@@ -2438,7 +2422,7 @@ LogicalResult Importer::buildReshape(NodeContext &c) {
   }
   if (known != count) {
     emitError(c.loc) << "cannot reshape " << describeOperand(c, 0) << " ("
-                     << count << " elements) to " << fmtShape(shape) << " ("
+                     << count << " elements) to " << formatShape(shape) << " ("
                      << known << " elements)";
     return failure();
   }
@@ -2561,9 +2545,9 @@ static bool checkNormalizedShape(Location loc, StringRef what,
   ArrayRef<int64_t> expected = x.getShape().drop_front(axis);
   if (param.getShape() == expected)
     return true;
-  emitError(loc) << what << " has shape " << fmtShape(param.getShape())
+  emitError(loc) << what << " has shape " << formatShape(param.getShape())
                  << " but the normalized shape (dimensions " << axis << ".. of "
-                 << fmtShape(x.getShape()) << ") is " << fmtShape(expected);
+                 << formatShape(x.getShape()) << ") is " << formatShape(expected);
   return false;
 }
 
@@ -2799,14 +2783,14 @@ LogicalResult Importer::buildConstant(NodeContext &c) {
         std::vector<int64_t>(shape.begin(), shape.end()));
     if (!n) {
       emitError(attrLoc(c, "shape"))
-          << "attribute 'shape': " << fmtShape(shape)
+          << "attribute 'shape': " << formatShape(shape)
           << " has a negative dimension or too many elements";
       return failure();
     }
     if (value->is_array() && *n != count) {
       emitError(attrLoc(c, "shape"))
-          << "attribute 'shape' is " << fmtShape(shape) << " (" << *n
-          << " elements) but 'value' has shape " << fmtShape(nestedShape)
+          << "attribute 'shape' is " << formatShape(shape) << " (" << *n
+          << " elements) but 'value' has shape " << formatShape(nestedShape)
           << " (" << count << " elements)";
       return failure();
     }
@@ -2980,7 +2964,7 @@ bool Importer::materializeParameters(std::vector<ParameterTensor> &out) {
       fillParameter(d, t.data);
     } catch (const std::bad_alloc &) {
       error(d.pointer) << "parameter '" << d.name << "': out of memory for "
-                       << fmtType(d.type);
+                       << formatType(d.type);
       return false;
     }
     out.push_back(std::move(t));

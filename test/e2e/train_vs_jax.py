@@ -207,8 +207,16 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
     model = onnx.load(args.model)
     inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    # Trainable: float initializers of rank >= 1, except BatchNorm's running
+    # statistics (inputs 3 and 4 of an inference BatchNormalization), which
+    # PyTorch keeps as buffers and Loom imports as constants.
+    uses = {}
+    for node in model.graph.node:
+        for k, name in enumerate(node.input):
+            stat = node.op_type == "BatchNormalization" and k in (3, 4)
+            uses[name] = uses.get(name, True) and stat
     params = {k: v for k, v in inits.items()
-              if v.dtype.kind == "f" and v.ndim >= 1}
+              if v.dtype.kind == "f" and v.ndim >= 1 and not uses.get(k)}
     consts = {k: v for k, v in inits.items() if k not in params}
     inputs = [i for i in model.graph.input if i.name not in inits]
     rng = np.random.default_rng(0)

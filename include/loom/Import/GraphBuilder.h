@@ -15,8 +15,19 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <optional>
+#include <string>
 
 namespace loom {
+
+/// A shape as the importers print it in messages: `[2, 3]`.
+std::string formatShape(llvm::ArrayRef<int64_t> shape);
+
+/// A type as MLIR prints it: `tensor<2x3xf32>`.
+std::string formatType(mlir::Type type);
+
+/// `axis` counted from the end when negative (numpy and ONNX convention);
+/// nullopt when it is outside [-rank, rank).
+std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 
 /// The numpy broadcast of two shapes, or nullopt if they are incompatible.
 std::optional<llvm::SmallVector<int64_t>>
@@ -62,10 +73,9 @@ llvm::FailureOr<OpTy> createInferred(mlir::OpBuilder &b, mlir::Location loc,
 
 /// Builds an elementwise binary op after numpy-broadcasting its operands.
 template <typename OpTy>
-llvm::FailureOr<mlir::Value> createBroadcastBinary(mlir::OpBuilder &b,
-                                                   mlir::Location loc,
-                                                   mlir::Value lhs,
-                                                   mlir::Value rhs) {
+llvm::FailureOr<mlir::Value>
+createBroadcastBinary(mlir::OpBuilder &b, mlir::Location loc, mlir::Value lhs,
+                      mlir::Value rhs) {
   if (mlir::failed(broadcastPair(b, loc, lhs, rhs)))
     return mlir::failure();
   if (lhs.getType() != rhs.getType()) {

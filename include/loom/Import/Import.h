@@ -65,6 +65,9 @@ struct OnnxImportOptions {
 /// Imports an ONNX model. Opsets 13 and later are imported directly; older
 /// models are first converted to opset 13 with ONNX's version converter.
 /// External tensor data must lie inside the model's folder.
+/// The ONNX ops (default domain) the importer maps, sorted.
+std::vector<llvm::StringRef> supportedOnnxOps();
+
 mlir::OwningOpRef<mlir::ModuleOp>
 importOnnxModel(llvm::StringRef path, mlir::MLIRContext &context,
                 ParameterStore &params, const OnnxImportOptions &options = {});

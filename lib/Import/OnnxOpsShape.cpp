@@ -1,0 +1,399 @@
+//===- OnnxOpsShape.cpp - ONNX data movement
+//--------------------------------===//
+//
+// Reshapes, transposes, broadcasts, concatenation, splits, slices, gathers,
+// sequences (which exist only at import) and the shape ops that must fold.
+// Each handler converts one node (see OnnxImport.h); addXHandlers lists
+// the ops it serves.
+//
+//===----------------------------------------------------------------------===//
+
+#include "OnnxImport.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::onnx_import;
+
+void OnnxNode::convertReshape() {
+  Value x = input(0);
+  auto xt = typeOf(x);
+  SmallVector<int64_t> shape = constInts(1, "shape");
+  bool allowZero = n.getInt("allowzero", 0) != 0;
+  int64_t known = 1, inferIdx = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0 && !allowZero) {
+      if (static_cast<int64_t>(i) >= xt.getRank())
+        n.fail("shape imp.entry 0 at position " + Twine(i) +
+               " has no input dimension to copy");
+      shape[i] = xt.getDimSize(i);
+    }
+    if (shape[i] == -1) {
+      if (inferIdx >= 0)
+        n.fail("more than one -1 in shape " + formatShape(shape));
+      inferIdx = i;
+    } else if (shape[i] < 0) {
+      n.fail("negative dimension in shape " + formatShape(shape));
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (inferIdx >= 0) {
+    if (known == 0 || xt.getNumElements() % known != 0)
+      n.fail("cannot reshape " + formatShape(xt.getShape()) + " to " +
+             formatShape(shape));
+    shape[inferIdx] = xt.getNumElements() / known;
+  }
+  finishReshape(reshapeTo(x, shape));
+  return;
+}
+
+void OnnxNode::convertFlatten() {
+  Value x = input(0);
+  auto xt = typeOf(x);
+  int64_t axis = n.getInt("axis", 1);
+  if (axis < 0)
+    axis += xt.getRank();
+  if (axis < 0 || axis > xt.getRank())
+    n.fail("axis out of range");
+  int64_t outer = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= xt.getDimSize(i);
+  finishReshape(reshapeTo(x, {outer, outer ? xt.getNumElements() / outer : 0}));
+  return;
+}
+
+void OnnxNode::convertSqueeze() {
+  Value x = input(0);
+  auto xt = typeOf(x);
+  SmallVector<int64_t> axes;
+  if (n.hasInput(1))
+    axes = constInts(1, "axes");
+  else if (auto a = n.getInts("axes"))
+    axes = *a;
+  SmallVector<int64_t> shape;
+  if (op == "Unsqueeze") {
+    int64_t outRank = xt.getRank() + axes.size();
+    for (int64_t &a : axes)
+      a = normAxis(n, a, outRank);
+    llvm::sort(axes);
+    if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+      n.fail("repeated axis");
+    auto it = xt.getShape().begin();
+    for (int64_t i = 0; i < outRank; ++i)
+      shape.push_back(llvm::is_contained(axes, i) ? 1 : *it++);
+  } else {
+    for (int64_t &a : axes)
+      a = normAxis(n, a, xt.getRank());
+    for (int64_t i = 0; i < xt.getRank(); ++i) {
+      bool drop =
+          axes.empty() ? xt.getDimSize(i) == 1 : llvm::is_contained(axes, i);
+      if (drop && xt.getDimSize(i) != 1)
+        n.fail("cannot squeeze dimension " + Twine(i) + " of size " +
+               Twine(xt.getDimSize(i)));
+      if (!drop)
+        shape.push_back(xt.getDimSize(i));
+    }
+  }
+  finishReshape(reshapeTo(x, shape));
+  return;
+}
+
+void OnnxNode::convertTranspose() {
+  Value x = input(0);
+  int64_t rank = typeOf(x).getRank();
+  SmallVector<int64_t> perm;
+  if (auto p = n.getInts("perm"))
+    perm = *p;
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  setOut(0, check(createInferred<TransposeOp>(b, loc, x, perm)).getResult());
+  return;
+}
+
+void OnnxNode::convertExpand() {
+  Value x = input(0);
+  SmallVector<int64_t> shape = constInts(1, "shape");
+  auto out = broadcastShapes(typeOf(x).getShape(), shape);
+  if (!out)
+    n.fail("cannot expand " + formatShape(typeOf(x).getShape()) + " to " +
+           formatShape(shape));
+  setOut(0, broadcastTo(b, loc, x, *out));
+  return;
+}
+
+void OnnxNode::convertTile() {
+  Value x = input(0);
+  SmallVector<int64_t> reps = constInts(1, "repeats");
+  if (static_cast<int64_t>(reps.size()) != typeOf(x).getRank())
+    n.fail("repeats needs one imp.entry per dimension");
+  Value y = x;
+  for (auto [d, r] : llvm::enumerate(reps)) {
+    if (r < 1)
+      n.fail("repeats must be positive");
+    if (r == 1)
+      continue;
+    SmallVector<Value> parts(r, y);
+    y = check(createInferred<ConcatOp>(b, loc, parts, static_cast<int64_t>(d)))
+            .getResult();
+  }
+  setOut(0, y);
+  return;
+}
+
+void OnnxNode::convertConcat() {
+  SmallVector<Value> parts;
+  for (int i = 0; i < n.numInputs(); ++i)
+    if (n.hasInput(i))
+      parts.push_back(input(i));
+  if (parts.empty())
+    n.fail("no inputs");
+  int64_t axis = normAxis(n, n.getInt("axis", 0), typeOf(parts[0]).getRank());
+  // Zero-sized inputs contribute nothing.
+  SmallVector<Value> nonEmpty;
+  for (Value v : parts)
+    if (typeOf(v).getNumElements() != 0)
+      nonEmpty.push_back(v);
+  if (nonEmpty.empty())
+    nonEmpty.push_back(parts[0]);
+  setOut(0,
+         check(createInferred<ConcatOp>(b, loc, nonEmpty, axis)).getResult());
+  return;
+}
+
+void OnnxNode::convertSplit() {
+  Value x = input(0);
+  auto xt = typeOf(x);
+  int64_t axis = normAxis(n, n.getInt("axis", 0), xt.getRank());
+  SmallVector<int64_t> sizes;
+  if (n.hasInput(1))
+    sizes = constInts(1, "split");
+  else if (auto s = n.getInts("split"))
+    sizes = *s;
+  int64_t numOut = node.output_size();
+  if (sizes.empty()) {
+    int64_t total = xt.getDimSize(axis);
+    int64_t chunk = (total + numOut - 1) / numOut;
+    for (int64_t i = 0; i < numOut; ++i)
+      sizes.push_back(std::min(chunk, total - i * chunk));
+  }
+  if (static_cast<int64_t>(sizes.size()) != numOut)
+    n.fail("split sizes do not match the number of outputs");
+  int64_t offset = 0;
+  for (int64_t i = 0; i < numOut; ++i) {
+    SmallVector<int64_t> start(xt.getRank(), 0), limit(xt.getShape()),
+        stride(xt.getRank(), 1);
+    start[axis] = offset;
+    limit[axis] = offset + sizes[i];
+    offset += sizes[i];
+    if (sizes[i] < 0 || offset > xt.getDimSize(axis))
+      n.fail("split sizes exceed dimension " + Twine(axis));
+    setOut(i, check(createInferred<SliceOp>(b, loc, x, start, limit, stride))
+                  .getResult());
+  }
+  if (offset != xt.getDimSize(axis))
+    n.fail("split sizes sum to " + Twine(offset) + ", not " +
+           Twine(xt.getDimSize(axis)));
+  return;
+}
+
+void OnnxNode::convertSlice() {
+  Value x = input(0);
+  auto xt = typeOf(x);
+  int64_t rank = xt.getRank();
+  SmallVector<int64_t> starts = constInts(1, "starts"),
+                       ends = constInts(2, "ends");
+  SmallVector<int64_t> axes, steps;
+  if (n.hasInput(3))
+    axes = constInts(3, "axes");
+  else
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  if (n.hasInput(4))
+    steps = constInts(4, "steps");
+  else
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    n.fail("starts, ends, axes and steps must have the same length");
+  SmallVector<int64_t> start(rank, 0), limit(xt.getShape()), stride(rank, 1);
+  SmallVector<int64_t> reversed;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t a = normAxis(n, axes[i], rank), dim = xt.getDimSize(a);
+    int64_t st = steps[i];
+    if (st == 0)
+      n.fail("step 0");
+    int64_t s = starts[i], e = ends[i];
+    if (st > 0) {
+      s = s < 0 ? std::max<int64_t>(0, s + dim) : std::min(s, dim);
+      e = e < 0 ? std::max<int64_t>(0, e + dim) : std::min(e, dim);
+      start[a] = s;
+      limit[a] = std::max(s, e);
+      stride[a] = st;
+    } else {
+      // A negative step walks backwards: slice forwards over the same
+      // elements, then reverse this axis with a gather.
+      s = s < 0 ? std::max<int64_t>(-1, s + dim) : std::min(s, dim - 1);
+      e = e < 0 ? std::max<int64_t>(-1, e + dim) : std::min(e, dim - 1);
+      if (s <= e) {
+        start[a] = 0;
+        limit[a] = 0;
+      } else {
+        int64_t count = (s - e + (-st) - 1) / (-st);
+        int64_t last = s - (count - 1) * (-st);
+        start[a] = last;
+        limit[a] = s + 1;
+        stride[a] = -st;
+        reversed.push_back(a);
+      }
+    }
+  }
+  Value y = check(createInferred<SliceOp>(b, loc, x, start, limit, stride))
+                .getResult();
+  for (int64_t a : reversed) {
+    int64_t size = typeOf(y).getDimSize(a);
+    ConstTensor idx{{size}, b.getI64Type(), {}};
+    for (int64_t i = size - 1; i >= 0; --i)
+      idx.values.push_back(static_cast<double>(i));
+    y = check(createInferred<GatherOp>(b, loc, y, imp.materialize(idx, loc), a))
+            .getResult();
+  }
+  setOut(0, y);
+  return;
+}
+
+void OnnxNode::convertGather() {
+  Value data = input(0), indices = input(1);
+  int64_t axis = normAxis(n, n.getInt("axis", 0), typeOf(data).getRank());
+  if (auto c = imp.getConst(n.inputName(1))) {
+    int64_t size = typeOf(data).getDimSize(axis);
+    for (double v : c->values)
+      if (v < -size || v >= size)
+        n.fail("index " + Twine(static_cast<int64_t>(v)) +
+               " is out of range for dimension of size " + Twine(size));
+  }
+  setOut(
+      0,
+      check(createInferred<GatherOp>(b, loc, data, indices, axis)).getResult());
+  return;
+}
+
+void OnnxNode::convertSplitToSequence() {
+  // Sequences exist only at import: the tensors are kept by name and
+  // SequenceAt with a constant position picks one.
+  Value x = input(0);
+  auto xt = typeOf(x);
+  int64_t axis = normAxis(n, n.getInt("axis", 0), xt.getRank());
+  int64_t dim = xt.getDimSize(axis);
+  SmallVector<int64_t> sizes;
+  bool keep = true;
+  if (n.hasInput(1)) {
+    auto c = imp.getConst(n.inputName(1));
+    if (!c)
+      n.fail("split (input 1) must be a compile-time constant");
+    if (c->shape.empty()) {
+      int64_t chunk = static_cast<int64_t>(c->values.at(0));
+      if (chunk <= 0)
+        n.fail("split size " + Twine(chunk) + " is not positive");
+      for (int64_t off = 0; off < dim; off += chunk)
+        sizes.push_back(std::min(chunk, dim - off));
+    } else {
+      for (double v : c->values)
+        sizes.push_back(static_cast<int64_t>(v));
+    }
+  } else {
+    sizes.assign(dim, 1);
+    keep = n.getInt("keepdims", 1) != 0;
+  }
+  SmallVector<Value> parts;
+  int64_t offset = 0;
+  for (int64_t size : sizes) {
+    if (size < 0 || offset + size > dim)
+      n.fail("split sizes exceed dimension " + Twine(axis) + " of size " +
+             Twine(dim));
+    SmallVector<int64_t> start(xt.getRank(), 0), limit(xt.getShape()),
+        stride(xt.getRank(), 1);
+    start[axis] = offset;
+    limit[axis] = offset + size;
+    offset += size;
+    Value part =
+        check(createInferred<SliceOp>(b, loc, x, start, limit, stride));
+    if (!keep) {
+      SmallVector<int64_t> shape(typeOf(part).getShape());
+      shape.erase(shape.begin() + axis);
+      part = ReshapeOp::create(
+          b, loc, RankedTensorType::get(shape, xt.getElementType()), part);
+    }
+    parts.push_back(part);
+  }
+  if (offset != dim)
+    n.fail("split sizes sum to " + Twine(offset) + ", not " + Twine(dim));
+  if (!n.outputName(0).empty())
+    imp.sequences[n.outputName(0)] = std::move(parts);
+  return;
+}
+
+void OnnxNode::convertSequenceAt() {
+  auto it = imp.sequences.find(n.inputName(0));
+  if (it == imp.sequences.end()) {
+    if (imp.failedValues.contains(n.inputName(0)))
+      throw ImportFailure{};
+    n.fail("input '" + n.inputName(0) +
+           "' is not a sequence made by "
+           "SplitToSequence");
+  }
+  auto pos = imp.getConst(n.inputName(1));
+  if (!pos || pos->values.size() != 1)
+    n.fail("position (input 1) must be a compile-time scalar");
+  int64_t size = it->second.size();
+  int64_t i = static_cast<int64_t>(pos->values[0]);
+  if (i < 0)
+    i += size;
+  if (i < 0 || i >= size)
+    n.fail("position " + Twine(static_cast<int64_t>(pos->values[0])) +
+           " is out of range for a sequence of " + Twine(size));
+  setOut(0, it->second[i]);
+  return;
+}
+
+void OnnxNode::convertGatherElements() {
+  n.fail("GatherElements on run-time values is not supported yet (only "
+         "on compile-time constants, where it is folded)");
+}
+
+void OnnxNode::convertShapeOnly() {
+  for (int i = 0; i < n.numInputs(); ++i)
+    if (imp.failedValues.contains(n.inputName(i)))
+      throw ImportFailure{}; // reported at the node that failed
+  n.fail("inputs must be compile-time constants; Loom needs static shapes");
+}
+
+void OnnxNode::convertConstantNode() {
+  imp.defineConst(n.outputName(0), imp.convertConstant(n));
+}
+
+void loom::onnx_import::addShapeHandlers(OnnxHandlerTable &table) {
+  table["Constant"] = &OnnxNode::convertConstantNode;
+  table["Reshape"] = &OnnxNode::convertReshape;
+  table["Flatten"] = &OnnxNode::convertFlatten;
+  table["Unsqueeze"] = &OnnxNode::convertSqueeze;
+  table["Squeeze"] = &OnnxNode::convertSqueeze;
+  table["Transpose"] = &OnnxNode::convertTranspose;
+  table["Expand"] = &OnnxNode::convertExpand;
+  table["Tile"] = &OnnxNode::convertTile;
+  table["Concat"] = &OnnxNode::convertConcat;
+  table["Split"] = &OnnxNode::convertSplit;
+  table["Slice"] = &OnnxNode::convertSlice;
+  table["Gather"] = &OnnxNode::convertGather;
+  table["SplitToSequence"] = &OnnxNode::convertSplitToSequence;
+  table["SequenceAt"] = &OnnxNode::convertSequenceAt;
+  table["GatherElements"] = &OnnxNode::convertGatherElements;
+  table["Range"] = &OnnxNode::convertShapeOnly;
+  table["ConstantOfShape"] = &OnnxNode::convertShapeOnly;
+  table["Shape"] = &OnnxNode::convertShapeOnly;
+  table["Size"] = &OnnxNode::convertShapeOnly;
+}
