@@ -13,6 +13,9 @@ then records, in `<name>.npz` beside `<name>.onnx`:
   loss0                the loss at the initial weights
   grad.<initializer>   d loss / d parameter, keyed by the ONNX initializer name
   losses               the loss before each of STEPS AdamW steps
+  buffer1.<name>       (training-mode models) each BatchNorm running
+                       statistic after the first step's forward
+  buffer.<name>        (training-mode models) the same after STEPS steps
   meta.*               lr, weight decay, steps, class axis
 
 so that `test/e2e/zoo_vs_torch.py` can check Loom against PyTorch without
@@ -24,8 +27,12 @@ in an environment with torch, torchvision, transformers and onnxscript.
 
 Models are exported, and their reference numbers computed, in eval mode:
 dropout is the identity and BatchNorm uses its running statistics, so that
-the reference is deterministic (the default exporter exports for inference
-in any case). They are exported with `optimize=False`, as docs/onnx-import.md
+the reference is deterministic. The exception is the models of TRAIN_MODE
+(ResNet-18 again, as `resnet18_train`), exported and trained in training
+mode: BatchNorm normalizes with each batch's statistics and updates its
+running statistics, which Loom must reproduce (the default exporter writes
+BatchNormalization in inference form even then; Loom recognises the
+training-mode node from the exporter's metadata). They are exported with `optimize=False`, as docs/onnx-import.md
 advises for training: the exporter's default ONNX optimizer constant-folds
 computations on parameters (transposed weights, position-embedding lookups,
 BatchNorm folded into the convolution before it, one copy per use of a tied
@@ -79,7 +86,7 @@ def tokens(shape, vocab, seed=3, low=0):
     return torch.randint(low, vocab, shape, generator=g)
 
 
-def resnet18_small():
+def resnet18_small(batch=4):
     # ResNet-18's topology (torchvision's BasicBlock, [2, 2, 2, 2], stem conv
     # 7x7/2 + max pool, global average pool, fc) at 1/8 of its widths, so the
     # checked-in file stays small: torchvision's ResNet class fixes the widths
@@ -105,7 +112,14 @@ def resnet18_small():
 
     m = SmallResNet(10)
     randomize_bn(m)
-    return m, {"x": images(4)}, class_labels((4,), 10), 1
+    return m, {"x": images(batch)}, class_labels((batch,), 10), 1
+
+
+def resnet18_small_train():
+    # Batch 8: with 4 images, the last stage's BatchNorm normalizes over 4
+    # values per channel and training is chaotic (PyTorch's own float32 and
+    # float64 runs differ by 5% after 20 steps); with 8 they agree to 3e-6.
+    return resnet18_small(batch=8)
 
 
 def mobilenet_v3_small():
@@ -182,6 +196,7 @@ def t5_small():
 
 MODELS = {
     "resnet18": resnet18_small,
+    "resnet18_train": resnet18_small_train,
     "mobilenet_v3_small": mobilenet_v3_small,
     "efficientnet_b0": efficientnet_b0,
     "vit": vit_small,
@@ -190,6 +205,10 @@ MODELS = {
     "bert": bert_small,
     "t5": t5_small,
 }
+
+
+# Exported and trained in training mode (BatchNorm with batch statistics).
+TRAIN_MODE = {"resnet18_train"}
 
 
 def randomize_bn(model):
@@ -232,15 +251,25 @@ def aliases(model):
     return out
 
 
+def running_stats(model, inits):
+    """The BatchNorm running statistics, by ONNX initializer name."""
+    return {k: v.detach().clone().numpy().astype(np.float32)
+            for k, v in model.named_buffers()
+            if k in inits and ("running_mean" in k or "running_var" in k)}
+
+
 def export_one(name, out_dir):
     torch.manual_seed(0)
     model, inputs, labels, class_axis = MODELS[name]()
-    model.eval()
+    train_mode = name in TRAIN_MODE
+    model.train(train_mode)
     path = os.path.join(out_dir, name + ".onnx")
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
     with torch.no_grad():
         torch.onnx.export(model, tuple(inputs.values()), path,
                           input_names=list(inputs), output_names=["logits"],
                           external_data=False, optimize=False)
+    model.load_state_dict(initial)  # tracing must not have moved anything
     inits = initializer_names(path)
 
     # The ONNX initializers that are parameters, by the exporter's names:
@@ -261,6 +290,12 @@ def export_one(name, out_dir):
     rec["loss0"] = np.array(loss.item(), np.float32)
     for (k, _), g in zip(params.items(), grads):
         rec["grad." + k] = g.numpy().astype(np.float32)
+    if train_mode:
+        # That forward updated the running statistics once; the trajectory
+        # starts again from the exported state.
+        for k, v in running_stats(model, inits).items():
+            rec["buffer1." + k] = v
+        model.load_state_dict(initial)
 
     opt = torch.optim.AdamW(model.parameters(), lr=LR,
                             weight_decay=WEIGHT_DECAY)
@@ -272,6 +307,9 @@ def export_one(name, out_dir):
         step_loss.backward()
         opt.step()
     rec["losses"] = np.array(losses, np.float32)
+    if train_mode:
+        for k, v in running_stats(model, inits).items():
+            rec["buffer." + k] = v
     rec["meta.lr"] = np.array(LR)
     rec["meta.weight_decay"] = np.array(WEIGHT_DECAY)
     rec["meta.class_axis"] = np.array(class_axis)
@@ -290,11 +328,15 @@ def main():
     ap.add_argument("--only", action="append", choices=sorted(MODELS))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    info = []
+    record = os.path.join(args.out, "exported-by.json")
+    info = {}
+    if args.only and os.path.exists(record):  # keep the others' entries
+        with open(record) as f:
+            info = {e["name"]: e for e in json.load(f)}
     for name in args.only or MODELS:
-        info.append(export_one(name, args.out))
-    with open(os.path.join(args.out, "exported-by.json"), "w") as f:
-        json.dump(info, f, indent=1)
+        info[name] = export_one(name, args.out)
+    with open(record, "w") as f:
+        json.dump([info[k] for k in MODELS if k in info], f, indent=1)
 
 
 if __name__ == "__main__":

@@ -86,6 +86,32 @@ def folded_consts():
     return model(nodes, [vi("x", [3, 2])], [vi("y", [3, 2])], inits)
 
 
+def folded_masks():
+    """The mask computation transformers' GPT-2 exports without a KV cache:
+    CumSum, N-D Concat and Transpose of constants, GatherND, LessOrEqual and
+    And, all on constants; the mask then selects among run-time scores."""
+    n = helper.make_node
+    nodes = [
+        n("CumSum", ["ones", "ax1"], ["pos"], name="/cumsum"),
+        n("Concat", ["pos", "pos"], ["pos2"], name="/concat", axis=0),
+        n("Transpose", ["pos2"], ["posT"], name="/transpose", perm=[1, 0]),
+        n("GatherND", ["posT", "idx"], ["picked"], name="/gather_nd"),
+        n("LessOrEqual", ["picked", "lim"], ["le"], name="/le"),
+        n("And", ["le", "keep"], ["mask"], name="/and"),
+        n("Where", ["mask", "x", "neg"], ["y"], name="/where"),
+    ]
+    inits = [
+        numpy_helper.from_array(np.ones([1, 4], np.int64), "ones"),
+        numpy_helper.from_array(np.array(1, np.int64), "ax1"),
+        numpy_helper.from_array(np.array([[3, 0], [1, 1], [0, 0], [2, 1]],
+                                         np.int64), "idx"),
+        numpy_helper.from_array(np.array(2, np.int64), "lim"),
+        numpy_helper.from_array(np.array([True, True, False, True]), "keep"),
+        numpy_helper.from_array(np.array(-1e9, np.float32), "neg"),
+    ]
+    return model(nodes, [vi("x", [4])], [vi("y", [4])], inits)
+
+
 def buffers():
     """Float initializers that are not parameters: one marked as a buffer
     the way torch.export's exporter marks it, and BatchNorm statistics."""
@@ -111,6 +137,65 @@ def buffers():
                  inits, value_info=[buf])
 
 
+def batch_norm_modes():
+    """Three BatchNormalization nodes, each with its own statistics: one
+    that PyTorch's exporter traced in training mode (inference form, fx_node
+    metadata naming the training op), one traced in eval mode, and one with
+    training_mode=1 whose running-statistics outputs nothing reads (as the
+    TorchScript exporter writes)."""
+    n = helper.make_node
+
+    def bn(name, x, y, fx=None, **attrs):
+        outs = [y] + ([name + ".saved_mean", name + ".saved_var"]
+                      if attrs.get("training_mode") else [])
+        node = n("BatchNormalization",
+                 [x] + [name + "." + k for k in
+                        ("weight", "bias", "running_mean", "running_var")],
+                 outs, name="/" + name, momentum=0.9, **attrs)
+        if fx:
+            kv = node.metadata_props.add()
+            kv.key = "pkg.torch.onnx.fx_node"
+            kv.value = ("%%%s : call_function[target=torch.ops.aten.%s]"
+                        % (name, fx))
+        return node
+
+    nodes = [
+        bn("bn_train", "x", "a",
+           fx="_native_batch_norm_legit_functional.default"),
+        bn("bn_eval", "a", "b", fx="_native_batch_norm_legit_no_training"
+                                   ".default"),
+        bn("bn_tm", "b", "y", training_mode=1),
+    ]
+    inits = []
+    for name in ("bn_train", "bn_eval", "bn_tm"):
+        for k, v in (("weight", 1.5), ("bias", 0.1), ("running_mean", 0.2),
+                     ("running_var", 2.0)):
+            inits.append(numpy_helper.from_array(
+                np.full([3], v, np.float32), name + "." + k))
+    return model(nodes, [vi("x", [2, 3, 4, 4])], [vi("y", [2, 3, 4, 4])],
+                 inits)
+
+
+def pad_trilu():
+    """Pad in opset 18's form (axes as an input; a negative pad crops; a
+    non-zero constant value) and Trilu (upper with k = 1, and lower)."""
+    n = helper.make_node
+    nodes = [
+        n("Pad", ["x", "pads", "value", "axes"], ["p"], name="/pad",
+          mode="constant"),
+        n("Trilu", ["x", "k"], ["u"], name="/triu", upper=1),
+        n("Trilu", ["x"], ["l"], name="/tril", upper=0),
+    ]
+    inits = [numpy_helper.from_array(np.array([1, -1, 2, 0], np.int64),
+                                     "pads"),
+             numpy_helper.from_array(np.array(1.5, np.float32), "value"),
+             numpy_helper.from_array(np.array([-1, 1], np.int64), "axes"),
+             numpy_helper.from_array(np.array(1, np.int64), "k")]
+    return model(nodes, [vi("x", [2, 3, 4])],
+                 [vi("p", [2, 2, 7]), vi("u", [2, 3, 4]),
+                  vi("l", [2, 3, 4])], inits)
+
+
 def newer(opset, ir):
     n = helper.make_node("Relu", ["x"], ["y"], name="/relu")
     return model([n], [vi("x", [2])], [vi("y", [2])], opset=opset, ir=ir)
@@ -119,7 +204,10 @@ def newer(opset, ir):
 MODELS = {
     "exporter_ops.onnx": (exporter_ops, True),
     "folded_consts.onnx": (folded_consts, True),
+    "folded_masks.onnx": (folded_masks, True),
     "buffers.onnx": (buffers, True),
+    "batch_norm_modes.onnx": (batch_norm_modes, True),
+    "pad_trilu.onnx": (pad_trilu, True),
     # Written by an ONNX newer than Loom's library: refused, not checked.
     "newer_opset.onnx": (lambda: newer(99, 10), False),
     "newer_ir.onnx": (lambda: newer(20, 99), False),

@@ -456,7 +456,9 @@ struct EntryWriter {
       unsigned i = arg.getArgNumber();
       if (auto n = func.getArgAttrOfType<StringAttr>(i, kParamAttr))
         kind = "param", name = n.str();
-      else if (auto n = func.getArgAttrOfType<StringAttr>(i, "loom.opt_state"))
+      else if (auto n = func.getArgAttrOfType<StringAttr>(i, kBufferAttr))
+        kind = "buffer", name = n.str();
+      else if (auto n = func.getArgAttrOfType<StringAttr>(i, kOptStateAttr))
         kind = "state", name = n.str();
       else if (auto n = func.getArgAttrOfType<StringAttr>(i, kInputAttr))
         kind = "input", name = n.str();
@@ -464,8 +466,8 @@ struct EntryWriter {
         kind = "input", name = "seed"; // the dropout seed; loom-run feeds it
       else
         return func.emitError("plan: argument ")
-               << i << " is not named (loom.param, loom.opt_state, "
-               << "loom.input or loom.rng_seed)";
+               << i << " is not named (loom.param, loom.buffer, "
+               << "loom.opt_state, loom.input or loom.rng_seed)";
       inputs.push_back(llvm::json::Object{
           {"name", name}, {"kind", kind}, {"buffer", id}});
     }
@@ -475,11 +477,15 @@ struct EntryWriter {
           std::string kind, name;
           if (auto n = func.getResultAttrOfType<StringAttr>(i, kOutputAttr))
             kind = "output", name = n.str();
-          else if (auto n = func.getResultAttrOfType<StringAttr>(i, "loom.grad"))
+          else if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr))
             kind = "grad", name = n.str();
+          else if (auto n =
+                       func.getResultAttrOfType<StringAttr>(i, kBufferAttr))
+            kind = "output", name = n.str(); // the buffer's new value
           else
             return func.emitError("plan: result ")
-                   << i << " is not named (loom.output or loom.grad)";
+                   << i << " is not named (loom.output, loom.grad or "
+                   << "loom.buffer)";
           outputs.push_back(llvm::json::Object{
               {"name", name}, {"kind", kind}, {"buffer", ids.lookup(v)}});
         }

@@ -63,6 +63,22 @@ struct Options {
       cl::desc("Specialize an ONNX graph input on a constant: NAME=FILE, "
                "FILE holding one serialized onnx.TensorProto (repeatable)"),
       cl::value_desc("name=file"), cl::cat(category)};
+  cl::opt<loom::BatchNormMode> batchNorm{
+      "batch-norm",
+      cl::desc("ONNX BatchNormalization when training: whether it normalizes "
+               "with batch statistics and updates its running statistics "
+               "(buffers, saved with the parameters), or keeps them frozen"),
+      cl::values(
+          clEnumValN(loom::BatchNormMode::Auto, "auto",
+                     "batch statistics where the model was exported in "
+                     "training mode (training_mode=1, or PyTorch's exporter "
+                     "traced a module in training mode), else frozen "
+                     "(default)"),
+          clEnumValN(loom::BatchNormMode::Batch, "batch",
+                     "batch statistics for every BatchNormalization"),
+          clEnumValN(loom::BatchNormMode::Frozen, "frozen",
+                     "running statistics, as constants (PyTorch's eval mode)")),
+      cl::init(loom::BatchNormMode::Auto), cl::cat(category)};
   cl::opt<bool> train{"train",
                       cl::desc("Build the training step: loss, backward "
                                "pass, optimizer (@forward_backward, "
@@ -167,7 +183,7 @@ void addOptimizerState(ModuleOp module, loom::ParameterStore &params) {
   if (!apply)
     return;
   for (unsigned i = 0; i < apply.getNumArguments(); ++i) {
-    auto name = apply.getArgAttrOfType<StringAttr>(i, "loom.opt_state");
+    auto name = apply.getArgAttrOfType<StringAttr>(i, loom::kOptStateAttr);
     if (!name)
       continue;
     auto type = cast<RankedTensorType>(apply.getArgumentTypes()[i]);
@@ -178,20 +194,26 @@ void addOptimizerState(ModuleOp module, loom::ParameterStore &params) {
   }
 }
 
-void printSummary(ModuleOp module, const loom::ParameterStore &params,
-                  llvm::raw_ostream &os) {
+void printSummary(ModuleOp module, llvm::raw_ostream &os) {
   auto func = module.lookupSymbol<func::FuncOp>("forward");
   if (!func)
     return;
   os << "== " << "@forward summary ==\n";
-  int64_t numParams = 0, paramElems = 0;
+  int64_t numParams = 0, paramElems = 0, paramBytes = 0;
+  int64_t numBuffers = 0, bufferElems = 0;
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     Type type = func.getArgument(i).getType();
     if (auto name = func.getArgAttrOfType<StringAttr>(i, loom::kInputAttr)) {
       os << "  input  " << name.getValue() << " : " << shapeString(type) << "\n";
     } else if (func.getArgAttr(i, loom::kParamAttr)) {
       ++numParams;
-      paramElems += cast<ShapedType>(type).getNumElements();
+      auto shaped = cast<ShapedType>(type);
+      paramElems += shaped.getNumElements();
+      paramBytes += shaped.getNumElements() *
+                    ((shaped.getElementTypeBitWidth() + 7) / 8);
+    } else if (func.getArgAttr(i, loom::kBufferAttr)) {
+      ++numBuffers;
+      bufferElems += cast<ShapedType>(type).getNumElements();
     }
   }
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
@@ -200,7 +222,10 @@ void printSummary(ModuleOp module, const loom::ParameterStore &params,
        << shapeString(func.getResultTypes()[i]) << "\n";
   }
   os << "  parameters: " << numParams << " tensors, " << paramElems
-     << " values, " << params.getTotalBytes() << " bytes\n";
+     << " values, " << paramBytes << " bytes\n";
+  if (numBuffers)
+    os << "  buffers (BatchNorm running statistics): " << numBuffers
+       << " tensors, " << bufferElems << " values\n";
   std::map<std::string, int> counts;
   int64_t flops = 0;
   func.walk([&](Operation *op) {
@@ -555,6 +580,7 @@ int loom::loomcMain(int argc, char **argv) {
     }
     onnxOptions.boundInputs.emplace_back(name.str(), file.str());
   }
+  onnxOptions.batchNorm = opts.batchNorm;
   if (ext.equals_insensitive(".onnx"))
     module = loom::importOnnxModel(opts.input, context, params, onnxOptions);
   else if (ext.equals_insensitive(".json"))
@@ -643,6 +669,6 @@ int loom::loomcMain(int argc, char **argv) {
   out->os() << "\n";
   out->keep();
   if (opts.summary)
-    printSummary(*module, params, err);
+    printSummary(*module, err);
   return 0;
 }

@@ -2637,7 +2637,7 @@ LogicalResult Importer::buildBatchNorm(NodeContext &c) {
   }
   c.results.push_back(BatchNormOp::create(
       b, c.loc, c.operands[0], c.operands[1], c.operands[2], c.operands[3],
-      c.operands[4], b.getF32FloatAttr(eps)));
+      c.operands[4], b.getF32FloatAttr(eps), FloatAttr()));
   return success();
 }
 

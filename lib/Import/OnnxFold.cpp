@@ -28,6 +28,22 @@ int64_t loom::onnx_import::normAxis(const NodeCtx &n, int64_t axis,
   return *a;
 }
 
+SmallVector<int64_t> loom::onnx_import::transposePerm(const NodeCtx &n,
+                                                      int64_t rank) {
+  SmallVector<int64_t> perm;
+  if (auto p = n.getInts("perm"))
+    perm = *p;
+  else
+    for (int64_t d = rank - 1; d >= 0; --d)
+      perm.push_back(d);
+  if (static_cast<int64_t>(perm.size()) != rank)
+    n.fail("perm has " + Twine(perm.size()) + " entries for rank " +
+           Twine(rank));
+  for (int64_t &d : perm)
+    d = normAxis(n, d, rank);
+  return perm;
+}
+
 /// Broadcast-shape of two constant tensors and the flat index mapping.
 std::vector<double> loom::onnx_import::broadcastConst(const ConstTensor &c,
                                                       ArrayRef<int64_t> shape) {
@@ -62,7 +78,8 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
       "Concat", "Gather",        "Unsqueeze", "Squeeze", "Reshape", "Identity",
       "Equal",  "Less",          "Greater",   "Where",   "Slice",   "Range",
       "Max",    "Min",           "Not",       "Expand",  "Abs",     "Floor",
-      "Sqrt",   "GatherElements"};
+      "Sqrt",   "GatherElements", "And", "Or", "Xor", "LessOrEqual",
+      "GreaterOrEqual", "CumSum", "GatherND", "Transpose"};
   const std::string &op = node.op_type();
   NodeCtx n(node, nodeLoc(node));
   if (op == "Shape" || op == "Size") {
@@ -149,7 +166,9 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
       continue;
     }
     auto c = getConst(n.inputName(i));
-    if (!c || c->values.size() > 4096)
+    // Masks and position tables of exporters reach [batch, 1, T, T]; a
+    // million elements keeps folding cheap and the constants bounded.
+    if (!c || c->values.size() > (size_t(1) << 20))
       return false;
     in.push_back(*c);
   }
@@ -192,6 +211,17 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
     binary([](double x, double y) { return double(x < y); }, true);
   else if (op == "Greater")
     binary([](double x, double y) { return double(x > y); }, true);
+  else if (op == "LessOrEqual")
+    binary([](double x, double y) { return double(x <= y); }, true);
+  else if (op == "GreaterOrEqual")
+    binary([](double x, double y) { return double(x >= y); }, true);
+  else if (op == "And")
+    binary([](double x, double y) { return double(x != 0 && y != 0); }, true);
+  else if (op == "Or")
+    binary([](double x, double y) { return double(x != 0 || y != 0); }, true);
+  else if (op == "Xor")
+    binary([](double x, double y) { return double((x != 0) != (y != 0)); },
+           true);
   else if (op == "Neg" || op == "Abs" || op == "Floor" || op == "Sqrt" ||
            op == "Not") {
     out = in[0];
@@ -240,15 +270,31 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
     if (static_cast<int64_t>(out.values.size()) != out.numElements())
       return false;
   } else if (op == "Concat") {
-    if (in[0].shape.size() != 1)
+    // Along `axis`: for each index of the dimensions before it, the blocks
+    // of every input in turn.
+    int64_t rank = in[0].shape.size();
+    if (rank == 0)
       return false;
-    out.shape = {0};
+    int64_t axis = normAxis(n, n.getInt("axis", 0), rank);
+    out.shape = in[0].shape;
+    out.shape[axis] = 0;
     for (const auto &c : in) {
-      if (c.shape.size() != 1)
+      if (static_cast<int64_t>(c.shape.size()) != rank)
         return false;
-      out.values.insert(out.values.end(), c.values.begin(), c.values.end());
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != axis && c.shape[d] != in[0].shape[d])
+          n.fail("inputs differ in dimension " + Twine(d));
+      out.shape[axis] += c.shape[axis];
     }
-    out.shape[0] = out.values.size();
+    int64_t outer = 1;
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= in[0].shape[d];
+    for (int64_t o = 0; o < outer; ++o)
+      for (const auto &c : in) {
+        int64_t block = outer == 0 ? 0 : c.numElements() / outer;
+        out.values.insert(out.values.end(), c.values.begin() + o * block,
+                          c.values.begin() + (o + 1) * block);
+      }
   } else if (op == "Gather") {
     if (in[0].shape.size() != 1 || n.getInt("axis", 0) != 0)
       return false;
@@ -262,6 +308,88 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
         n.fail("index " + Twine(static_cast<int64_t>(iv)) +
                " is out of range for " + Twine(size) + " elements");
       out.values.push_back(in[0].values[i]);
+    }
+  } else if (op == "Transpose") {
+    int64_t rank = in[0].shape.size();
+    SmallVector<int64_t> perm = transposePerm(n, rank);
+    for (int64_t d : perm)
+      out.shape.push_back(in[0].shape[d]);
+    SmallVector<int64_t> stride(rank, 1), idx(rank, 0);
+    for (int64_t d = rank - 2; d >= 0; --d)
+      stride[d] = stride[d + 1] * in[0].shape[d + 1];
+    for (int64_t flat = 0, total = out.numElements(); flat < total; ++flat) {
+      int64_t src = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        src += idx[d] * stride[perm[d]];
+      out.values.push_back(in[0].values[src]);
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        if (++idx[d] < out.shape[d])
+          break;
+        idx[d] = 0;
+      }
+    }
+  } else if (op == "CumSum") {
+    // Running sums along `axis` (input 1), optionally exclusive/reversed.
+    const ConstTensor &x = in[0];
+    int64_t rank = x.shape.size();
+    if (rank == 0 || in[1].values.size() != 1)
+      n.fail("CumSum needs a tensor and a scalar axis");
+    int64_t axis = normAxis(n, static_cast<int64_t>(in[1].values[0]), rank);
+    bool exclusive = n.getInt("exclusive", 0) != 0;
+    bool reverse = n.getInt("reverse", 0) != 0;
+    int64_t inner = 1, dim = x.shape[axis];
+    for (int64_t d = axis + 1; d < rank; ++d)
+      inner *= x.shape[d];
+    out = x;
+    int64_t outer = dim == 0 ? 0 : x.numElements() / (dim * inner);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        double acc = 0;
+        for (int64_t k = 0; k < dim; ++k) {
+          int64_t kk = reverse ? dim - 1 - k : k;
+          int64_t at = (o * dim + kk) * inner + i;
+          double v = x.values[at];
+          out.values[at] = exclusive ? acc : acc + v;
+          acc += v;
+        }
+      }
+  } else if (op == "GatherND") {
+    // out[b..., i...] = data[b..., index[b..., i..., :]...].
+    const ConstTensor &data = in[0], &index = in[1];
+    int64_t batch = n.getInt("batch_dims", 0);
+    int64_t r = data.shape.size(), q = index.shape.size();
+    if (q == 0 || batch < 0 || batch >= std::min(r, q))
+      n.fail("GatherND: invalid batch_dims or index rank");
+    int64_t k = index.shape[q - 1];
+    if (k < 1 || batch + k > r)
+      n.fail("GatherND: index depth " + Twine(k) + " exceeds the data rank");
+    out.shape.assign(index.shape.begin(), index.shape.end() - 1);
+    out.shape.append(data.shape.begin() + batch + k, data.shape.end());
+    int64_t slice = 1;
+    for (int64_t d = batch + k; d < r; ++d)
+      slice *= data.shape[d];
+    int64_t batchSize = 1;
+    for (int64_t d = 0; d < batch; ++d)
+      batchSize *= data.shape[d];
+    int64_t perBatchData = data.numElements() / std::max<int64_t>(batchSize, 1);
+    int64_t tuples = index.numElements() / k;
+    int64_t tuplesPerBatch = tuples / std::max<int64_t>(batchSize, 1);
+    for (int64_t t = 0; t < tuples; ++t) {
+      int64_t bIdx = t / std::max<int64_t>(tuplesPerBatch, 1);
+      int64_t off = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t dim = data.shape[batch + j];
+        int64_t v = static_cast<int64_t>(index.values[t * k + j]);
+        if (v < 0)
+          v += dim;
+        if (v < 0 || v >= dim)
+          n.fail("GatherND: index " + Twine(v) + " is out of range for a "
+                 "dimension of " + Twine(dim));
+        off = off * dim + v;
+      }
+      int64_t base = bIdx * perBatchData + off * slice;
+      for (int64_t e = 0; e < slice; ++e)
+        out.values.push_back(data.values[base + e]);
     }
   } else if (op == "GatherElements") {
     // out[i] = data[i with index[i] on `axis`]; index and data of one rank.

@@ -58,6 +58,15 @@ DenseElementsAttr constToAttr(const ConstTensor &c);
 
 struct NodeCtx;
 
+/// What the float initializers that are not parameters are.
+struct InitializerRoles {
+  llvm::StringSet<> frozen;  ///< imported as constants
+  llvm::StringSet<> buffers; ///< `loom.buffer` arguments
+};
+InitializerRoles classifyInitializers(const onnx::GraphProto &graph,
+                                      BatchNormMode mode);
+bool batchNormTrains(const onnx::NodeProto &node, BatchNormMode mode);
+
 /// One model's import: loading and checking, values by ONNX name, the
 /// function being built.
 class OnnxImporter {
@@ -123,6 +132,8 @@ private:
   /// Outputs of nodes whose conversion failed: their users fail quietly, so
   /// that one error is reported once, not again at every node downstream.
   llvm::StringSet<> failedValues;
+  /// Initializers imported as `loom.buffer` arguments.
+  llvm::StringSet<> buffers;
   Value rngSeed;
   int64_t dropoutStreams = 0;
   func::FuncOp func;
@@ -194,6 +205,10 @@ inline RankedTensorType typeOf(Value v) {
 /// it is out of range.
 int64_t normAxis(const NodeCtx &n, int64_t axis, int64_t rank);
 
+/// Transpose's `perm` (default: the dimensions reversed), normalized; fails
+/// the node if it has not one entry per dimension.
+SmallVector<int64_t> transposePerm(const NodeCtx &n, int64_t rank);
+
 /// The values of constant `c` broadcast (numpy rules) to `shape`.
 std::vector<double> broadcastConst(const ConstTensor &c,
                                    ArrayRef<int64_t> shape);
@@ -264,6 +279,7 @@ public:
   void convertReduce();
   // Shape
   void convertConstantNode();
+  void convertFoldOnly();
   void convertReshape();
   void convertFlatten();
   void convertSqueeze();
@@ -277,6 +293,8 @@ public:
   void convertSplitToSequence();
   void convertSequenceAt();
   void convertGatherElements();
+  void convertPad();
+  void convertTrilu();
   void convertShapeOnly();
 };
 

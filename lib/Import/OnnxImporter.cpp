@@ -44,37 +44,81 @@ using namespace loom;
 
 namespace loom::onnx_import {
 
-/// The initializers that are not trainable parameters, although they are
-/// float tensors: those PyTorch's exporter marks as buffers or constants
-/// (`pkg.torch.export.graph_signature.InputSpec.kind` in the value_info),
-/// and those used only as the running statistics of inference-mode
-/// BatchNormalization (which does not update them).
-llvm::StringSet<> frozenInitializers(const onnx::GraphProto &graph) {
-  llvm::StringSet<> frozen;
+/// Whether a BatchNormalization node trains with batch statistics under
+/// `mode`: `training_mode = 1`, or (PyTorch's default exporter writes every
+/// BatchNormalization in inference form, even from a module in training
+/// mode) a node whose `pkg.torch.onnx.fx_node` metadata shows that the
+/// exporter traced PyTorch's training-mode batch norm.
+bool batchNormTrains(const onnx::NodeProto &node, BatchNormMode mode) {
+  if (mode != BatchNormMode::Auto)
+    return mode == BatchNormMode::Batch;
+  for (const auto &a : node.attribute())
+    if (a.name() == "training_mode" && a.i() != 0)
+      return true;
+  for (const auto &kv : node.metadata_props())
+    if (kv.key() == "pkg.torch.onnx.fx_node") {
+      llvm::StringRef fx = kv.value();
+      return fx.contains("_native_batch_norm_legit_functional") ||
+             fx.contains("_native_batch_norm_legit.default");
+    }
+  return false;
+}
+
+/// The float initializers that are not trainable parameters:
+///  - buffers: the running statistics of a BatchNormalization that trains
+///    (batchNormTrains), used by nothing else, whose updated-statistics
+///    outputs nothing reads; the training step updates them;
+///  - frozen (constants): those PyTorch's exporter marks as buffers or
+///    constants (`pkg.torch.export.graph_signature.InputSpec.kind` in the
+///    value_info) and are not training buffers, and the running statistics
+///    of BatchNormalization in inference form.
+InitializerRoles classifyInitializers(const onnx::GraphProto &graph,
+                                      BatchNormMode mode) {
+  InitializerRoles roles;
   for (const auto &vi : graph.value_info())
     for (const auto &kv : vi.metadata_props())
       if (kv.key() == "pkg.torch.export.graph_signature.InputSpec.kind" &&
           (kv.value() == "BUFFER" || kv.value() == "CONSTANT_TENSOR"))
-        frozen.insert(vi.name());
-  llvm::StringMap<bool> statsOnly; // name -> used only as BN statistics
+        roles.frozen.insert(vi.name());
+  // Names read by any node or returned by the graph.
+  llvm::StringSet<> read;
+  for (const auto &node : graph.node())
+    read.insert(node.input().begin(), node.input().end());
+  for (const auto &out : graph.output())
+    read.insert(out.name());
+  // name -> 1 if used only as the statistics of inference-form batch norms,
+  // 2 if only as those of training ones, 0 otherwise.
+  llvm::StringMap<int> statsUse;
   for (const auto &node : graph.node()) {
-    bool inferenceBN = node.op_type() == "BatchNormalization" &&
-                       llvm::none_of(node.attribute(), [](const auto &a) {
-                         return a.name() == "training_mode" && a.i() != 0;
-                       });
+    int role = 0;
+    if (node.op_type() == "BatchNormalization") {
+      bool trains = batchNormTrains(node, mode);
+      bool statsOutputsRead = false;
+      for (int i = 1; i < node.output_size(); ++i)
+        statsOutputsRead |= !node.output(i).empty() && read.contains(node.output(i));
+      role = !trains ? 1 : statsOutputsRead ? 0 : 2;
+    }
     for (int i = 0; i < node.input_size(); ++i) {
-      bool stats = inferenceBN && (i == 3 || i == 4);
-      auto [it, inserted] = statsOnly.try_emplace(node.input(i), stats);
-      if (!inserted)
-        it->second = it->second && stats;
+      int use = (i == 3 || i == 4) ? role : 0;
+      auto [it, inserted] = statsUse.try_emplace(node.input(i), use);
+      if (!inserted && it->second != use)
+        it->second = 0;
     }
   }
+  for (const auto &out : graph.output())
+    statsUse[out.name()] = 0;
   for (const auto &init : graph.initializer()) {
-    auto it = statsOnly.find(init.name());
-    if (it != statsOnly.end() && it->second)
-      frozen.insert(init.name());
+    auto it = statsUse.find(init.name());
+    if (it == statsUse.end())
+      continue;
+    if (it->second == 2) {
+      roles.buffers.insert(init.name());
+      roles.frozen.erase(init.name());
+    } else if (it->second == 1 && mode != BatchNormMode::Batch) {
+      roles.frozen.insert(init.name());
+    }
   }
-  return frozen;
+  return roles;
 }
 
 //===----------------------------------------------------------------------===//
@@ -605,7 +649,8 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
   llvm::StringSet<> initNames;
   for (const auto &init : graph.initializer())
     initNames.insert(init.name());
-  llvm::StringSet<> frozen = frozenInitializers(graph);
+  InitializerRoles roles = classifyInitializers(graph, options.batchNorm);
+  buffers = roles.buffers;
 
   bool ok = true;
   auto addArg = [&](Type type, StringRef attrName, StringRef name) {
@@ -643,20 +688,22 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
     auto type = RankedTensorType::get(shape, elt);
     // Float tensors are trainable parameters; scalars are not (they are the
     // ratios, bounds and scales that ops read as attributes), nor are the
-    // buffers and statistics of frozenInitializers().
+    // frozen ones and buffers of classifyInitializers().
     bool bound = llvm::any_of(options.boundInputs, [&](const auto &kv) {
       return kv.first == init.name();
     });
+    bool buffer = roles.buffers.contains(init.name());
     if (isa<FloatType>(elt) && !shape.empty() && !bound &&
-        !frozen.contains(init.name())) {
-      // A trainable parameter: an argument, its value beside the IR.
+        (buffer || !roles.frozen.contains(init.name()))) {
+      // A parameter or buffer: an argument, its value beside the IR.
       std::vector<uint8_t> bytes;
       if (!readTensorBytes(init, loc, bytes)) {
         ok = false;
         continue;
       }
       params.add(ParameterTensor{init.name(), type, std::move(bytes)});
-      define(init.name(), addArg(type, kParamAttr, init.name()));
+      define(init.name(),
+             addArg(type, buffer ? kBufferAttr : kParamAttr, init.name()));
     } else {
       DenseElementsAttr attr = tensorToAttr(init, type, loc);
       if (!attr) {

@@ -269,9 +269,23 @@ void OnnxNode::convertLayerNorm() {
 void OnnxNode::convertBatchNorm() {
   Value x = input(0);
   floatOnly(x);
-  float eps = n.getFloat("epsilon", 1e-5f);
+  FloatAttr eps = b.getF32FloatAttr(n.getFloat("epsilon", 1e-5f));
+  BatchNormMode mode = imp.options.batchNorm;
+  if (imp.buffers.contains(n.inputName(3)) &&
+      imp.buffers.contains(n.inputName(4))) {
+    // Trains, with running statistics as buffers: the inference form, which
+    // @predict keeps and loom-batch-norm-train rewrites in the training
+    // step (batch statistics, the buffers' update).
+    FloatAttr momentum = b.getF32FloatAttr(n.getFloat("momentum", 0.9f));
+    setOut(0, BatchNormOp::create(b, loc, x, input(1), input(2), input(3),
+                                  input(4), eps, momentum));
+    return;
+  }
   Value mean = input(3), var = input(4);
-  if (n.getInt("training_mode", 0) != 0) {
+  if (n.getInt("training_mode", 0) != 0 && mode != BatchNormMode::Frozen) {
+    // ONNX's training mode on statistics that are not buffers (graph
+    // inputs, computed values): batch statistics, and the running
+    // statistics' update as outputs 1 and 2.
     auto stats = check(createInferred<BatchNormStatsOp>(b, loc, x));
     mean = stats.getMean();
     var = stats.getVariance();
@@ -288,10 +302,14 @@ void OnnxNode::convertBatchNorm() {
       setOut(2, blend(input(4), var));
     }
   } else if (n.outputName(1).size() || n.outputName(2).size()) {
-    n.fail("running-statistics outputs need training_mode=1");
+    if (n.getInt("training_mode", 0) == 0)
+      n.fail("running-statistics outputs need training_mode=1");
+    // Frozen (--batch-norm=frozen): the statistics stay as they are.
+    setOut(1, mean);
+    setOut(2, var);
   }
-  setOut(0, BatchNormOp::create(b, loc, x, input(1), input(2), mean, var,
-                                b.getF32FloatAttr(eps)));
+  setOut(0, BatchNormOp::create(b, loc, x, input(1), input(2), mean, var, eps,
+                                FloatAttr()));
   return;
 }
 

@@ -104,13 +104,7 @@ void OnnxNode::convertSqueeze() {
 
 void OnnxNode::convertTranspose() {
   Value x = input(0);
-  int64_t rank = typeOf(x).getRank();
-  SmallVector<int64_t> perm;
-  if (auto p = n.getInts("perm"))
-    perm = *p;
-  else
-    for (int64_t i = rank - 1; i >= 0; --i)
-      perm.push_back(i);
+  SmallVector<int64_t> perm = transposePerm(n, typeOf(x).getRank());
   setOut(0, check(createInferred<TransposeOp>(b, loc, x, perm)).getResult());
   return;
 }
@@ -360,6 +354,123 @@ void OnnxNode::convertSequenceAt() {
   return;
 }
 
+void OnnxNode::convertPad() {
+  Value x = input(0);
+  auto xt = typeOf(x);
+  int64_t rank = xt.getRank();
+  std::string mode = n.getString("mode", "constant");
+  if (mode != "constant")
+    n.fail("mode '" + mode + "' is not supported (only 'constant')");
+  SmallVector<int64_t> pads = constInts(1, "pads");
+  SmallVector<int64_t> axes;
+  if (n.hasInput(3)) {
+    axes = constInts(3, "axes");
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  if (pads.size() != 2 * axes.size())
+    n.fail("pads has " + Twine(pads.size()) + " entries, expected " +
+           Twine(2 * axes.size()) + " (a begin and an end per axis)");
+  SmallVector<int64_t> lo(rank, 0), hi(rank, 0);
+  SmallVector<bool> seen(rank, false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = normAxis(n, axes[i], rank);
+    if (seen[a])
+      n.fail("axis " + Twine(a) + " is listed twice");
+    seen[a] = true;
+    lo[a] = pads[i];
+    hi[a] = pads[i + axes.size()];
+    if (xt.getDimSize(a) + lo[a] + hi[a] < 0)
+      n.fail("pads remove more than the " + Twine(xt.getDimSize(a)) +
+             " elements of axis " + Twine(a));
+  }
+  double value = 0.0;
+  if (n.hasInput(2)) {
+    auto c = imp.getConst(n.inputName(2));
+    if (!c)
+      n.fail("constant_value must be a compile-time constant");
+    if (c->values.size() > 1)
+      n.fail("constant_value must be one value");
+    if (!c->values.empty())
+      value = c->values[0];
+  }
+  // Positive pads add elements (loom.pad pads with zeros; another value is
+  // selected outside the copied block), negative ones remove them (a slice
+  // afterwards).
+  SmallVector<int64_t> addLo(rank), addHi(rank), zero(rank, 0);
+  for (int64_t d = 0; d < rank; ++d) {
+    addLo[d] = std::max<int64_t>(lo[d], 0);
+    addHi[d] = std::max<int64_t>(hi[d], 0);
+  }
+  Value y = x;
+  if (llvm::any_of(addLo, [](int64_t v) { return v > 0; }) ||
+      llvm::any_of(addHi, [](int64_t v) { return v > 0; })) {
+    y = check(createInferred<PadOp>(b, loc, x, addLo, addHi, zero))
+            .getResult();
+    if (value != 0.0) {
+      auto yt = typeOf(y);
+      ConstTensor inside{SmallVector<int64_t>(yt.getShape()), b.getI1Type(),
+                         {}};
+      inside.values.resize(yt.getNumElements());
+      SmallVector<int64_t> idx(rank, 0);
+      for (double &v : inside.values) {
+        bool in = true;
+        for (int64_t d = 0; d < rank; ++d)
+          in = in && idx[d] >= addLo[d] && idx[d] < addLo[d] + xt.getDimSize(d);
+        v = in ? 1.0 : 0.0;
+        for (int64_t d = rank - 1; d >= 0; --d) {
+          if (++idx[d] < yt.getDimSize(d))
+            break;
+          idx[d] = 0;
+        }
+      }
+      y = SelectOp::create(b, loc, imp.materialize(inside, loc), y,
+                           splat(y, value));
+    }
+  }
+  if (llvm::any_of(lo, [](int64_t v) { return v < 0; }) ||
+      llvm::any_of(hi, [](int64_t v) { return v < 0; })) {
+    auto yt = typeOf(y);
+    SmallVector<int64_t> start(rank), limit(rank), stride(rank, 1);
+    for (int64_t d = 0; d < rank; ++d) {
+      start[d] = std::max<int64_t>(-lo[d], 0);
+      limit[d] = yt.getDimSize(d) - std::max<int64_t>(-hi[d], 0);
+    }
+    y = check(createInferred<SliceOp>(b, loc, y, start, limit, stride))
+            .getResult();
+  }
+  setOut(0, y);
+}
+
+void OnnxNode::convertTrilu() {
+  Value x = input(0);
+  auto xt = typeOf(x);
+  int64_t rank = xt.getRank();
+  if (rank < 2)
+    n.fail("input must have rank >= 2, got " + Twine(rank));
+  int64_t k = 0;
+  if (n.hasInput(1)) {
+    SmallVector<int64_t> kv = constInts(1, "k");
+    if (kv.size() != 1)
+      n.fail("k must be one value");
+    k = kv[0];
+  }
+  bool upper = n.getInt("upper", 1) != 0;
+  // Keeps element (i, j) of every matrix where j - i >= k (upper) or
+  // j - i <= k (lower), zeros elsewhere: a select with a constant mask.
+  int64_t rows = xt.getDimSize(rank - 2), cols = xt.getDimSize(rank - 1);
+  ConstTensor keep{SmallVector<int64_t>(xt.getShape()), b.getI1Type(), {}};
+  keep.values.resize(xt.getNumElements());
+  for (size_t e = 0; e < keep.values.size(); ++e) {
+    int64_t j = static_cast<int64_t>(e) % cols;
+    int64_t i = (static_cast<int64_t>(e) / cols) % rows;
+    keep.values[e] = (upper ? j - i >= k : j - i <= k) ? 1.0 : 0.0;
+  }
+  setOut(0, SelectOp::create(b, loc, imp.materialize(keep, loc), x,
+                             splat(x, 0.0)));
+}
+
 void OnnxNode::convertGatherElements() {
   n.fail("GatherElements on run-time values is not supported yet (only "
          "on compile-time constants, where it is folded)");
@@ -372,12 +483,23 @@ void OnnxNode::convertShapeOnly() {
   n.fail("inputs must be compile-time constants; Loom needs static shapes");
 }
 
+void OnnxNode::convertFoldOnly() {
+  for (int i = 0; i < n.numInputs(); ++i)
+    if (imp.failedValues.contains(n.inputName(i)))
+      throw ImportFailure{}; // reported at the node that failed
+  n.fail("is imported only when every input is a compile-time constant (it "
+         "is then folded, as exporters' mask and position computations are); "
+         "here an input is computed at run time");
+}
+
 void OnnxNode::convertConstantNode() {
   imp.defineConst(n.outputName(0), imp.convertConstant(n));
 }
 
 void loom::onnx_import::addShapeHandlers(OnnxHandlerTable &table) {
   table["Constant"] = &OnnxNode::convertConstantNode;
+  for (StringRef op : {"And", "Or", "Xor", "CumSum", "GatherND"})
+    table[op] = &OnnxNode::convertFoldOnly;
   table["Reshape"] = &OnnxNode::convertReshape;
   table["Flatten"] = &OnnxNode::convertFlatten;
   table["Unsqueeze"] = &OnnxNode::convertSqueeze;
@@ -392,6 +514,8 @@ void loom::onnx_import::addShapeHandlers(OnnxHandlerTable &table) {
   table["SplitToSequence"] = &OnnxNode::convertSplitToSequence;
   table["SequenceAt"] = &OnnxNode::convertSequenceAt;
   table["GatherElements"] = &OnnxNode::convertGatherElements;
+  table["Pad"] = &OnnxNode::convertPad;
+  table["Trilu"] = &OnnxNode::convertTrilu;
   table["Range"] = &OnnxNode::convertShapeOnly;
   table["ConstantOfShape"] = &OnnxNode::convertShapeOnly;
   table["Shape"] = &OnnxNode::convertShapeOnly;

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Import/Import.h"
 #include "loom/Interp/InterpTool.h"
 
 #include "loom/InitAll.h"
@@ -38,16 +39,16 @@ using namespace mlir;
 namespace cl = llvm::cl;
 using loom::interp::Tensor;
 using loomrt::DType;
+using loom::kBufferAttr;
+using loom::kGradAttr;
+using loom::kInputAttr;
+using loom::kOptStateAttr;
+using loom::kOutputAttr;
+using loom::kParamAttr;
+using loom::kParamsFileAttr;
+using loom::kRngSeedAttr;
 
 namespace {
-
-constexpr llvm::StringLiteral kInputAttr = "loom.input";
-constexpr llvm::StringLiteral kParamAttr = "loom.param";
-constexpr llvm::StringLiteral kOptStateAttr = "loom.opt_state";
-constexpr llvm::StringLiteral kRngSeedAttr = "loom.rng_seed";
-constexpr llvm::StringLiteral kOutputAttr = "loom.output";
-constexpr llvm::StringLiteral kGradAttr = "loom.grad";
-constexpr llvm::StringLiteral kParamsFileAttr = "loom.params_file";
 
 struct ToolOptions {
   cl::OptionCategory category{"loom-interp options"};
@@ -307,7 +308,8 @@ private:
 
 std::string InterpTool::describeArg(unsigned i) {
   std::string s = "argument " + std::to_string(i);
-  for (llvm::StringRef attr : {kInputAttr, kParamAttr, kOptStateAttr})
+  for (llvm::StringRef attr :
+       {kInputAttr, kParamAttr, kBufferAttr, kOptStateAttr})
     if (auto name = func.getArgAttrOfType<StringAttr>(i, attr))
       return s + " '" + name.getValue().str() + "' (" + attr.str() + ")";
   if (func.getArgAttr(i, kRngSeedAttr))
@@ -344,7 +346,8 @@ int InterpTool::bindParams(std::vector<std::optional<Tensor>> &args) {
   SmallVector<unsigned> wanted;
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (!args[i] &&
-        (func.getArgAttr(i, kParamAttr) || func.getArgAttr(i, kOptStateAttr)))
+        (func.getArgAttr(i, kParamAttr) || func.getArgAttr(i, kBufferAttr) ||
+         func.getArgAttr(i, kOptStateAttr)))
       wanted.push_back(i);
   if (wanted.empty())
     return 0;
@@ -366,12 +369,14 @@ int InterpTool::bindParams(std::vector<std::optional<Tensor>> &args) {
   if (!file)
     return fail("cannot read the parameter file: " + error);
   for (unsigned i : wanted) {
-    auto name = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
-    if (!name)
-      name = func.getArgAttrOfType<StringAttr>(i, kOptStateAttr);
+    StringAttr name;
+    for (llvm::StringRef attr : {kParamAttr, kBufferAttr, kOptStateAttr})
+      if (!name)
+        name = func.getArgAttrOfType<StringAttr>(i, attr);
     if (!name)
       return fail(describeArg(i) + " of @" + func.getSymName() +
-                  ": its loom.param/loom.opt_state attribute is not a string");
+                  ": its loom.param/loom.buffer/loom.opt_state attribute is "
+                  "not a string");
     const loomrt::TensorView *view = file->find(name.getValue());
     if (!view)
       return fail(describeArg(i) + " of @" + func.getSymName() +
@@ -395,6 +400,8 @@ int InterpTool::writeResults(const std::vector<Tensor> &results) {
     if (auto attr = func.getResultAttrOfType<StringAttr>(i, kOutputAttr))
       name = sanitize(attr.getValue());
     else if (auto attr = func.getResultAttrOfType<StringAttr>(i, kGradAttr))
+      name = sanitize(attr.getValue());
+    else if (auto attr = func.getResultAttrOfType<StringAttr>(i, kBufferAttr))
       name = sanitize(attr.getValue());
     else
       name = "result" + std::to_string(i);
@@ -537,12 +544,13 @@ int loom::interp::interpMain(int argc, char **argv) {
       "              --output-dir DIR [--params FILE.safetensors] [--seed N]\n"
       "              [--f64]\n\n"
       "Runs one function with plain loops and writes each result to\n"
-      "DIR/<name>.npy, <name> being the result's loom.output or loom.grad\n"
-      "name (characters other than [A-Za-z0-9._-] become '_'), else\n"
-      "result<i>. Arguments: loom.input ones from --input, loom.param and\n"
-      "loom.opt_state ones from the safetensors file, loom.rng_seed from\n"
-      "--seed. Float arrays of another float dtype are converted; bf16\n"
-      "results are written as float32 (NumPy has no bf16).\n");
+      "DIR/<name>.npy, <name> being the result's loom.output, loom.grad\n"
+      "or loom.buffer name (characters other than [A-Za-z0-9._-] become\n"
+      "'_'), else result<i>. Arguments: loom.input ones from --input;\n"
+      "loom.param, loom.buffer and loom.opt_state ones from the safetensors\n"
+      "file; loom.rng_seed from --seed. Float arrays of another float\n"
+      "dtype are converted; bf16 results are written as float32 (NumPy has\n"
+      "no bf16).\n");
 
   DialectRegistry registry;
   loom::registerAllDialects(registry);

@@ -5,7 +5,8 @@
 // attributes), results `(loss, d loss / d param...)` with one gradient per
 // argument marked `loom.param`, in argument order, each result marked
 // `loom.grad = "<param>"`; with `with-inputs`, the gradients of the float
-// inputs follow.
+// inputs follow; then the forward's results marked `loom.buffer` (the new
+// running statistics of batch norms that train).
 //
 // Algorithm:
 //  1. Clone the forward function; the clone's body computes the forward
@@ -52,9 +53,6 @@ using namespace mlir;
 using namespace loom;
 
 namespace {
-
-/// Result attribute naming the parameter (or input) a gradient belongs to.
-constexpr llvm::StringLiteral kGradAttr = "loom.grad";
 
 bool isFloatTensor(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
@@ -276,6 +274,12 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp fb, unsigned lossIndex,
     resultAttrs.push_back(b.getDictionaryAttr(
         b.getNamedAttr(kGradAttr, b.getStringAttr(t.name))));
   }
+  // The new values of buffers (loom-batch-norm-train), as they are.
+  for (unsigned i = 0; i < returnOp.getNumOperands(); ++i)
+    if (fb.getResultAttr(i, kBufferAttr)) {
+      results.push_back(returnOp.getOperand(i));
+      resultAttrs.push_back(fb.getResultAttrDict(i));
+    }
   func::ReturnOp::create(b, returnOp.getLoc(), results);
   returnOp.erase();
   fb.setFunctionType(b.getFunctionType(block.getArgumentTypes(),

@@ -7,7 +7,7 @@
 //   @apply_optimizer(params..., state..., step, grads...)
 //       -> (new params..., new state..., step + 1)
 //   @train_step(forward_backward's args..., state..., step)
-//       -> (loss, new params..., new state..., step + 1)
+//       -> (loss, new params..., new state..., step + 1, new buffers...)
 //
 // The update is written with the dialect's elementwise and reduction ops, so
 // the interpreter runs it as is and loom-fuse turns it into pointwise
@@ -48,9 +48,6 @@ using namespace mlir;
 using namespace loom;
 
 namespace {
-
-constexpr llvm::StringLiteral kGradAttr = "loom.grad";
-constexpr llvm::StringLiteral kOptStateAttr = "loom.opt_state";
 
 /// Builds scalar arithmetic on 0-D f32 tensors and its broadcasts.
 struct Math {
@@ -433,6 +430,14 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
     SmallVector<DictionaryAttr> tsResultAttrs{named(kOutputAttr, "loss")};
     tsResults.append(resultTypes);
     tsResultAttrs.append(resultAttrs);
+    // Buffers' new values (loom-batch-norm-train), named like the buffer.
+    SmallVector<unsigned> bufferResults;
+    for (unsigned i = 1; i < fb.getNumResults(); ++i)
+      if (auto name = fb.getResultAttrOfType<StringAttr>(i, kBufferAttr)) {
+        bufferResults.push_back(i);
+        tsResults.push_back(fb.getResultTypes()[i]);
+        tsResultAttrs.push_back(named(kOutputAttr, name.getValue()));
+      }
 
     b.setInsertionPointAfter(apply);
     auto train = func::FuncOp::create(b, loc, "train_step",
@@ -454,6 +459,8 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
     auto applyCall = func::CallOp::create(b, loc, apply, applyArgs);
     SmallVector<Value> tsRets{call.getResult(0)};
     tsRets.append(applyCall.getResults().begin(), applyCall.getResults().end());
+    for (unsigned i : bufferResults)
+      tsRets.push_back(call.getResult(i));
     func::ReturnOp::create(b, loc, tsRets);
   }
 };

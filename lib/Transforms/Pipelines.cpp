@@ -23,6 +23,7 @@ void loom::buildTrainingPipeline(OpPassManager &pm,
   loss.classAxis = options.classAxis;
   loss.keepPredict = options.keepPredict;
   pm.addPass(createAttachLossPass(loss));
+  pm.addPass(createBatchNormTrainPass());
   if (options.stopAfter == "loss")
     return;
   pm.addPass(createAutodiffPass());

@@ -93,7 +93,7 @@ bool loadParams(const std::string &path, const std::string &fileName,
   }
   for (const PlanEntry &entry : plan.entries)
     for (const Binding &in : entry.inputs) {
-      if (in.kind != BindingKind::Param && in.kind != BindingKind::State)
+      if (!isStateKind(in.kind))
         continue;
       const TensorView *tensor = file->find(in.name);
       std::string user = "(" + std::string(bindingKindName(in.kind)) +
@@ -166,7 +166,7 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     impl.slots.resize(impl.plan.entries.size() * 2);
     for (const PlanEntry &entry : impl.plan.entries)
       for (const Binding &in : entry.inputs)
-        if ((in.kind == BindingKind::Param || in.kind == BindingKind::State) &&
+        if (isStateKind(in.kind) &&
             !impl.residentLayout.count(in.name))
           impl.residentLayout.emplace(in.name, Impl::ResidentTensor{&in, 0});
     for (auto &[name, tensor] : impl.residentLayout) {
@@ -381,7 +381,7 @@ bool Artifact::runImpl(std::string_view entryName,
       }
       const Binding &in = entry->inputs[i];
       if (resident &&
-          (in.kind == BindingKind::Param || in.kind == BindingKind::State)) {
+          isStateKind(in.kind)) {
         sink.set(ErrorCode::InvalidArgument,
                  where + ": input " + quoteName(ref.name) + " is " +
                      bindingKindName(in.kind) +
@@ -419,7 +419,7 @@ bool Artifact::runImpl(std::string_view entryName,
     }
     auto isResidentInput = [&](const Binding &in) {
       return resident &&
-             (in.kind == BindingKind::Param || in.kind == BindingKind::State);
+             isStateKind(in.kind);
     };
     auto isResidentOutput = [&](const Binding &out) {
       return resident && out.kind == BindingKind::Output &&

@@ -258,11 +258,14 @@ Binding parseBinding(const json &value, const std::string &where,
       binding.kind = BindingKind::Param;
     else if (kind == "state")
       binding.kind = BindingKind::State;
+    else if (kind == "buffer")
+      binding.kind = BindingKind::Buffer;
     else if (kind == "input")
       binding.kind = BindingKind::Input;
     else
-      fail(fieldWhere(where, "kind"), "unknown input kind " + quoteName(kind) +
-                                          " (expected param, state or input)");
+      fail(fieldWhere(where, "kind"),
+           "unknown input kind " + quoteName(kind) +
+               " (expected param, buffer, state or input)");
   } else {
     if (kind == "output")
       binding.kind = BindingKind::Output;
@@ -692,7 +695,7 @@ Plan parse(std::string_view text, const std::string &what) {
   std::map<std::string, const Binding *> seen;
   for (const PlanEntry &entry : plan.entries)
     for (const Binding &in : entry.inputs) {
-      if (in.kind != BindingKind::Param && in.kind != BindingKind::State)
+      if (!isStateKind(in.kind))
         continue;
       auto [it, inserted] = seen.emplace(in.name, &in);
       if (!inserted &&
@@ -740,6 +743,8 @@ const char *bindingKindName(BindingKind kind) noexcept {
     return "output";
   case BindingKind::Grad:
     return "grad";
+  case BindingKind::Buffer:
+    return "buffer";
   }
   return "?";
 }

@@ -539,7 +539,7 @@ std::map<std::string, const Binding *> stateBindings(const Plan &plan) {
   std::map<std::string, const Binding *> result;
   for (const PlanEntry &entry : plan.entries)
     for (const Binding &in : entry.inputs)
-      if (in.kind == BindingKind::Param || in.kind == BindingKind::State)
+      if (isStateKind(in.kind))
         result.emplace(in.name, &in);
   return result;
 }
@@ -784,7 +784,7 @@ void addTensorInputs(const PlanEntry &entry,
                      const std::map<std::string, NpyArray> &tensors,
                      std::vector<TensorRef> &refs) {
   for (const Binding &in : entry.inputs)
-    if (in.kind == BindingKind::Param || in.kind == BindingKind::State) {
+    if (isStateKind(in.kind)) {
       auto it = tensors.find(in.name);
       if (it == tensors.end())
         fail("no value for " + std::string(bindingKindName(in.kind)) + " " +
@@ -1455,7 +1455,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   if (!opt.saveParamsPath.empty()) {
     SafetensorsWriter writer;
     for (const auto &[name, binding] : stateBindings(artifact.plan()))
-      if (binding->kind == BindingKind::Param) {
+      if (isModelKind(binding->kind)) {
         const NpyArray &a = tensors.at(name);
         writer.addBorrowed(name, a.dtype, a.shape, a.data.data(),
                            a.data.size());

@@ -18,6 +18,10 @@ Loom compiles the model with `loomc --train --loss=cross_entropy
   2. `loom-run --train` takes the 20 steps on a data set of that one batch;
      its losses are compared with PyTorch's trajectory (each step's loss
      within --traj-rtol, relative).
+For a model exported in training mode (the .npz holds `buffer.*`), the
+BatchNorm running statistics are checked too: after one forward_backward
+(its buffer outputs) and after the 20 steps (`--save-params`), against
+PyTorch's.
 Exit status 0 when everything agrees; one line per comparison, a summary
 line per model.
 """
@@ -29,7 +33,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compiled_vs_interp import run  # noqa: E402
+from compiled_vs_interp import read_safetensors, run  # noqa: E402
 
 
 def fname(name):
@@ -76,6 +80,26 @@ def check_model(args, path, work):
 
     failures = []
 
+    def check_buffers(what, ref, prefix, path_of, tensors=None):
+        """The worst buffer of `ref` (keys `prefix` + name) against Loom's:
+        `tensors[name]`, else the .npy file at path_of(name)."""
+        keys = [k[len(prefix):] for k in ref.files if k.startswith(prefix)]
+        if not keys:
+            return
+        worst = 0.0
+        for k in keys:
+            if tensors is not None:
+                got = tensors.get(k)
+            else:
+                f = path_of(k)
+                got = np.load(f) if os.path.exists(f) else None
+            if got is None:
+                failures.append("%s %s: no value for buffer %s" %
+                                (name, what, k))
+                continue
+            worst = max(worst, norm_rel(got, ref[prefix + k]))
+        check("%s (%d buffers, worst)" % (what, len(keys)), worst, args.rtol)
+
     def check(what, err, tol):
         ok = err <= tol
         print("%-4s %-18s %-58s rel err %.2e" % ("ok" if ok else "FAIL", name,
@@ -107,6 +131,8 @@ def check_model(args, path, work):
                 check("%s grad %s" % (how, k), err, args.rtol)
         print("     %-18s %s: %d gradients, worst rel err %.2e" %
               (name, how, len(grads), worst))
+        check_buffers("%s running stats, 1 step" % how, ref, "buffer1.",
+                      lambda k: os.path.join(out, fname(k) + ".npy"))
 
     data = os.path.join(d, "one_batch.npz")
     np.savez(data, **batch)
@@ -114,8 +140,10 @@ def check_model(args, path, work):
     if os.path.exists(metrics):
         os.remove(metrics)
     want = ref["losses"]
+    saved = os.path.join(d, "trained.safetensors")
     run([args.loom_run, art, "--train", "--data", data, "--steps",
-         str(len(want)), "--metrics", metrics, "--progress=none"])
+         str(len(want)), "--metrics", metrics, "--progress=none",
+         "--save-params", saved])
     got = [json.loads(l)["loss"] for l in open(metrics)
            if '"loss"' in l and '"eval' not in l][:len(want)]
     errs = [abs(g - w) / abs(w) for g, w in zip(got, want)]
@@ -125,6 +153,8 @@ def check_model(args, path, work):
     else:
         check("trajectory (%d AdamW steps, worst step)" % len(want),
               max(errs), args.traj_rtol)
+    check_buffers("running stats after %d steps" % len(want), ref, "buffer.",
+                  None, read_safetensors(saved))
     print("     %-18s losses loom  %s" % (name, np.round(got, 4).tolist()))
     print("     %-18s losses torch %s" % (name, np.round(np.asarray(want, np.float64), 4).tolist()))
     return failures

@@ -53,6 +53,28 @@ inline constexpr llvm::StringLiteral kInputAttr = "loom.input";
 inline constexpr llvm::StringLiteral kRngSeedAttr = "loom.rng_seed";
 /// Name of the result attribute that names a model output.
 inline constexpr llvm::StringLiteral kOutputAttr = "loom.output";
+/// Name of the result attribute naming the parameter (or input) a gradient
+/// belongs to.
+inline constexpr llvm::StringLiteral kGradAttr = "loom.grad";
+/// Name of the argument attribute that marks optimizer state
+/// (`<param>.<slot>`).
+inline constexpr llvm::StringLiteral kOptStateAttr = "loom.opt_state";
+/// Name of the argument attribute that marks a buffer: a tensor of the model
+/// that training updates but no optimizer touches (BatchNorm's running
+/// statistics). On a result, it marks the buffer's new value.
+inline constexpr llvm::StringLiteral kBufferAttr = "loom.buffer";
+
+/// How the ONNX importer treats BatchNormalization's running statistics.
+enum class BatchNormMode {
+  /// Batch statistics when the node trains: `training_mode = 1`, or a node
+  /// PyTorch's exporter traced from a module in training mode (its
+  /// `pkg.torch.onnx.fx_node` metadata names the training op); else frozen.
+  Auto,
+  /// Every BatchNormalization whose statistics are initializers trains.
+  Batch,
+  /// Running statistics are constants (fine-tuning with frozen BatchNorm).
+  Frozen,
+};
 
 /// Options of the ONNX importer.
 struct OnnxImportOptions {
@@ -60,6 +82,10 @@ struct OnnxImportOptions {
   /// serialized onnx.TensorProto. Such an input becomes a compile-time
   /// constant (how shape-carrying inputs get static values).
   std::vector<std::pair<std::string, std::string>> boundInputs;
+  /// Which BatchNormalization nodes train with batch statistics; their
+  /// running statistics become `loom.buffer` arguments (updated by the
+  /// training step, saved with the parameters).
+  BatchNormMode batchNorm = BatchNormMode::Auto;
 };
 
 /// Imports an ONNX model. Opsets 13 and later are imported directly; older

@@ -40,13 +40,40 @@ def AttachLossPass : Pass<"loom-attach-loss", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
 }
 
+def BatchNormTrainPass : Pass<"loom-batch-norm-train", "mlir::ModuleOp"> {
+  let summary = "Batch statistics and running-statistics updates in training.";
+  let description = [{
+    In `@<entry>` (by default `@forward`, the training forward after
+    `loom-attach-loss`), replaces every `loom.batch_norm` that carries
+    `momentum` (one that trains; its `mean` and `variance` operands are the
+    running statistics, arguments marked `loom.buffer`) by normalization
+    with the batch's statistics (`loom.batch_norm_stats`), as PyTorch does
+    in training mode, and returns the running statistics' new values as
+    extra results marked `loom.buffer = "<name>"`:
+    `running = momentum * running + (1 - momentum) * batch`, the variance
+    taken unbiased (times n / (n - 1), n the values per channel) as PyTorch
+    does. `loom-autodiff` and `loom-optimizer` pass these results on, so
+    `@train_step` returns them and the runtime keeps them with the
+    parameters. Other functions (`@predict`) keep the running statistics.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", "\"forward\"",
+           "Name of the training forward function.">,
+  ];
+  let statistics = [
+    Statistic<"numRewritten", "num-rewritten", "Batch norms set to train">,
+  ];
+  let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
+}
+
 def AutodiffPass : Pass<"loom-autodiff", "mlir::ModuleOp"> {
   let summary = "Builds the backward pass of a forward function.";
   let description = [{
     For `@forward(inputs..., params...) -> (loss, ...)`, adds
     `@forward_backward` with the same arguments returning the loss followed
     by d(loss)/d(param) for every argument marked `loom.param`, in argument
-    order (results marked `loom.grad = "<param>"`). Each op's rule comes from
+    order (results marked `loom.grad = "<param>"`), then the forward's
+    results marked `loom.buffer` as they are. Each op's rule comes from
     its DifferentiableOpInterface; cotangents of a value used several times
     are summed; integer, boolean and index values get none;
     `loom.stop_gradient` stops them. Only the ops the loss depends on, and

@@ -42,10 +42,26 @@ struct PlanBuffer {
   uint64_t bytes = 0;    ///< elements * dtypeSize(dtype)
 };
 
-enum class BindingKind : uint8_t { Param, State, Input, Output, Grad };
+/// Param: a trained tensor of the model. Buffer: a tensor of the model that
+/// the step updates but no optimizer touches (BatchNorm running statistics).
+/// State: optimizer state. Input, Output, Grad: per call.
+enum class BindingKind : uint8_t { Param, State, Input, Output, Grad, Buffer };
 
-/// "param", "state", "input", "output", "grad".
+/// "param", "state", "input", "output", "grad", "buffer".
 const char *bindingKindName(BindingKind kind) noexcept;
+
+/// Params, buffers and optimizer state: the training state, kept between
+/// calls and saved in checkpoints.
+inline bool isStateKind(BindingKind kind) noexcept {
+  return kind == BindingKind::Param || kind == BindingKind::State ||
+         kind == BindingKind::Buffer;
+}
+
+/// Params and buffers: the model itself (saved by --save-params, exported
+/// to ONNX, enough to run its predictions).
+inline bool isModelKind(BindingKind kind) noexcept {
+  return kind == BindingKind::Param || kind == BindingKind::Buffer;
+}
 
 /// One input or output of an entry point, as the plan declares it.
 struct Binding {

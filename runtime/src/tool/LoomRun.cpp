@@ -41,17 +41,18 @@ Modes (exactly one):
   --train                 train (entry train_step; with --accumulate N > 1,
                           forward_backward N times, then apply_optimizer)
   --info                  list the entry points, their inputs and outputs
-  --export-onnx=OUT.onnx  without --train: write the params (the artifact's,
-                          or --params / --resume) into a copy of the ONNX
-                          model; with --train: write the trained params
+  --export-onnx=OUT.onnx  without --train: write the params and buffers (the
+                          artifact's, or --params / --resume) into a copy of
+                          the ONNX model; with --train: the trained ones
 
 Evaluating an entry (--entry):
-  --input NAME=FILE.npy   the value of input NAME (repeatable). Params and
-                          optimizer state default to the artifact's
+  --input NAME=FILE.npy   the value of input NAME (repeatable). Params,
+                          buffers and optimizer state default to the artifact's
                           params.safetensors (or --params); `step` defaults to
                           the --params checkpoint's step or 0, `seed` to one
                           derived from --seed and step
-  --params FILE           safetensors with params/state (a checkpoint works)
+  --params FILE           safetensors with params/buffers/state (a checkpoint
+                          works)
   --output-dir DIR        write output NAME as DIR/NAME.npy (names sanitized:
                           characters other than A-Z a-z 0-9 . _ - become _)
   --seed S                (default 0)
@@ -77,7 +78,8 @@ Training (--train):
   --keep-checkpoints N    keep the newest N checkpoints (default 3; 0: all)
   --metrics FILE          one JSON object per step and per evaluation
                           (appended to when resuming)
-  --save-params FILE      write the final params as safetensors
+  --save-params FILE      write the final params and buffers (BatchNorm
+                          running statistics) as safetensors
   --progress=MODE         auto (default: a bar on a terminal, else a line
                           every 10% of the steps), bar, lines or none
   --quiet                 print only errors
@@ -431,7 +433,7 @@ std::map<std::string, NpyArray> startingTensors(const Artifact &artifact,
   std::map<std::string, const Binding *> bindings;
   for (const PlanEntry &e : artifact.plan().entries)
     for (const Binding &in : e.inputs)
-      if (in.kind == BindingKind::Param || in.kind == BindingKind::State)
+      if (isStateKind(in.kind))
         bindings.emplace(in.name, &in);
   for (const TensorView &t : file->tensors()) {
     if (t.name == "step" && t.dtype == DType::I64 && t.shape.empty()) {
@@ -458,13 +460,14 @@ std::map<std::string, NpyArray> startingTensors(const Artifact &artifact,
   return tensors;
 }
 
+/// The params and buffers among `tensors` (what a model file holds).
 std::map<std::string, NpyArray>
-paramsOnly(const Artifact &artifact,
+modelTensors(const Artifact &artifact,
            const std::map<std::string, NpyArray> &tensors) {
   std::map<std::string, NpyArray> result;
   for (const PlanEntry &e : artifact.plan().entries)
     for (const Binding &in : e.inputs)
-      if (in.kind == BindingKind::Param) {
+      if (isModelKind(in.kind)) {
         auto it = tensors.find(in.name);
         if (it != tensors.end())
           result.emplace(in.name, it->second);
@@ -487,7 +490,7 @@ void exportWeights(const Args &args, const Artifact &artifact,
             "SRC.onnx");
   std::vector<std::string> replaced;
   std::string error;
-  if (!exportOnnx(source, args.exportOnnx, paramsOnly(artifact, tensors),
+  if (!exportOnnx(source, args.exportOnnx, modelTensors(artifact, tensors),
                   &replaced, &error))
     failure("--export-onnx: " + error);
   if (!args.quiet)
@@ -574,7 +577,7 @@ void runEntry(const Args &args, std::FILE *err) {
       refs.push_back(tensorRef(in.name, it->second));
       continue;
     }
-    if (in.kind == BindingKind::Param || in.kind == BindingKind::State) {
+    if (isStateKind(in.kind)) {
       auto it = tensors.find(in.name);
       if (it == tensors.end())
         failure("no value for " + std::string(bindingKindName(in.kind)) + " '" +

@@ -1529,6 +1529,15 @@ func.func @batch_norm_c3_epsilon(%x: tensor<8x4x28x28xf32>, %s: tensor<4xf32>) {
 
 // -----
 
+// Tests that loom.batch_norm rejects a momentum outside [0, 1] (C4).
+func.func @batch_norm_c4_momentum(%x: tensor<8x4x28x28xf32>, %s: tensor<4xf32>) {
+  // expected-error @+1 {{momentum must be in [0, 1], got 1.5}}
+  %y = loom.batch_norm %x, %s, %s, %s, %s epsilon = 1.0e-05 momentum = 1.5 : (tensor<8x4x28x28xf32>, tensor<4xf32>) -> tensor<8x4x28x28xf32>
+  return
+}
+
+// -----
+
 // Tests that loom.batch_norm rejects a result type that differs from x's (AllTypesMatch).
 func.func @batch_norm_result_type(%x: tensor<8x4x28x28xf32>, %s: tensor<4xf32>) {
   // expected-error @+1 {{failed to verify that all of {x, y} have same type}}

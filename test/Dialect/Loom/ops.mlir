@@ -596,6 +596,17 @@ func.func @batch_norm(%x: tensor<8x4x28x28xf32>, %s: tensor<4xf32>, %b: tensor<4
 
 // -----
 
+// Tests that loom.batch_norm round-trips with a momentum (one that trains).
+// CHECK-LABEL: func.func @batch_norm_momentum(
+// CHECK:         loom.batch_norm %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} epsilon = {{.+}} momentum = 0.899999976 : (tensor<8x4x28x28xf32>, tensor<4xf32>) -> tensor<8x4x28x28xf32>
+func.func @batch_norm_momentum(%x: tensor<8x4x28x28xf32>, %s: tensor<4xf32>, %b: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>)
+    -> tensor<8x4x28x28xf32> {
+  %y = loom.batch_norm %x, %s, %b, %m, %v epsilon = 1.0e-05 momentum = 0.9 : (tensor<8x4x28x28xf32>, tensor<4xf32>) -> tensor<8x4x28x28xf32>
+  return %y : tensor<8x4x28x28xf32>
+}
+
+// -----
+
 // Tests that loom.batch_norm_stats round-trips with its two results.
 // CHECK-LABEL: func.func @batch_norm_stats(
 // CHECK-SAME:    %[[X:[^:]+]]: tensor<8x4x28x28xf32>)

@@ -480,7 +480,14 @@ LogicalResult BatchNormOp::verify() {
   auto x = ranked(getX().getType());
   if (failed(checkChannelVector(getLoc(), x, getScale().getType(), "scale")))
     return failure();
-  return verifyEpsilon(*this, getEpsilonAttr().getValue()); // (C3)
+  if (failed(verifyEpsilon(*this, getEpsilonAttr().getValue()))) // (C3)
+    return failure();
+  if (auto m = getMomentum()) { // (C4)
+    double v = m->convertToDouble();
+    if (!(v >= 0.0 && v <= 1.0))
+      return emitOpError("momentum must be in [0, 1], got ") << v;
+  }
+  return success();
 }
 
 LogicalResult BatchNormStatsOp::inferReturnTypes(

@@ -864,8 +864,16 @@ def Loom_BatchNormOp : Loom_Op<"batch_norm", [Pure, Loom_Pointwise,
     %y = loom.batch_norm %x, %s, %b, %m, %v epsilon = 1.0e-05 : (tensor<8x8x28x28xf32>, tensor<8xf32>) -> tensor<8x8x28x28xf32>
     ```
 
-    **Lifecycle**: created by the importers (ONNX `BatchNormalization`);
-    pointwise once the statistics are known.
+    A batch norm that trains with batch statistics carries `momentum` (ONNX's
+    convention: `running = momentum * running + (1 - momentum) * batch`);
+    its `mean` and `variance` are then the running statistics, arguments
+    marked `loom.buffer`, which evaluation (`@predict`) uses as they are.
+
+    **Lifecycle**: created by the importers (ONNX `BatchNormalization`;
+    `momentum` when the node trains, see docs/onnx-import.md); in the
+    training step, `loom-batch-norm-train` replaces one with `momentum` by
+    batch statistics and the running-statistics update; pointwise once the
+    statistics are known.
 
     **Constraints**:
 
@@ -873,13 +881,15 @@ def Loom_BatchNormOp : Loom_Op<"batch_norm", [Pure, Loom_Pointwise,
     2. (C2) `scale`, `bias`, `mean` and `variance` are 1-D with
        `dim(x, 1)` elements and the element type of `x`.
     3. (C3) `epsilon` is positive.
+    4. (C4) `momentum`, if present, is in [0, 1].
   }];
   let arguments = (ins Loom_FloatTensor:$x, Loom_FloatTensor:$scale,
                        Loom_FloatTensor:$bias, Loom_FloatTensor:$mean,
-                       Loom_FloatTensor:$variance, F32Attr:$epsilon);
+                       Loom_FloatTensor:$variance, F32Attr:$epsilon,
+                       OptionalAttr<F32Attr>:$momentum);
   let results = (outs Loom_FloatTensor:$y);
   let assemblyFormat = [{
-    $x `,` $scale `,` $bias `,` $mean `,` $variance `epsilon` `=` $epsilon attr-dict `:` `(` type($x) `,` type($scale) `)` `->` type($y)
+    $x `,` $scale `,` $bias `,` $mean `,` $variance `epsilon` `=` $epsilon (`momentum` `=` $momentum^)? attr-dict `:` `(` type($x) `,` type($scale) `)` `->` type($y)
   }];
   let hasVerifier = 1;
 }
