@@ -104,6 +104,14 @@ struct Options {
                                       "logits: -1 (last; labels [B, T] for "
                                       "[B, T, V]) or 1 ([N, C, ...])"),
                              cl::init(-1), cl::cat(category)};
+  cl::opt<int64_t> ignoreIndex{"ignore-index",
+                               cl::desc("Cross-entropy label that counts for "
+                                        "nothing (PyTorch's -100 by default)"),
+                               cl::init(-100), cl::cat(category)};
+  cl::opt<std::string> labelsDtype{"labels-dtype",
+                                   cl::desc("Element type of cross-entropy "
+                                            "labels: i64 or i32"),
+                                   cl::init("i64"), cl::cat(category)};
   cl::opt<std::string> optimizer{
       "optimizer",
       cl::desc("sgd, momentum, nesterov, adam, adamw or adafactor"),
@@ -134,6 +142,10 @@ struct Options {
   cl::opt<int64_t> totalSteps{"total-steps",
                               cl::desc("Steps of the cosine decay"),
                               cl::init(0), cl::cat(category)};
+  cl::opt<double> minLrRatio{"min-lr-ratio",
+                             cl::desc("Learning rate at the end of the "
+                                      "cosine decay, relative to --lr"),
+                             cl::init(0.0), cl::cat(category)};
   cl::opt<std::string> target{
       "target",
       cl::desc("Compile for a target and write an artifact directory at -o: "
@@ -602,6 +614,8 @@ int loom::loomcMain(int argc, char **argv) {
     t.output = opts.lossOutput;
     t.reduction = opts.reduction;
     t.classAxis = opts.classAxis;
+    t.ignoreIndex = opts.ignoreIndex;
+    t.labelsDtype = opts.labelsDtype;
     t.optimizer = opts.optimizer;
     t.lr = opts.lr;
     t.momentum = opts.momentum;
@@ -613,6 +627,7 @@ int loom::loomcMain(int argc, char **argv) {
     t.schedule = opts.schedule;
     t.warmupSteps = opts.warmupSteps;
     t.totalSteps = opts.totalSteps;
+    t.minLrRatio = opts.minLrRatio;
     t.stopAfter = trainingPhase ? opts.emit : std::string("optimizer");
     // The model itself stays too (@predict), for predictions and accuracy.
     t.keepPredict = true;

@@ -11,6 +11,8 @@
 
 #include "OnnxImport.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -42,6 +44,21 @@ SmallVector<int64_t> loom::onnx_import::transposePerm(const NodeCtx &n,
   for (int64_t &d : perm)
     d = normAxis(n, d, rank);
   return perm;
+}
+
+int64_t loom::onnx_import::checkFoldSize(const NodeCtx &n,
+                                         ArrayRef<int64_t> shape) {
+  int64_t count = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      n.fail("a constant with a negative dimension (" + formatShape(shape) +
+             ")");
+    if (__builtin_mul_overflow(count, d, &count) || count > kMaxFoldElements)
+      n.fail("folding it at compile time would make a constant of shape " +
+             formatShape(shape) + ", more than " + Twine(kMaxFoldElements) +
+             " elements");
+  }
+  return count;
 }
 
 /// Broadcast-shape of two constant tensors and the flat index mapping.
@@ -130,10 +147,7 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
       if (!v.values.empty())
         fillValue = v.values[0];
     }
-    if (c.numElements() > (int64_t(1) << 24))
-      n.fail("constant of " + Twine(c.numElements()) +
-             " elements is too large");
-    c.values.assign(c.numElements(), fillValue);
+    c.values.assign(checkFoldSize(n, c.shape), fillValue);
     defineConst(n.outputName(0), c);
     return true;
   }
@@ -168,7 +182,7 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
     auto c = getConst(n.inputName(i));
     // Masks and position tables of exporters reach [batch, 1, T, T]; a
     // million elements keeps folding cheap and the constants bounded.
-    if (!c || c->values.size() > (size_t(1) << 20))
+    if (!c || c->values.size() > size_t(kMaxFoldElements))
       return false;
     in.push_back(*c);
   }
@@ -181,6 +195,7 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
     if (!shape)
       n.fail("operand shapes " + formatShape(in[0].shape) + " and " +
              formatShape(in[1].shape) + " are not broadcast-compatible");
+    checkFoldSize(n, *shape);
     auto a = broadcastConst(in[0], *shape), c = broadcastConst(in[1], *shape);
     out.shape = *shape;
     for (size_t i = 0; i < a.size(); ++i)
@@ -246,6 +261,7 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
     auto shape = s1 ? broadcastShapes(*s1, in[2].shape) : std::nullopt;
     if (!shape)
       n.fail("operand shapes are not broadcast-compatible");
+    checkFoldSize(n, *shape);
     auto c = broadcastConst(in[0], *shape), x = broadcastConst(in[1], *shape),
          y = broadcastConst(in[2], *shape);
     out.shape = *shape;
@@ -263,6 +279,7 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
     if (op == "Expand") {
       if (!broadcastShapes(in[0].shape, out.shape))
         return false;
+      checkFoldSize(n, out.shape);
       out.values = broadcastConst(in[0], out.shape);
     } else {
       out.values = in[0].values;
@@ -480,10 +497,20 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
            delta = in[2].values.at(0);
     if (delta == 0)
       n.fail("Range with delta 0");
-    int64_t count = std::max<int64_t>(
-        0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
-    if (count > (1 << 24))
-      n.fail("Range of " + Twine(count) + " elements is too large");
+    double steps = std::ceil((limit - start) / delta);
+    if (!(steps <= double(kMaxFoldElements)))
+      n.fail("folding it at compile time would make a Range of more than " +
+             Twine(kMaxFoldElements) + " elements (start " +
+             llvm::formatv("{0}", start) + ", limit " +
+             llvm::formatv("{0}", limit) + ", delta " +
+             llvm::formatv("{0}", delta) + ")");
+    int64_t count = std::max<int64_t>(0, static_cast<int64_t>(steps));
+    // Folded values are doubles: integers beyond 2^53 would not be exact.
+    double last = start + std::max<int64_t>(count - 1, 0) * delta;
+    if (!isa<FloatType>(out.elementType) &&
+        std::max(std::abs(start), std::abs(last)) > 9007199254740992.0)
+      n.fail("integer Range with values beyond 2^53 cannot be folded "
+             "exactly");
     for (int64_t i = 0; i < count; ++i)
       out.values.push_back(start + i * delta);
     out.shape = {count};

@@ -86,6 +86,7 @@ private:
   bool checkAllExternalData();
   bool checkSupported();
   bool bindInputs();
+  bool checkConstantSizes();
 
   // Types and tensors.
   Type elementType(int32_t onnxType, Location loc);
@@ -204,6 +205,14 @@ inline RankedTensorType typeOf(Value v) {
 /// Normalizes a possibly negative axis against `rank`; fails the node if
 /// it is out of range.
 int64_t normAxis(const NodeCtx &n, int64_t axis, int64_t rank);
+
+/// The most elements a constant folded at import may have (about 8 MiB of
+/// float32): larger ones are the model's to compute.
+constexpr int64_t kMaxFoldElements = int64_t(1) << 20;
+
+/// The element count of a folded constant of `shape`; fails the node on a
+/// negative dimension or more than kMaxFoldElements elements.
+int64_t checkFoldSize(const NodeCtx &n, ArrayRef<int64_t> shape);
 
 /// Transpose's `perm` (default: the dimensions reversed), normalized; fails
 /// the node if it has not one entry per dimension.

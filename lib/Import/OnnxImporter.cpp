@@ -34,9 +34,11 @@
 #include "onnx/shape_inference/implementation.h"
 #include "onnx/version_converter/convert.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 
 using namespace mlir;
@@ -211,7 +213,7 @@ bool OnnxImporter::loadModel() {
                         << " to opset 13";
     opset = 13;
   }
-  if (!bindInputs())
+  if (!bindInputs() || !checkConstantSizes())
     return false;
   try {
     onnx::ShapeInferenceOptions options(/*check_type=*/true,
@@ -224,6 +226,76 @@ bool OnnxImporter::loadModel() {
     return false;
   }
   return true;
+}
+
+/// ConstantOfShape and Range make tensors whose size is data: Loom folds
+/// them (kMaxFoldElements at most), and ONNX's shape inference with data
+/// propagation would materialize them first, one protobuf dimension per
+/// value (a [1e9] ConstantOfShape takes tens of GB there). So those whose
+/// inputs are constants in the file are checked before shape inference.
+bool OnnxImporter::checkConstantSizes() {
+  const onnx::GraphProto &graph = model.graph();
+  llvm::StringMap<const onnx::TensorProto *> constants;
+  for (const auto &init : graph.initializer())
+    constants[init.name()] = &init;
+  for (const auto &node : graph.node())
+    if (node.op_type() == "Constant" && node.output_size() == 1)
+      for (const auto &a : node.attribute())
+        if (a.name() == "value" && a.has_t())
+          constants[node.output(0)] = &a.t();
+  // The values of a small integer or float constant, or nothing.
+  auto valuesOf = [&](const std::string &name) -> std::optional<ConstTensor> {
+    auto it = constants.find(name);
+    if (it == constants.end())
+      return std::nullopt;
+    const onnx::TensorProto &t = *it->second;
+    int64_t count = 1;
+    for (int64_t d : t.dims())
+      if (d < 0 || __builtin_mul_overflow(count, d, &count) || count > 64)
+        return std::nullopt;
+    Type elt = elementType(t.data_type(), UnknownLoc::get(&ctx));
+    if (!elt || (!elt.isInteger(64) && !isa<FloatType>(elt)))
+      return std::nullopt;
+    SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
+    DenseElementsAttr attr = tensorToAttr(
+        t, RankedTensorType::get(shape, elt), UnknownLoc::get(&ctx));
+    if (!attr)
+      return std::nullopt;
+    return attrToConst(attr);
+  };
+  bool ok = true;
+  int index = 0;
+  for (const auto &node : graph.node()) {
+    nodeIndex = index++;
+    NodeCtx n(node, nodeLoc(node));
+    try {
+      if (node.op_type() == "ConstantOfShape" && node.input_size() == 1) {
+        if (auto shape = valuesOf(node.input(0))) {
+          SmallVector<int64_t> dims;
+          for (double d : shape->values)
+            dims.push_back(static_cast<int64_t>(
+                std::clamp(d, -4.0e18, 4.0e18)));
+          checkFoldSize(n, dims);
+        }
+      } else if (node.op_type() == "Range" && node.input_size() == 3) {
+        auto start = valuesOf(node.input(0)), limit = valuesOf(node.input(1)),
+             delta = valuesOf(node.input(2));
+        if (start && limit && delta && start->values.size() == 1 &&
+            limit->values.size() == 1 && delta->values.size() == 1 &&
+            delta->values[0] != 0) {
+          double steps = std::ceil((limit->values[0] - start->values[0]) /
+                                   delta->values[0]);
+          if (!(steps <= double(kMaxFoldElements)))
+            n.fail("folding it at compile time would make a Range of more "
+                   "than " +
+                   Twine(kMaxFoldElements) + " elements");
+        }
+      }
+    } catch (const ImportFailure &) {
+      ok = false;
+    }
+  }
+  return ok;
 }
 
 bool OnnxImporter::bindInputs() {
@@ -568,6 +640,18 @@ ConstTensor attrToConst(DenseElementsAttr attr) {
   return c;
 }
 
+/// `v` as an int64, saturated (ONNX writes INT64_MAX for "to the end", which
+/// a double rounds to 2^63); NaN gives 0.
+static int64_t saturatingInt64(double v) {
+  if (std::isnan(v))
+    return 0;
+  if (v >= 9223372036854775807.0)
+    return std::numeric_limits<int64_t>::max();
+  if (v <= -9223372036854775808.0)
+    return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
+
 DenseElementsAttr constToAttr(const ConstTensor &c) {
   auto type = RankedTensorType::get(c.shape, c.elementType);
   SmallVector<Attribute> attrs;
@@ -577,7 +661,7 @@ DenseElementsAttr constToAttr(const ConstTensor &c) {
     else if (c.elementType.isInteger(1))
       attrs.push_back(BoolAttr::get(c.elementType.getContext(), v != 0));
     else
-      attrs.push_back(IntegerAttr::get(c.elementType, static_cast<int64_t>(v)));
+      attrs.push_back(IntegerAttr::get(c.elementType, saturatingInt64(v)));
   }
   return DenseElementsAttr::get(type, attrs);
 }

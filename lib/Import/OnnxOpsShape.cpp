@@ -409,24 +409,15 @@ void OnnxNode::convertPad() {
     y = check(createInferred<PadOp>(b, loc, x, addLo, addHi, zero))
             .getResult();
     if (value != 0.0) {
-      auto yt = typeOf(y);
-      ConstTensor inside{SmallVector<int64_t>(yt.getShape()), b.getI1Type(),
-                         {}};
-      inside.values.resize(yt.getNumElements());
-      SmallVector<int64_t> idx(rank, 0);
-      for (double &v : inside.values) {
-        bool in = true;
-        for (int64_t d = 0; d < rank; ++d)
-          in = in && idx[d] >= addLo[d] && idx[d] < addLo[d] + xt.getDimSize(d);
-        v = in ? 1.0 : 0.0;
-        for (int64_t d = rank - 1; d >= 0; --d) {
-          if (++idx[d] < yt.getDimSize(d))
-            break;
-          idx[d] = 0;
-        }
-      }
-      y = SelectOp::create(b, loc, imp.materialize(inside, loc), y,
-                           splat(y, value));
+      // Where the input was copied: loom.pad of an all-true mask (padding
+      // with false), so that no constant of the result's size is needed.
+      auto maskType = RankedTensorType::get(xt.getShape(), b.getI1Type());
+      Value ones = ConstantOp::create(
+          b, loc, DenseElementsAttr::get(maskType, true));
+      Value inside =
+          check(createInferred<PadOp>(b, loc, ones, addLo, addHi, zero))
+              .getResult();
+      y = SelectOp::create(b, loc, inside, y, splat(y, value));
     }
   }
   if (llvm::any_of(lo, [](int64_t v) { return v < 0; }) ||
@@ -458,17 +449,26 @@ void OnnxNode::convertTrilu() {
   }
   bool upper = n.getInt("upper", 1) != 0;
   // Keeps element (i, j) of every matrix where j - i >= k (upper) or
-  // j - i <= k (lower), zeros elsewhere: a select with a constant mask.
+  // j - i <= k (lower), zeros elsewhere: a select with a constant
+  // rows x cols mask, broadcast over the leading dimensions.
   int64_t rows = xt.getDimSize(rank - 2), cols = xt.getDimSize(rank - 1);
-  ConstTensor keep{SmallVector<int64_t>(xt.getShape()), b.getI1Type(), {}};
-  keep.values.resize(xt.getNumElements());
-  for (size_t e = 0; e < keep.values.size(); ++e) {
-    int64_t j = static_cast<int64_t>(e) % cols;
-    int64_t i = (static_cast<int64_t>(e) / cols) % rows;
-    keep.values[e] = (upper ? j - i >= k : j - i <= k) ? 1.0 : 0.0;
-  }
-  setOut(0, SelectOp::create(b, loc, imp.materialize(keep, loc), x,
-                             splat(x, 0.0)));
+  int64_t cells = 0;
+  if (__builtin_mul_overflow(rows, cols, &cells) || cells > (int64_t(1) << 24))
+    n.fail("a " + Twine(rows) + " x " + Twine(cols) +
+           " mask is too large (at most 2^24 elements)");
+  SmallVector<bool> keep(cells);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      keep[i * cols + j] = upper ? j - i >= k : j - i <= k;
+  Value mask = ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(
+          RankedTensorType::get({rows, cols}, b.getI1Type()), keep));
+  if (rank > 2)
+    mask = BroadcastInDimOp::create(
+        b, loc, RankedTensorType::get(xt.getShape(), b.getI1Type()), mask,
+        ArrayRef<int64_t>{rank - 2, rank - 1});
+  setOut(0, SelectOp::create(b, loc, mask, x, splat(x, 0.0)));
 }
 
 void OnnxNode::convertGatherElements() {

@@ -21,6 +21,8 @@ void loom::buildTrainingPipeline(OpPassManager &pm,
   loss.output = options.output;
   loss.reduction = options.reduction;
   loss.classAxis = options.classAxis;
+  loss.ignoreIndex = options.ignoreIndex;
+  loss.labelsDtype = options.labelsDtype;
   loss.keepPredict = options.keepPredict;
   pm.addPass(createAttachLossPass(loss));
   pm.addPass(createBatchNormTrainPass());
@@ -42,6 +44,7 @@ void loom::buildTrainingPipeline(OpPassManager &pm,
   opt.schedule = options.schedule;
   opt.warmupSteps = options.warmupSteps;
   opt.totalSteps = options.totalSteps;
+  opt.minLrRatio = options.minLrRatio;
   pm.addPass(createOptimizerPass(opt));
 }
 

@@ -30,6 +30,14 @@ struct TrainingOptions : public mlir::PassPipelineOptions<TrainingOptions> {
   Option<int64_t> classAxis{*this, "class-axis",
                             llvm::cl::desc("Cross-entropy class dimension: -1 or 1"),
                             llvm::cl::init(-1)};
+  Option<int64_t> ignoreIndex{
+      *this, "ignore-index",
+      llvm::cl::desc("Cross-entropy label to ignore (-100: PyTorch's)"),
+      llvm::cl::init(-100)};
+  Option<std::string> labelsDtype{
+      *this, "labels-dtype",
+      llvm::cl::desc("Element type of cross-entropy labels: i64 or i32"),
+      llvm::cl::init("i64")};
   Option<std::string> optimizer{
       *this, "optimizer",
       llvm::cl::desc("sgd, momentum, nesterov, adam, adamw, adafactor"),
@@ -60,6 +68,10 @@ struct TrainingOptions : public mlir::PassPipelineOptions<TrainingOptions> {
   Option<int64_t> totalSteps{*this, "total-steps",
                              llvm::cl::desc("Steps of the cosine decay"),
                              llvm::cl::init(0)};
+  Option<double> minLrRatio{
+      *this, "min-lr-ratio",
+      llvm::cl::desc("Final learning rate of the cosine decay, relative to lr"),
+      llvm::cl::init(0.0)};
   Option<bool> keepPredict{*this, "keep-predict",
                            llvm::cl::desc("Keep the model as @predict"),
                            llvm::cl::init(false)};
