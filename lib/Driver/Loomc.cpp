@@ -65,9 +65,10 @@ struct Options {
       cl::value_desc("name=file"), cl::cat(category)};
   cl::opt<loom::BatchNormMode> batchNorm{
       "batch-norm",
-      cl::desc("ONNX BatchNormalization when training: whether it normalizes "
-               "with batch statistics and updates its running statistics "
-               "(buffers, saved with the parameters), or keeps them frozen"),
+      cl::desc("ONNX BatchNormalization: whether it trains (batch "
+               "statistics in the training step; its running statistics are "
+               "buffers, updated and saved with the parameters, and used by "
+               "@predict) or is frozen (running statistics as constants)"),
       cl::values(
           clEnumValN(loom::BatchNormMode::Auto, "auto",
                      "batch statistics where the model was exported in "
