@@ -55,20 +55,13 @@ fi
 
 SAN="-fsanitize=address,undefined -fsanitize=fuzzer-no-link"
 SAN="$SAN -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-  # scripts/build.sh's configuration, plus the sanitizers everywhere, debug
-  # information for the stack traces, and assertions left on (no -DNDEBUG):
-  # a failed assert in the LLVM/MLIR headers is a finding too.
-  cmake -S . -B "$BUILD_DIR" -G Ninja \
-    -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
-    -DLLVM_USE_LINKER=lld \
-    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
-    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
-    -DCMAKE_C_FLAGS="$SAN" -DCMAKE_CXX_FLAGS="$SAN" \
-    -DCMAKE_C_FLAGS_RELEASE="-O2 -g" -DCMAKE_CXX_FLAGS_RELEASE="-O2 -g" \
-    -DLOOM_BUILD_FUZZERS=ON
-fi
+# scripts/build.sh's configuration, plus the sanitizers everywhere, debug
+# information for the stack traces, and assertions left on (no -DNDEBUG): a
+# failed assert in the LLVM/MLIR headers is a finding too.
+bash scripts/configure.sh "$BUILD_DIR" \
+  -DCMAKE_C_FLAGS="$SAN" -DCMAKE_CXX_FLAGS="$SAN" \
+  -DCMAKE_C_FLAGS_RELEASE="-O2 -g" -DCMAKE_CXX_FLAGS_RELEASE="-O2 -g" \
+  -DLOOM_BUILD_FUZZERS=ON
 # Only the harnesses asked for (the runtime's are much quicker to build than
 # the importers', which instrument the dialect).
 ninja -C "$BUILD_DIR" -j "$JOBS" "${harnesses[@]}"
