@@ -196,6 +196,24 @@ def pad_trilu():
                   vi("l", [2, 3, 4])], inits)
 
 
+def pad_reflect():
+    """Pad in reflect mode, which Loom does not map: refused by name."""
+    n = helper.make_node("Pad", ["x", "pads"], ["y"], name="/pad",
+                         mode="reflect")
+    pads = numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64), "pads")
+    return model([n], [vi("x", [2, 3])], [vi("y", [2, 5])], [pads])
+
+
+def range_beyond_2p53():
+    """An int64 Range of 4 values near 2^60: folded values are doubles,
+    which cannot hold them exactly, so it is refused."""
+    n = helper.make_node("Range", ["start", "limit", "delta"], ["r"],
+                         name="/range")
+    inits = [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in
+             (("start", 2 ** 60), ("limit", 2 ** 60 + 4), ("delta", 1))]
+    return model([n], [], [vi("r", [4], TensorProto.INT64)], inits)
+
+
 def newer(opset, ir):
     n = helper.make_node("Relu", ["x"], ["y"], name="/relu")
     return model([n], [vi("x", [2])], [vi("y", [2])], opset=opset, ir=ir)
@@ -208,6 +226,8 @@ MODELS = {
     "buffers.onnx": (buffers, True),
     "batch_norm_modes.onnx": (batch_norm_modes, True),
     "pad_trilu.onnx": (pad_trilu, True),
+    "pad_reflect.onnx": (pad_reflect, True),
+    "range_beyond_2p53.onnx": (range_beyond_2p53, True),
     # Written by an ONNX newer than Loom's library: refused, not checked.
     "newer_opset.onnx": (lambda: newer(99, 10), False),
     "newer_ir.onnx": (lambda: newer(20, 99), False),

@@ -61,6 +61,20 @@ int64_t loom::onnx_import::checkFoldSize(const NodeCtx &n,
   return count;
 }
 
+int64_t loom::onnx_import::checkRangeSize(const NodeCtx &n, double start,
+                                          double limit, double delta) {
+  if (delta == 0)
+    n.fail("Range with delta 0");
+  double steps = std::ceil((limit - start) / delta);
+  if (!(steps <= double(kMaxFoldElements)))
+    n.fail("folding it at compile time would make a Range of more than " +
+           Twine(kMaxFoldElements) + " elements (start " +
+           llvm::formatv("{0}", start) + ", limit " +
+           llvm::formatv("{0}", limit) + ", delta " +
+           llvm::formatv("{0}", delta) + ")");
+  return std::max<int64_t>(0, static_cast<int64_t>(steps));
+}
+
 /// Broadcast-shape of two constant tensors and the flat index mapping.
 std::vector<double> loom::onnx_import::broadcastConst(const ConstTensor &c,
                                                       ArrayRef<int64_t> shape) {
@@ -495,16 +509,7 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
   } else if (op == "Range") {
     double start = in[0].values.at(0), limit = in[1].values.at(0),
            delta = in[2].values.at(0);
-    if (delta == 0)
-      n.fail("Range with delta 0");
-    double steps = std::ceil((limit - start) / delta);
-    if (!(steps <= double(kMaxFoldElements)))
-      n.fail("folding it at compile time would make a Range of more than " +
-             Twine(kMaxFoldElements) + " elements (start " +
-             llvm::formatv("{0}", start) + ", limit " +
-             llvm::formatv("{0}", limit) + ", delta " +
-             llvm::formatv("{0}", delta) + ")");
-    int64_t count = std::max<int64_t>(0, static_cast<int64_t>(steps));
+    int64_t count = checkRangeSize(n, start, limit, delta);
     // Folded values are doubles: integers beyond 2^53 would not be exact.
     double last = start + std::max<int64_t>(count - 1, 0) * delta;
     if (!isa<FloatType>(out.elementType) &&

@@ -214,6 +214,11 @@ constexpr int64_t kMaxFoldElements = int64_t(1) << 20;
 /// negative dimension or more than kMaxFoldElements elements.
 int64_t checkFoldSize(const NodeCtx &n, ArrayRef<int64_t> shape);
 
+/// The element count of Range(start, limit, delta); fails the node on a zero
+/// delta or more than kMaxFoldElements elements.
+int64_t checkRangeSize(const NodeCtx &n, double start, double limit,
+                       double delta);
+
 /// Transpose's `perm` (default: the dimensions reversed), normalized; fails
 /// the node if it has not one entry per dimension.
 SmallVector<int64_t> transposePerm(const NodeCtx &n, int64_t rank);

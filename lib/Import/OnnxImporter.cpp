@@ -281,15 +281,9 @@ bool OnnxImporter::checkConstantSizes() {
         auto start = valuesOf(node.input(0)), limit = valuesOf(node.input(1)),
              delta = valuesOf(node.input(2));
         if (start && limit && delta && start->values.size() == 1 &&
-            limit->values.size() == 1 && delta->values.size() == 1 &&
-            delta->values[0] != 0) {
-          double steps = std::ceil((limit->values[0] - start->values[0]) /
-                                   delta->values[0]);
-          if (!(steps <= double(kMaxFoldElements)))
-            n.fail("folding it at compile time would make a Range of more "
-                   "than " +
-                   Twine(kMaxFoldElements) + " elements");
-        }
+            limit->values.size() == 1 && delta->values.size() == 1)
+          checkRangeSize(n, start->values[0], limit->values[0],
+                         delta->values[0]);
       }
     } catch (const ImportFailure &) {
       ok = false;

@@ -12,52 +12,29 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 
 using namespace mlir;
 using namespace loom;
 using namespace loom::onnx_import;
 
 void OnnxNode::convertVariadic() {
-  using BinBuilder = std::function<FailureOr<Value>(Value, Value)>;
-  std::map<std::string, BinBuilder> binary = {
-      {"Add",
-       [&](Value x, Value y) {
-         return createBroadcastBinary<AddOp>(b, loc, x, y);
-       }},
-      {"Sub",
-       [&](Value x, Value y) {
-         return createBroadcastBinary<SubOp>(b, loc, x, y);
-       }},
-      {"Mul",
-       [&](Value x, Value y) {
-         return createBroadcastBinary<MulOp>(b, loc, x, y);
-       }},
-      {"Div",
-       [&](Value x, Value y) {
-         return createBroadcastBinary<DivOp>(b, loc, x, y);
-       }},
-      {"Max",
-       [&](Value x, Value y) {
-         return createBroadcastBinary<MaxOp>(b, loc, x, y);
-       }},
-      {"Min",
-       [&](Value x, Value y) {
-         return createBroadcastBinary<MinOp>(b, loc, x, y);
-       }},
-      {"Sum",
-       [&](Value x, Value y) {
-         return createBroadcastBinary<AddOp>(b, loc, x, y);
-       }},
-      {"Mean",
-       [&](Value x, Value y) {
-         return createBroadcastBinary<AddOp>(b, loc, x, y);
-       }},
+  // Folds the inputs left to right with one broadcasting binary op (Sum and
+  // Mean add; Mean divides at the end).
+  using BinBuilder = FailureOr<Value> (*)(OpBuilder &, Location, Value, Value);
+  static const llvm::StringMap<BinBuilder> binary = {
+      {"Add", &createBroadcastBinary<AddOp>},
+      {"Sub", &createBroadcastBinary<SubOp>},
+      {"Mul", &createBroadcastBinary<MulOp>},
+      {"Div", &createBroadcastBinary<DivOp>},
+      {"Max", &createBroadcastBinary<MaxOp>},
+      {"Min", &createBroadcastBinary<MinOp>},
+      {"Sum", &createBroadcastBinary<AddOp>},
+      {"Mean", &createBroadcastBinary<AddOp>},
   };
-  auto it = binary.find(op);
+  BinBuilder combine = binary.lookup(op);
   Value acc = input(0);
   for (int i = 1; i < n.numInputs(); ++i)
-    acc = check(it->second(acc, input(i)));
+    acc = check(combine(b, loc, acc, input(i)));
   if (op == "Mean" && n.numInputs() > 1)
     acc = DivOp::create(b, loc, acc, splat(acc, n.numInputs()));
   setOut(0, acc);
@@ -97,13 +74,13 @@ void OnnxNode::convertPRelu() {
 }
 
 void OnnxNode::convertCompare() {
-  std::map<std::string, ComparePredicate> cmps = {
+  static const llvm::StringMap<ComparePredicate> cmps = {
       {"Equal", ComparePredicate::EQ},
       {"Less", ComparePredicate::LT},
       {"LessOrEqual", ComparePredicate::LE},
       {"Greater", ComparePredicate::GT},
       {"GreaterOrEqual", ComparePredicate::GE}};
-  auto it = cmps.find(op);
+  ComparePredicate predicate = cmps.lookup(op);
   Value x = input(0), y = input(1);
   if (failed(broadcastPair(b, loc, x, y)))
     throw ImportFailure{};
@@ -112,7 +89,7 @@ void OnnxNode::convertCompare() {
   setOut(0,
          CompareOp::create(
              b, loc, RankedTensorType::get(typeOf(x).getShape(), b.getI1Type()),
-             it->second, x, y));
+             predicate, x, y));
   return;
 }
 
