@@ -511,19 +511,64 @@ def parse_report(text):
     return {}
 
 
-def run_loom(model_path, data_path, batch, args):
-    work = os.path.dirname(model_path)
-    art = os.path.join(work, "gpt.loom")
+def compile_loom(model_path, art, args):
+    """loomc on the model into ART; returns (None, report text, compile s) or
+    (failure dict, None, None). Also writes ART/compile.json (the wall time
+    and the report), which --loom-prebuilt reads on another machine."""
     shutil.rmtree(art, ignore_errors=True)
     cmd = [args.loomc, model_path, "--train", "--loss=cross_entropy", "--labels=labels",
            "--optimizer=adamw", "--lr=%r" % LR, "--beta1=%r" % BETA1, "--beta2=%r" % BETA2,
            "--eps=%r" % EPS, "--weight-decay=%r" % WD, "--target=" + args.target,
            "-o", art, "--report"]
-    log = os.path.join(work, "loomc.log")
+    log = os.path.join(os.path.dirname(model_path), "loomc.log")
     print("  loom: loomc --target=%s" % args.target, flush=True)
     rc, out, _, compile_s = run_child(cmd, log)
     if rc != 0:
-        return failure("loomc", rc, log, out)
+        return failure("loomc", rc, log, out), None, None
+    with open(os.path.join(art, "compile.json"), "w") as f:
+        json.dump({"compile_s": compile_s, "report": out, "target": args.target}, f)
+    return None, out, compile_s
+
+
+def write_params_from_model(model_path, art):
+    """ART/params.safetensors from the model's initializers (the optimizer
+    state zero, as loomc writes it) by the plan's param and state bindings:
+    the weights of a prebuilt artifact are not carried between machines."""
+    import onnx
+    from onnx import numpy_helper
+    sys.path.insert(0, os.path.join(ROOT, "test", "e2e"))
+    from compiled_vs_interp import NP_DTYPES, write_safetensors
+    plan = json.load(open(os.path.join(art, "plan.json")))
+    model = onnx.load(model_path)
+    init = {t.name: t for t in model.graph.initializer}
+    tensors = {}
+    for e in plan["entries"]:
+        for b in e["inputs"]:
+            if b["kind"] not in ("param", "state", "buffer") or b["name"] in tensors:
+                continue
+            buf = e["buffers"][b["buffer"]]
+            dt = NP_DTYPES[buf["dtype"]]
+            if b["name"] in init:
+                tensors[b["name"]] = numpy_helper.to_array(init[b["name"]]).astype(dt)
+            else:
+                tensors[b["name"]] = np.zeros(buf["shape"], dt)
+    write_safetensors(os.path.join(art, "params.safetensors"), tensors)
+
+
+def run_loom(model_path, data_path, batch, args):
+    work = os.path.dirname(model_path)
+    if args.loom_prebuilt:
+        art = args.loom_prebuilt
+        with open(os.path.join(art, "compile.json")) as f:
+            facts = json.load(f)
+        out, compile_s = facts["report"], facts["compile_s"]
+        if not os.path.exists(os.path.join(art, "params.safetensors")):
+            write_params_from_model(model_path, art)
+    else:
+        art = os.path.join(work, "gpt.loom")
+        fail, out, compile_s = compile_loom(model_path, art, args)
+        if fail:
+            return fail
     metrics = os.path.join(work, "loom.metrics.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
@@ -786,6 +831,14 @@ def parse_args(argv):
     ap.add_argument("--loomc", default=os.path.join(ROOT, "build", "bin", "loomc"))
     ap.add_argument("--loom-run", default=os.path.join(ROOT, "build", "bin", "loom-run"))
     ap.add_argument("--workdir", default=os.path.join(ROOT, "out", "bench_gpt2"))
+    ap.add_argument("--loom-compile-only", metavar="DIR",
+                    help="only generate the model and compile Loom's artifact into DIR "
+                         "(no GPU needed; DIR/compile.json keeps the compile time and "
+                         "report), for --loom-prebuilt on a GPU machine without MLIR")
+    ap.add_argument("--loom-prebuilt", metavar="DIR",
+                    help="run the artifact in DIR (from --loom-compile-only, same shape "
+                         "and batch) instead of calling loomc; without "
+                         "DIR/params.safetensors it is written from the model's weights")
     ap.add_argument("--json", help="also write the results, configuration and machine here")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     ap.add_argument("--self-test", action="store_true",
@@ -824,6 +877,15 @@ def main(argv=None):
         print("error: unknown framework(s) %s (known: %s)" % (", ".join(bad),
                                                               ", ".join(FRAMEWORKS)))
         return 2
+    if args.loom_compile_only:
+        os.makedirs(args.workdir, exist_ok=True)
+        model_path = ensure_model(shape_of(args), args.batch, args.workdir)
+        fail, _, compile_s = compile_loom(model_path, args.loom_compile_only, args)
+        if fail:
+            print("loomc failed: %s" % fail.get("error"))
+            return 1
+        print("compiled %s in %.1f s" % (args.loom_compile_only, compile_s))
+        return 0
     info = machine_info()
     if args.device == "cuda":
         gpu = smi_query("name,driver_version,memory.total", gpu_index())
@@ -850,7 +912,8 @@ def main(argv=None):
              os.path.relpath(model_path, ROOT)), flush=True)
 
     results = {}
-    loom_why = loom_available(args) if "loom" in frameworks else None
+    loom_why = loom_available(args) if "loom" in frameworks and not args.loom_prebuilt \
+        else None
     for fw in frameworks:
         if fw == "loom":
             res = {"skipped": loom_why} if loom_why else \

@@ -28,6 +28,7 @@
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -148,6 +149,7 @@ void registerKernelPasses() {
     bufferization::registerBufferizationPipelines();
     registerLinalgPasses();
     memref::registerMemRefPasses();
+    registerSCFPasses();
     registerConversionPasses();
     registerGPUPasses();
   });
@@ -177,7 +179,10 @@ LogicalResult loom::bufferizeKernels(ModuleOp kernels, bool deallocate) {
       "function-boundary-type-conversion=identity-layout-map},"
       "buffer-results-to-out-params{hoist-static-allocs "
       "modify-public-functions},"
-      "canonicalize";
+      // cse first: the copy that closes an scf.forall's line (see
+      // lowerScatterAdd) copies a subview onto an identical one, which
+      // canonicalize then erases.
+      "cse,canonicalize";
   if (deallocate)
     pipeline += ",buffer-deallocation-pipeline";
   if (failed(runCodegenPipeline(kernels, pipeline)))
@@ -203,7 +208,7 @@ LogicalResult loom::lowerKernelsToLLVM(ModuleOp kernels) {
 LogicalResult loom::lowerHostKernelsToLLVM(ModuleOp kernels) {
   return runCodegenPipeline(
       kernels,
-      "convert-linalg-to-loops,expand-strided-metadata,"
+      "scf-forall-to-for,convert-linalg-to-loops,expand-strided-metadata,"
       "lower-affine,convert-scf-to-cf,convert-vector-to-llvm,"
       "convert-math-to-llvm,convert-math-to-libm,finalize-memref-to-llvm,"
       "convert-arith-to-llvm,convert-index-to-llvm,convert-ub-to-llvm,"

@@ -157,6 +157,7 @@ private:
                                         TypeRange workgroup = {});
   LogicalResult mapGeneric(linalg::GenericOp g);
   LogicalResult mapSerial(Operation *op);
+  LogicalResult mapForall(scf::ForallOp f);
 
   // IR helpers, building at `b`'s insertion point.
   Value index(Location loc, int64_t v) {
@@ -676,6 +677,37 @@ LogicalResult KernelMapper::mapSerial(Operation *op) {
   return success();
 }
 
+/// An scf.forall whose iterations are independent by construction (the
+/// scatter_add lowering's lines): one thread per iteration, grid-stride.
+LogicalResult KernelMapper::mapForall(scf::ForallOp f) {
+  ArrayRef<int64_t> lbs = f.getStaticLowerBound();
+  ArrayRef<int64_t> ubs = f.getStaticUpperBound();
+  ArrayRef<int64_t> steps = f.getStaticStep();
+  if (f.getNumResults() != 0 || llvm::any_of(ubs, ShapedType::isDynamic) ||
+      llvm::any_of(lbs, [](int64_t v) { return v != 0; }) ||
+      llvm::any_of(steps, [](int64_t v) { return v != 1; }))
+    return mapSerial(f);
+  int64_t units = 1;
+  for (int64_t u : ubs)
+    units *= u;
+  if (units <= 0)
+    return success();
+  Location loc = f.getLoc();
+  IRMapping map;
+  if (failed(beginLaunch(f, map, "forall", {gridFor(units, kBlock), 1, 1},
+                         {kBlock, 1, 1})))
+    return failure();
+  scf::ForOp loop = gridStrideLoop(loc, units);
+  SmallVector<Value> ivs = delinearize(loc, loop.getInductionVar(), ubs);
+  for (auto [iv, v] : llvm::zip(f.getInductionVars(), ivs))
+    map.map(iv, v);
+  for (Operation &op : f.getBody()->without_terminator())
+    b.clone(op, map);
+  b.setInsertionPointAfter(loop);
+  gpu::ReturnOp::create(b, loc);
+  return success();
+}
+
 /// The scalar a generic fills its one output with, if that is all it does.
 Value fillScalar(linalg::GenericOp g) {
   if (g.getNumDpsInits() != 1 || g.getNumDpsInputs() != 1)
@@ -746,6 +778,11 @@ LogicalResult KernelMapper::run() {
       continue; // cloned into the launches that use it
     if (auto g = dyn_cast<linalg::GenericOp>(op)) {
       if (failed(mapGeneric(g)))
+        return failure();
+      continue;
+    }
+    if (auto f = dyn_cast<scf::ForallOp>(op)) {
+      if (failed(mapForall(f)))
         return failure();
       continue;
     }

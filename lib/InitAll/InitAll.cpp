@@ -26,6 +26,7 @@
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Transforms/Passes.h"
@@ -60,6 +61,7 @@ void loom::registerAllPasses() {
   mlir::bufferization::registerBufferizationPipelines();
   mlir::registerLinalgPasses();
   mlir::memref::registerMemRefPasses();
+  mlir::registerSCFPasses();
   mlir::registerConversionPasses();
   loom::registerLoomPasses();
   loom::registerConvertLoomToLinalgPass();

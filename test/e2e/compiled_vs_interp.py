@@ -116,7 +116,20 @@ def make_batch(plan, rng, int_high):
     return batch
 
 
-def check_model(args, model, flags, work):
+def feed_args(inputs, files, work):
+    feed = []
+    for binding, _ in inputs:
+        if binding["kind"] == "input" and binding["name"] in files:
+            feed += ["--input", "%s=%s" % (binding["name"],
+                                           os.path.join(work, files[binding["name"]]))]
+    return feed
+
+
+def prepare_model(args, model, flags, work):
+    """Everything that needs the compiler and the interpreter: the artifact,
+    the batch, every entry's interpreter outputs and the interpreter's
+    trajectory. Returns the model's manifest (paths relative to WORK), which
+    check_model runs against loom-run, here or on another machine."""
     name = os.path.splitext(os.path.basename(model))[0]
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
@@ -130,26 +143,66 @@ def check_model(args, model, flags, work):
     batch = make_batch(plan, rng, args.int_high)
     files = {}
     for k, v in batch.items():
-        files[k] = os.path.join(d, k + ".npy")
-        np.save(files[k], v)
-    files["step"] = os.path.join(d, "step.npy")
-    np.save(files["step"], np.array(0, np.int64))
-    failures = []
+        files[k] = os.path.join(name, k + ".npy")
+        np.save(os.path.join(work, files[k]), v)
+    files["step"] = os.path.join(name, "step.npy")
+    np.save(os.path.join(work, files["step"]), np.array(0, np.int64))
+    manifest = {"name": name, "artifact": os.path.join(name, "train.loom"),
+                "entries": []}
 
     for entry in ("forward_backward", "predict", "forward", "train_step"):
         inputs, _ = entry_inputs(plan, entry)
         if inputs is None:
             continue
+        oi = os.path.join(name, entry + ".interp")
+        run([args.loom_interp, ir, "--entry=" + entry, "--output-dir",
+             os.path.join(work, oi)] + feed_args(inputs, files, work))
+        manifest["entries"].append({"entry": entry, "interp": oi,
+                                    "feed": {b["name"]: files[b["name"]]
+                                             for b, _ in inputs
+                                             if b["kind"] == "input"
+                                             and b["name"] in files}})
+
+    # The trajectory: STEPS train_steps on the same batch.
+    inputs, _ = entry_inputs(plan, "train_step")
+    state = read_safetensors(os.path.join(art, "params.safetensors"))
+    losses = []
+    for step in range(STEPS):
+        params = os.path.join(d, "traj.safetensors")
+        write_safetensors(params, state)
+        np.save(os.path.join(work, files["step"]), np.array(step, np.int64))
+        out = os.path.join(d, "traj%d" % step)
+        run([args.loom_interp, ir, "--entry=train_step", "--params", params,
+             "--output-dir", out] + feed_args(inputs, files, work))
+        losses.append(float(np.load(os.path.join(out, "loss.npy"))))
+        for k in list(state):
+            f = os.path.join(out, k + ".npy")
+            if os.path.exists(f):
+                state[k] = np.load(f)
+    np.save(os.path.join(work, files["step"]), np.array(0, np.int64))
+    np.savez(os.path.join(d, "one_batch.npz"), **batch)
+    write_safetensors(os.path.join(d, "interp_final.safetensors"), state)
+    manifest["trajectory"] = {"data": os.path.join(name, "one_batch.npz"),
+                              "losses": losses,
+                              "final": os.path.join(name,
+                                                    "interp_final.safetensors")}
+    return manifest
+
+
+def check_model(args, m, work):
+    """loom-run on the prepared artifact against the interpreter's numbers."""
+    name = m["name"]
+    d = os.path.join(work, name)
+    art = os.path.join(work, m["artifact"])
+    failures = []
+    for e in m["entries"]:
+        entry = e["entry"]
         feed = []
-        for binding, _ in inputs:
-            if binding["kind"] == "input" and binding["name"] in files:
-                feed += ["--input", "%s=%s" % (binding["name"],
-                                               files[binding["name"]])]
+        for k, f in sorted(e["feed"].items()):
+            feed += ["--input", "%s=%s" % (k, os.path.join(work, f))]
         oc = os.path.join(d, entry + ".compiled")
-        oi = os.path.join(d, entry + ".interp")
+        oi = os.path.join(work, e["interp"])
         run([args.loom_run, art, "--entry=" + entry, "--output-dir", oc] + feed)
-        run([args.loom_interp, ir, "--entry=" + entry, "--output-dir", oi] +
-            feed)
         for f in sorted(os.listdir(oi)):
             want = np.load(os.path.join(oi, f))
             path = os.path.join(oc, f)
@@ -164,37 +217,18 @@ def check_model(args, model, flags, work):
                 failures.append("%s @%s %s: rel err %.3g > %g" % (
                     name, entry, f, err, TOL))
 
-    # The trajectory: STEPS train_steps on the same batch.
-    inputs, _ = entry_inputs(plan, "train_step")
-    state = read_safetensors(os.path.join(art, "params.safetensors"))
-    losses = []
-    for step in range(STEPS):
-        params = os.path.join(d, "traj.safetensors")
-        write_safetensors(params, state)
-        np.save(files["step"], np.array(step, np.int64))
-        feed = []
-        for binding, _ in inputs:
-            if binding["kind"] == "input" and binding["name"] in files:
-                feed += ["--input", "%s=%s" % (binding["name"],
-                                               files[binding["name"]])]
-        out = os.path.join(d, "traj%d" % step)
-        run([args.loom_interp, ir, "--entry=train_step", "--params", params,
-             "--output-dir", out] + feed)
-        losses.append(float(np.load(os.path.join(out, "loss.npy"))))
-        for k in list(state):
-            f = os.path.join(out, k + ".npy")
-            if os.path.exists(f):
-                state[k] = np.load(f)
-    data = os.path.join(d, "one_batch.npz")
-    np.savez(data, **batch)
+    t = m["trajectory"]
+    losses = t["losses"]
+    state = read_safetensors(os.path.join(work, t["final"]))
     metrics = os.path.join(d, "metrics.jsonl")
     final = os.path.join(d, "final.safetensors")
     if os.path.exists(metrics):
         os.remove(metrics)
-    run([args.loom_run, art, "--train", "--data", data, "--steps", str(STEPS),
-         "--metrics", metrics, "--save-params", final, "--progress=none"])
+    run([args.loom_run, art, "--train", "--data", os.path.join(work, t["data"]),
+         "--steps", str(len(losses)), "--metrics", metrics,
+         "--save-params", final, "--progress=none"])
     compiled_losses = [json.loads(l)["loss"] for l in open(metrics)
-                       if '"loss"' in l and '"eval' not in l][:STEPS]
+                       if '"loss"' in l and '"eval' not in l][:len(losses)]
     err = rel_err(compiled_losses, losses)
     print("%-18s trajectory losses %s vs %s rel err %.2e" % (
         name, np.round(compiled_losses, 5).tolist(), np.round(losses, 5).tolist(),
@@ -214,10 +248,17 @@ def check_model(args, model, flags, work):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--loomc", required=True)
-    p.add_argument("--loom-run", required=True)
-    p.add_argument("--loom-interp", required=True)
+    p.add_argument("--loomc")
+    p.add_argument("--loom-run")
+    p.add_argument("--loom-interp")
     p.add_argument("--work", required=True)
+    p.add_argument("--phase", choices=("all", "prepare", "check"),
+                   default="all",
+                   help="prepare: compile and run the interpreter only, "
+                        "writing WORK/manifest.json (needs --loomc and "
+                        "--loom-interp); check: run loom-run on a prepared "
+                        "WORK, possibly copied to another machine (needs "
+                        "--loom-run); all: both")
     p.add_argument("--int-high", type=int, default=4,
                    help="integer inputs (labels, token ids) are drawn from "
                         "[0, int-high)")
@@ -230,11 +271,30 @@ def main():
                         "--cuda-emulator-lib=LIB (then run with the fake "
                         "CUDA driver: LOOMRT_CUDA_DRIVER and "
                         "LOOMRT_CUBLASLT_LIBRARY in the environment)")
-    p.add_argument("models", nargs="+")
+    p.add_argument("models", nargs="*")
     args = p.parse_args()
+    need = {"prepare": ("loomc", "loom_interp"), "check": ("loom_run",),
+            "all": ("loomc", "loom_interp", "loom_run")}[args.phase]
+    for n in need:
+        if not getattr(args, n):
+            p.error("--phase=%s needs --%s" % (args.phase, n.replace("_", "-")))
+    if args.phase != "check" and not args.models:
+        p.error("no models")
+    os.makedirs(args.work, exist_ok=True)
+    manifest_path = os.path.join(args.work, "manifest.json")
+    if args.phase == "check":
+        manifests = json.load(open(manifest_path))
+    else:
+        manifests = [prepare_model(args, m, args.flags.split(), args.work)
+                     for m in args.models]
+        with open(manifest_path, "w") as f:
+            json.dump(manifests, f, indent=1)
+    if args.phase == "prepare":
+        print("prepared %d models in %s" % (len(manifests), args.work))
+        return 0
     failures = []
-    for m in args.models:
-        failures += check_model(args, m, args.flags.split(), args.work)
+    for m in manifests:
+        failures += check_model(args, m, args.work)
     if failures:
         print("\n".join(["FAILURES:"] + failures))
         return 1

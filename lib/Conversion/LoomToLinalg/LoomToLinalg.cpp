@@ -764,49 +764,92 @@ Rewrite lowerGather(Lowerer &l, GatherOp op, Value table, Value indices) {
                        })[0]);
 }
 
-/// scatter_add: loops over the updates in row-major order, adding each into
-/// the result (the order of the interpreter's sums).
+/// scatter_add. Every result element sums its updates in the order of the
+/// index positions (row-major), as the interpreter does; elements that differ
+/// outside `axis` are independent. So the result's other dimensions become an
+/// `scf.forall` (threads on a GPU, a thread pool on the CPU), each iteration
+/// owning one line of the result along `axis` and looping over the index
+/// positions: deterministic, without atomics. A rank-1 result (nothing
+/// independent) is one sequential loop nest.
 Rewrite lowerScatterAdd(Lowerer &l, ScatterAddOp op, Value updates,
                         Value indices) {
   int64_t axis = op.getAxis();
   RankedTensorType rt = tensorType(op.getResult());
   RankedTensorType ut = tensorType(updates), it = tensorType(indices);
-  int64_t ir = it.getRank();
+  int64_t ir = it.getRank(), rank = rt.getRank();
+  int64_t size = rt.getDimSize(axis);
   Value result = l.filled(rt, 0);
-  SmallVector<Value> ivs;
-  std::function<Value(int64_t, Value)> loop = [&](int64_t d,
-                                                   Value acc) -> Value {
-    if (d == ut.getRank()) {
-      SmallVector<Value> idxAt(ivs.begin() + axis, ivs.begin() + axis + ir);
-      Value idx = l.toIndex(l.extractClamped(indices, idxAt));
-      Value size = l.index(rt.getDimSize(axis));
-      Value neg = l.cmpi(arith::CmpIPredicate::slt, idx, l.index(0));
-      idx = l.select(neg, l.add(idx, size), idx);
-      idx = arith::MaxSIOp::create(l.b, l.loc, idx, l.index(0));
-      idx = arith::MinSIOp::create(l.b, l.loc, idx,
-                                   l.index(rt.getDimSize(axis) - 1));
-      SmallVector<Value> at(ivs.begin(), ivs.begin() + axis);
-      at.push_back(idx);
-      at.append(ivs.begin() + axis + ir, ivs.end());
-      Value u = tensor::ExtractOp::create(l.b, l.loc, updates, ivs);
-      Value cur = tensor::ExtractOp::create(l.b, l.loc, acc, at);
-      return tensor::InsertOp::create(l.b, l.loc, l.add(cur, u), acc, at);
-    }
-    auto forOp = scf::ForOp::create(
-        l.b, l.loc, l.index(0), l.index(ut.getDimSize(d)), l.index(1),
-        ValueRange{acc},
-        [&](OpBuilder &nested, Location, Value iv, ValueRange args) {
-          OpBuilder::InsertionGuard guard(l.b);
-          l.b.setInsertionPoint(nested.getInsertionBlock(),
-                                nested.getInsertionPoint());
-          ivs.push_back(iv);
-          Value next = loop(d + 1, args[0]);
-          ivs.pop_back();
-          scf::YieldOp::create(l.b, l.loc, next);
-        });
-    return forOp.getResult(0);
+  // Adds updates[outer[:axis], t..., outer[axis:]] into acc at the clamped
+  // index, over all index positions t; `at` places the index among the
+  // accumulator's coordinates.
+  auto accumulate = [&](Value acc, ArrayRef<Value> outer,
+                        function_ref<SmallVector<Value>(Value)> at) {
+    SmallVector<Value> ts;
+    std::function<Value(int64_t, Value)> loop = [&](int64_t d,
+                                                     Value a) -> Value {
+      if (d == ir) {
+        Value idx = l.toIndex(l.extractClamped(indices, ts));
+        Value neg = l.cmpi(arith::CmpIPredicate::slt, idx, l.index(0));
+        idx = l.select(neg, l.add(idx, l.index(size)), idx);
+        idx = arith::MaxSIOp::create(l.b, l.loc, idx, l.index(0));
+        idx = arith::MinSIOp::create(l.b, l.loc, idx, l.index(size - 1));
+        SmallVector<Value> uAt(outer.begin(), outer.begin() + axis);
+        uAt.append(ts.begin(), ts.end());
+        uAt.append(outer.begin() + axis, outer.end());
+        SmallVector<Value> where = at(idx);
+        Value u = tensor::ExtractOp::create(l.b, l.loc, updates, uAt);
+        Value cur = tensor::ExtractOp::create(l.b, l.loc, a, where);
+        return tensor::InsertOp::create(l.b, l.loc, l.add(cur, u), a, where);
+      }
+      auto forOp = scf::ForOp::create(
+          l.b, l.loc, l.index(0), l.index(it.getDimSize(d)), l.index(1),
+          ValueRange{a},
+          [&](OpBuilder &nested, Location, Value iv, ValueRange args) {
+            OpBuilder::InsertionGuard guard(l.b);
+            l.b.setInsertionPoint(nested.getInsertionBlock(),
+                                  nested.getInsertionPoint());
+            ts.push_back(iv);
+            Value next = loop(d + 1, args[0]);
+            ts.pop_back();
+            scf::YieldOp::create(l.b, l.loc, next);
+          });
+      return forOp.getResult(0);
+    };
+    return loop(0, acc);
   };
-  return one(loop(0, result));
+  if (rank == 1)
+    return one(accumulate(result, {}, [](Value idx) {
+      return SmallVector<Value>{idx};
+    }));
+
+  // One forall iteration per line along `axis`.
+  SmallVector<OpFoldResult> ubs;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      ubs.push_back(l.b.getIndexAttr(rt.getDimSize(d)));
+  auto forall = scf::ForallOp::create(l.b, l.loc, ubs, ValueRange{result},
+                                      std::nullopt);
+  OpBuilder::InsertionGuard guard(l.b);
+  Block *body = forall.getBody();
+  l.b.setInsertionPoint(forall.getTerminator());
+  SmallVector<Value> outer(forall.getInductionVars());
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+  for (int64_t d = 0, k = 0; d < rank; ++d) {
+    offsets.push_back(d == axis ? OpFoldResult(l.b.getIndexAttr(0))
+                                : OpFoldResult(outer[k++]));
+    sizes.push_back(l.b.getIndexAttr(d == axis ? size : 1));
+    strides.push_back(l.b.getIndexAttr(1));
+  }
+  Value shared = body->getArguments().back();
+  auto lineType = RankedTensorType::get({size}, rt.getElementType());
+  Value line = tensor::ExtractSliceOp::create(l.b, l.loc, lineType, shared,
+                                              offsets, sizes, strides);
+  line = accumulate(line, outer,
+                    [](Value idx) { return SmallVector<Value>{idx}; });
+  l.b.setInsertionPointToStart(forall.getTerminator().getBody());
+  tensor::ParallelInsertSliceOp::create(l.b, l.loc, line, shared, offsets,
+                                        sizes, strides);
+  return one(forall.getResult(0));
 }
 
 /// splitmix64 finalizer on i64 (wrapping arithmetic, logical shifts).

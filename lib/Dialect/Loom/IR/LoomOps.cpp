@@ -647,6 +647,20 @@ LogicalResult ScatterAddOp::verify() {
   return success();
 }
 
+/// Indices 0, 1, ..., n-1 over an axis of size n (a position embedding's
+/// arange) scatter every slice to where it already is: the updates.
+OpFoldResult ScatterAddOp::fold(FoldAdaptor adaptor) {
+  auto indices = dyn_cast_or_null<DenseIntElementsAttr>(adaptor.getIndices());
+  if (!indices || getUpdates().getType() != getType() ||
+      ranked(getIndices().getType()).getRank() != 1)
+    return {};
+  int64_t expected = 0;
+  for (const APInt &v : indices.getValues<APInt>())
+    if (v.getSExtValue() != expected++)
+      return {};
+  return getUpdates();
+}
+
 LogicalResult PadOp::inferReturnTypes(MLIRContext *,
                                       std::optional<Location> loc,
                                       Adaptor adaptor,

@@ -691,8 +691,10 @@ LogicalResult GatherOp::buildVJP(OpBuilder &b, ValueRange cts,
   Value g = cts[0];
   if (!g || !isFloatTensor(getTable()))
     return noCotangents(*this, out);
-  Value dt = ScatterAddOp::create(b, getLoc(), getTable().getType(), g,
-                                  getIndices(), getAxis());
+  // Folded where the indices are an arange over the whole table (a position
+  // embedding): the gradient is the cotangent itself.
+  Value dt = b.createOrFold<ScatterAddOp>(getLoc(), getTable().getType(), g,
+                                          getIndices(), getAxis());
   out.append({dt, Value()});
   return success();
 }

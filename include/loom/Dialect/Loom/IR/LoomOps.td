@@ -745,6 +745,8 @@ def Loom_ScatterAddOp : Loom_Op<"scatter_add", [Pure, Loom_Opaque,
     **Lifecycle**: created by `loom-autodiff` (the gradient of
     `loom.gather` with respect to its table, e.g. an embedding); its own
     gradient is a `loom.gather`. Accumulates in f32 under mixed precision.
+    Folds to `updates` when the indices are the constant `0, 1, ..., n-1`
+    over an axis of size `n` (a position embedding's arange).
 
     **Constraints**:
 
@@ -760,6 +762,7 @@ def Loom_ScatterAddOp : Loom_Op<"scatter_add", [Pure, Loom_Opaque,
     $updates `[` $indices `]` `axis` `=` $axis attr-dict `:` `(` type($updates) `,` type($indices) `)` `->` type($result)
   }];
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 //===----------------------------------------------------------------------===//
