@@ -8,6 +8,9 @@
 #   BUNDLE/cvi/      test/e2e/compiled_vs_interp.py --phase=prepare for the
 #                    example models at --target=cuda:sm_SM: the artifacts and
 #                    the interpreter's outputs and trajectories
+#   BUNDLE/conf-node/  the ONNX node tests of the .venv's onnx package that
+#                    Loom imports, compiled for the GPU with their inputs and
+#                    expected outputs (utils/onnx_conformance.py --defer-run)
 #   BUNDLE/gpt2s.loom  (with --bench) bench/gpt2_gpu.py's GPT-2-small artifact,
 #                    compiled here, without its weights (written there from
 #                    the same generated model)
@@ -55,6 +58,15 @@ PATH="$BUILD/bin:$PATH" "$PY" test/e2e/compiled_vs_interp.py --phase=prepare \
   examples/onnx/digits_mlp.onnx examples/onnx/gpt2.onnx
 # The interpreter's per-step outputs are not needed there.
 rm -rf "$OUTDIR"/cvi/*/traj[0-9]* "$OUTDIR"/cvi/*/traj.safetensors "$OUTDIR"/cvi/*/train.mlir
+# ONNX conformance on the GPU: the node tests, compiled here, run there.
+NODE_TESTS="$(mktemp -d)"
+"$PY" utils/gen_onnx_node_tests.py "$NODE_TESTS/data" | tail -n 1
+# (Debian's python3, as test/Import/ONNX/node-tests-1.23.test runs it; its
+# exit status is the interpreter's and the importer's, checked by that test.)
+/usr/bin/python3 utils/onnx_conformance.py --data "$NODE_TESTS/data" --loomc "$BUILD/bin/loomc" \
+  --compiled --target="cuda:sm_$SM" -j "$(nproc)" --defer-run "$OUTDIR/conf-node" |
+  tail -n 2 || true
+rm -rf "$NODE_TESTS"
 if [[ $BENCH == 1 ]]; then
   "$PY" bench/gpt2_gpu.py --workdir "${BENCH_WORKDIR:-out/bench_gpt2}" \
     --target "cuda:sm_$SM" --loom-compile-only "$OUTDIR/gpt2s.loom"

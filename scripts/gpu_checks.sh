@@ -9,6 +9,8 @@
 #      test/e2e/cuda-gpu.test checks where the compiler and the GPU are on
 #      one machine);
 #   3. compute-sanitizer (memcheck, racecheck) on training steps;
+#   3b. the ONNX node tests compiled for the GPU, against their expected
+#      outputs (utils/onnx_conformance.py --run-deferred);
 #   4. with --bench: bench/gpt2_gpu.py (Loom's prebuilt GPT-2-small artifact,
 #      PyTorch eager and torch.compile);
 #   5. with --profile (after --bench): Nsight Compute's duration of every
@@ -77,6 +79,9 @@ if [[ $CHECKS == 1 ]]; then
     part "racecheck-$model" compute-sanitizer --tool racecheck --error-exitcode 1 \
       "$B/bin/loom-run" "$art" --train --data "$data" --steps 2 --progress=none
   done
+  part conformance-node "$PY" utils/onnx_conformance.py --run-deferred "$B/conf-node" \
+    --loom-run "$B/bin/loom-run" -j 8
+  tail -n 1 "$LOGS/conformance-node.log"
   part "initcheck-gpt2" compute-sanitizer --tool initcheck --error-exitcode 1 \
     "$B/bin/loom-run" "$B/cvi/gpt2/train.loom" --train --data "$B/cvi/gpt2/one_batch.npz" \
     --steps 2 --progress=none

@@ -256,6 +256,9 @@ def read_pb(path, value_info=None):
         value_info.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16)
     if bf16 and array.dtype == np.uint16:
         array = (array.astype(np.uint32) << 16).view(np.float32)
+    elif bf16 and array.dtype.name == "bfloat16":
+        # Newer onnx (1.15+) returns ml_dtypes' bfloat16: the same values.
+        array = array.astype(np.float32)
     return array
 
 
@@ -462,11 +465,97 @@ def run_tool(cmd, timeout, tool):
     return None
 
 
+def stash_deferred(defer, path, tmp, runs):
+    """run_compiled's --defer-run: copies the model, its test data sets, the
+    artifacts and the input files into defer/<test name>, and writes the
+    loom-run commands there (run.json, paths relative to that folder)."""
+    model_dir = os.path.dirname(path)
+    dest = os.path.join(defer, os.path.basename(model_dir))
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest)
+    shutil.copy(path, os.path.join(dest, "model.onnx"))
+    entries = []
+    for data_set, artifact, flags in runs:
+        if not os.path.isdir(os.path.join(dest, data_set)):
+            shutil.copytree(os.path.join(model_dir, data_set),
+                            os.path.join(dest, data_set))
+        art = os.path.basename(artifact)
+        if not os.path.isdir(os.path.join(dest, art)):
+            shutil.copytree(artifact, os.path.join(dest, art))
+        rel = []
+        for f in flags:
+            if f.startswith(tmp) or "=" + tmp in f:
+                name, file = f.split("=", 1) if "=" in f else ("", f)
+                shutil.copy(file, os.path.join(dest, os.path.basename(file)))
+                f = (name + "=" if name else "") + "{}/" + os.path.basename(file)
+            rel.append(f)
+        entries.append({"data_set": data_set, "artifact": art, "flags": rel})
+    with open(os.path.join(dest, "run.json"), "w") as f:
+        json.dump({"test": os.path.basename(model_dir), "runs": entries}, f)
+
+
+def run_deferred(folder, loom_run, timeout, jobs):
+    """Runs what --defer-run stashed in `folder` with `loom_run` and checks
+    the outputs as --compiled does. Prints one line per failing model (known:
+    with the stated reason of COMPILED_FAILURE_PATTERNS) and a summary;
+    returns the number of unexpected failures (crashes and hangs included)."""
+    import onnx
+    tests = sorted(d for d in os.listdir(folder)
+                   if os.path.isfile(os.path.join(folder, d, "run.json")))
+
+    def one(test):
+        dest = os.path.join(folder, test)
+        spec = json.load(open(os.path.join(dest, "run.json")))
+        model = onnx.load(os.path.join(dest, "model.onnx"),
+                          load_external_data=False)
+        outputs = list(model.graph.output)
+        worst = 0.0
+        for r in spec["runs"]:
+            artifact = os.path.join(dest, r["artifact"])
+            out_dir = os.path.join(dest, "out_" + r["data_set"])
+            flags = [f.replace("{}", dest) for f in r["flags"]]
+            bad = run_tool([loom_run, artifact, "--entry=forward",
+                            "--output-dir", out_dir] + flags, timeout,
+                           "loom-run")
+            if bad:
+                return ("run-fail" if bad[0] == "failed" else bad[0],
+                        "%s: %s" % (r["data_set"], bad[1]), 0.0)
+            files = run_output_files(artifact, out_dir)
+            status, message, err = check_outputs(
+                outputs, os.path.join(dest, r["data_set"]), r["data_set"],
+                dest, files.get)
+            if status != "pass":
+                return ("run-fail" if status == "missing" else
+                        "numbers-fail", message, err)
+            worst = max(worst, err)
+        return "pass", "", worst
+
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        results = dict(zip(tests, pool.map(one, tests)))
+    counts = collections.Counter(r[0] for r in results.values())
+    unexpected = 0
+    for test, (status, message, _) in sorted(results.items()):
+        if status == "pass":
+            continue
+        reason = compiled_reason({"test": test, "compiled_message": message})
+        if status in ("CRASH", "HANG") or not reason:
+            unexpected += 1
+        print("%s %s [%s]: %s" % ("known: " + reason if reason and status not in
+                                  ("CRASH", "HANG") else "COMPILED-BUG",
+                                  test, status, message))
+    print("deferred: %d models run, %d pass, %d numbers-fail, %d run-fail, "
+          "%d CRASH, %d HANG, %d unexpected" % (
+              len(results), counts["pass"], counts["numbers-fail"],
+              counts["run-fail"], counts["CRASH"], counts["HANG"], unexpected))
+    return unexpected
+
+
 # loomc flags of --compiled (main sets them from --target).
 TARGET_FLAGS = ["--target=cpu"]
 
 
-def run_compiled(loomc, loom_run, path, timeout, keep=None, only=None):
+def run_compiled(loomc, loom_run, path, timeout, keep=None, only=None,
+                 defer=None):
     """Compiles the model at `path` with --target=cpu and runs it with
     loom-run on every test data set; `only` names the inputs to bind (see
     needed_bindings).
@@ -474,6 +563,10 @@ def run_compiled(loomc, loom_run, path, timeout, keep=None, only=None):
     Returns (status, message, max_error): status "pass", "numbers-fail",
     "compile-fail", "run-fail", "CRASH", "HANG" or "nodata". With `keep`, a
     failing model's artifacts and inputs are left in keep/<test name>.
+    With `defer` (a folder), nothing runs: the artifacts, inputs and expected
+    outputs go to defer/<test name> with the loom-run commands (run.json),
+    for run_deferred on another machine (a GPU machine without MLIR); the
+    status is then "deferred".
     """
     import onnx
     model_dir = os.path.dirname(path)
@@ -486,6 +579,7 @@ def run_compiled(loomc, loom_run, path, timeout, keep=None, only=None):
     worst = 0.0
     tmp = tempfile.mkdtemp(prefix="loom-compiled-")
     result = None
+    deferred = []  # (data set, artifact, loom-run input flags)
     try:
         artifacts = {}  # bound inputs -> artifact directory
         for data_set in sets:
@@ -506,8 +600,12 @@ def run_compiled(loomc, loom_run, path, timeout, keep=None, only=None):
                     return result
                 artifacts[key] = artifact
             out_dir = os.path.join(tmp, "out_" + data_set)
+            flags = write_inputs(inputs, data, bound, tmp, data_set)
+            if defer:
+                deferred.append((data_set, artifact, flags))
+                continue
             cmd = [loom_run, artifact, "--entry=forward", "--output-dir",
-                   out_dir] + write_inputs(inputs, data, bound, tmp, data_set)
+                   out_dir] + flags
             bad = run_tool(cmd, timeout, "loom-run")
             if bad:
                 status = "run-fail" if bad[0] == "failed" else bad[0]
@@ -521,10 +619,14 @@ def run_compiled(loomc, loom_run, path, timeout, keep=None, only=None):
                           "numbers-fail", message, err)
                 return result
             worst = max(worst, err)
+        if defer:
+            stash_deferred(defer, path, tmp, deferred)
+            result = ("deferred", "", 0.0)
+            return result
         result = ("pass", "", worst)
         return result
     finally:
-        if keep and result is not None and result[0] != "pass":
+        if keep and result is not None and result[0] not in ("pass", "deferred"):
             dest = os.path.join(keep, os.path.basename(model_dir))
             shutil.rmtree(dest, ignore_errors=True)
             shutil.copytree(tmp, dest, symlinks=True)
@@ -533,7 +635,7 @@ def run_compiled(loomc, loom_run, path, timeout, keep=None, only=None):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--loomc", required=True)
+    ap.add_argument("--loomc")
     ap.add_argument("--data", default="/usr/share/libonnx-testdata/data")
     ap.add_argument("--json", help="write per-model results here")
     ap.add_argument("--markdown", help="write the summary and per-op tables "
@@ -571,7 +673,22 @@ def main():
     ap.add_argument("--keep-failures", metavar="DIR",
                     help="with --compiled, keep the artifacts and inputs of "
                          "each model whose compiled run fails in DIR/<test>")
+    ap.add_argument("--defer-run", metavar="DIR",
+                    help="with --compiled, compile only: stash each model's "
+                         "artifacts, inputs and expected outputs in DIR/<test> "
+                         "for --run-deferred on another machine (e.g. a GPU "
+                         "machine without MLIR)")
+    ap.add_argument("--run-deferred", metavar="DIR",
+                    help="run what --defer-run stashed in DIR with --loom-run "
+                         "and compare (needs only loom-run, onnx and numpy)")
     args = ap.parse_args()
+    if args.run_deferred:
+        if not args.loom_run:
+            ap.error("--run-deferred needs --loom-run")
+        return 1 if run_deferred(args.run_deferred, args.loom_run,
+                                 args.timeout, args.jobs) else 0
+    if not args.loomc:
+        ap.error("--loomc is required")
     TARGET_FLAGS[:] = ["--target=" + args.target] + args.target_flags.split()
     if args.compiled:
         args.run = True
@@ -614,7 +731,7 @@ def main():
             try:
                 compiled = run_compiled(args.loomc, args.loom_run, path,
                                         args.timeout, args.keep_failures,
-                                        only)
+                                        only, args.defer_run)
             except Exception as e:
                 compiled = ("run-fail", "runner: %s" % e, 0.0)
         return status, message, numbers, compiled, only
@@ -715,7 +832,9 @@ def main():
               " (%d expected, %d open bugs), %d unexpected" % (
                   sum(r.get("compiled_known", False) for r in comp),
                   sum(r.get("compiled_xfail", False) for r in comp),
-                  len(compiled_bugs)))
+                  len(compiled_bugs)) +
+              (", %d deferred (not run: --defer-run)" % counts["deferred"]
+               if counts["deferred"] else ""))
     return 1 if bad or unexplained or numbers_bugs or compiled_bugs else 0
 
 
@@ -826,7 +945,7 @@ def report_compiled(results, xfail=()):
                   "remove it from the list" % (r["suite"], r["test"]))
             unexpected.append(r)
             continue
-        if r.get("compiled", "pass") in ("pass", "nodata"):
+        if r.get("compiled", "pass") in ("pass", "nodata", "deferred"):
             continue
         reason = compiled_reason(r)
         if r["compiled"] in ("CRASH", "HANG"):
