@@ -17,6 +17,7 @@
 
 #include "loom/Codegen/CpuCodegen.h"
 
+#include "loom/Conversion/CpuParallelLoops/CpuParallelLoops.h"
 #include "loom/Conversion/LoomToLinalg/LoomToLinalg.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Import/Import.h"
@@ -42,6 +43,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
 #include "llvm/IR/IRBuilder.h"
@@ -151,6 +153,7 @@ void registerKernelPasses() {
     memref::registerMemRefPasses();
     registerSCFPasses();
     registerConversionPasses();
+    registerLoomCpuParallelLoopsPass();
     registerGPUPasses();
   });
 }
@@ -199,21 +202,82 @@ LogicalResult loom::bufferizeKernels(ModuleOp kernels, bool deallocate) {
   return success();
 }
 
-LogicalResult loom::lowerKernelsToLLVM(ModuleOp kernels) {
-  if (failed(bufferizeKernels(kernels, /*deallocate=*/true)))
+namespace {
+/// From loops on buffers (and OpenMP) to the LLVM dialect: the end of both
+/// host pipelines.
+constexpr const char *kLoopsToLLVM =
+    "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+    "convert-vector-to-llvm,convert-math-to-llvm,convert-math-to-libm,"
+    "finalize-memref-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,"
+    "convert-ub-to-llvm,convert-cf-to-llvm,"
+    "convert-func-to-llvm{use-bare-ptr-memref-call-conv},"
+    // After func: this pass converts function signatures too, without the
+    // bare-pointer convention the kernel ABI needs.
+    "convert-openmp-to-llvm,reconcile-unrealized-casts";
+} // namespace
+
+namespace {
+/// The static temporaries at the top level of each kernel become trailing
+/// arguments (scratch the plan places in the arena), recorded in `info`:
+/// a malloc and its page faults per call cost more than the kernel itself
+/// for large buffers. Temporaries inside loops or of dynamic shape stay
+/// allocations (freed by the deallocation pipeline).
+void hoistScratch(ModuleOp kernels, KernelInfoMap &info) {
+  for (auto func : kernels.getOps<func::FuncOp>()) {
+    if (func.isExternal())
+      continue;
+    KernelInfo &kernel = info[func.getName().str()];
+    Block &entry = func.getBody().front();
+    int64_t offset = 0;
+    SmallVector<memref::AllocOp> allocs;
+    for (auto alloc : entry.getOps<memref::AllocOp>()) {
+      MemRefType type = alloc.getType();
+      if (type.hasStaticShape() && type.getLayout().isIdentity() &&
+          type.getMemorySpace() == nullptr)
+        allocs.push_back(alloc);
+    }
+    for (memref::AllocOp alloc : allocs) {
+      MemRefType type = alloc.getType();
+      int64_t bytes =
+          type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+      kernel.scratch.push_back(KernelScratch{type, offset});
+      offset = llvm::alignTo(offset + std::max<int64_t>(bytes, 1), 64);
+      if (failed(func.insertArgument(func.getNumArguments(), type, {},
+                                     alloc.getLoc())))
+        continue;
+      alloc.replaceAllUsesWith(entry.getArguments().back());
+      alloc.erase();
+    }
+    kernel.scratchBytes = offset;
+  }
+}
+} // namespace
+
+LogicalResult loom::lowerKernelsToLLVM(ModuleOp kernels, KernelInfoMap &info,
+                                       int64_t minParallelWork) {
+  if (failed(bufferizeKernels(kernels, /*deallocate=*/false)))
     return failure();
-  return lowerHostKernelsToLLVM(kernels);
+  hoistScratch(kernels, info);
+  // The parallel dimensions of every linalg op (and every scf.forall) become
+  // scf.parallel; loom-cpu-parallel-loops keeps those worth a thread team,
+  // which convert-scf-to-openmp hands to OpenMP (libomp, all cores unless
+  // OMP_NUM_THREADS or loom-run --threads says otherwise).
+  std::string pipeline =
+      "buffer-deallocation-pipeline,"
+      "scf-forall-to-parallel,convert-linalg-to-parallel-loops,"
+      "loom-cpu-parallel-loops{min-work=" +
+      std::to_string(minParallelWork > 0 ? minParallelWork : INT64_MAX) +
+      "},";
+  if (minParallelWork > 0)
+    pipeline += "convert-scf-to-openmp,canonicalize,";
+  return runCodegenPipeline(kernels, pipeline + kLoopsToLLVM);
 }
 
 LogicalResult loom::lowerHostKernelsToLLVM(ModuleOp kernels) {
-  return runCodegenPipeline(
-      kernels,
-      "scf-forall-to-for,convert-linalg-to-loops,expand-strided-metadata,"
-      "lower-affine,convert-scf-to-cf,convert-vector-to-llvm,"
-      "convert-math-to-llvm,convert-math-to-libm,finalize-memref-to-llvm,"
-      "convert-arith-to-llvm,convert-index-to-llvm,convert-ub-to-llvm,"
-      "convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv},"
-      "reconcile-unrealized-casts");
+  return runCodegenPipeline(kernels,
+                            std::string("scf-forall-to-for,"
+                                        "convert-linalg-to-loops,") +
+                                kLoopsToLLVM);
 }
 
 //===----------------------------------------------------------------------===//
@@ -245,6 +309,20 @@ void addAbiWrappers(llvm::Module &m, ArrayRef<std::string> names) {
     b.CreateCall(impl, args);
     b.CreateRetVoid();
   }
+}
+
+/// LLVM's OpenMP runtime of the same release as the compiler.
+std::string findOpenMPRuntime() {
+  SmallVector<std::string> candidates;
+  if (StringRef(LOOM_LLVM_TOOLS_DIR).size())
+    candidates.push_back(
+        (llvm::sys::path::parent_path(LOOM_LLVM_TOOLS_DIR) + "/lib/libomp.so.5")
+            .str());
+  candidates.push_back("/usr/lib/llvm-22/lib/libomp.so.5");
+  for (const std::string &c : candidates)
+    if (llvm::sys::fs::exists(c))
+      return c;
+  return "";
 }
 
 std::string findLinker() {
@@ -300,6 +378,7 @@ LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
   DialectRegistry registry;
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
+  registerOpenMPDialectTranslation(registry);
   kernels.getContext()->appendDialectRegistry(registry);
 
   llvm::InitializeNativeTarget();
@@ -366,6 +445,22 @@ LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
       args.push_back(libm);
       break;
     }
+  // OpenMP's runtime (libomp, next to LLVM) where kernels fork teams.
+  // (args holds StringRefs: the strings live as long as the call.)
+  std::string omp, ompRpath;
+  if (llvm::any_of(m->functions(), [](const llvm::Function &f) {
+        return f.isDeclaration() && f.getName().starts_with("__kmpc_");
+      })) {
+    omp = findOpenMPRuntime();
+    if (omp.empty()) {
+      error = "the kernels use OpenMP but libomp.so.5 was not found "
+              "(install libomp-22-dev)";
+      return failure();
+    }
+    args.push_back(omp);
+    ompRpath = "-rpath=" + llvm::sys::path::parent_path(omp).str();
+    args.push_back(ompRpath);
+  }
   std::string rpath;
   if (!emulatorLibrary.empty()) {
     args.push_back(emulatorLibrary);
@@ -429,8 +524,8 @@ struct EntryWriter {
     return ids[v];
   }
 
-  /// A GPU kernel's temporary, in the scratch space after the arena.
-  int64_t addScratch(const GpuScratch &scratch) {
+  /// A kernel's temporary, in the scratch space after the arena.
+  int64_t addScratch(const KernelScratch &scratch) {
     auto t = cast<MemRefType>(scratch.type);
     llvm::json::Array shape;
     for (int64_t d : t.getShape())
@@ -517,18 +612,26 @@ struct EntryWriter {
             bufs.push_back(ids.lookup(v));
         std::string name =
             fusion->getAttrOfType<StringAttr>("loom.kernel").str();
-        if (!target->gpuKernels) {
+        const KernelInfo *kernel = nullptr;
+        if (target->kernelInfo) {
+          auto it = target->kernelInfo->find(name);
+          if (it != target->kernelInfo->end())
+            kernel = &it->second;
+        }
+        if (kernel) {
+          for (const KernelScratch &s : kernel->scratch)
+            bufs.push_back(addScratch(s));
+          scratchBytes = std::max(scratchBytes, kernel->scratchBytes);
+        }
+        if (target->target != "cuda") {
           steps.push_back(llvm::json::Object{{"kind", "kernel"},
                                              {"name", name},
                                              {"buffers", std::move(bufs)}});
           continue;
         }
-        auto it = target->gpuKernels->find(name);
-        if (it == target->gpuKernels->end())
+        if (!kernel)
           return op.emitError("plan: no GPU launches for kernel ") << name;
-        for (const GpuScratch &s : it->second.scratch)
-          bufs.push_back(addScratch(s));
-        scratchBytes = std::max(scratchBytes, it->second.scratchBytes);
+        auto it = target->kernelInfo->find(name);
         auto dims = [](const std::array<int64_t, 3> &d) {
           return llvm::json::Array{d[0], d[1], d[2]};
         };

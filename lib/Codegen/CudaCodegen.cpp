@@ -125,7 +125,7 @@ bool isReadOnly(Value buffer) {
 class KernelMapper {
 public:
   KernelMapper(func::FuncOp kernel, gpu::GPUModuleOp gpuModule,
-               GpuKernel &info)
+               KernelInfo &info)
       : kernel(kernel), gpuModule(gpuModule), info(info),
         b(kernel.getContext()) {}
 
@@ -134,7 +134,7 @@ public:
 private:
   func::FuncOp kernel;
   gpu::GPUModuleOp gpuModule;
-  GpuKernel &info;
+  KernelInfo &info;
   OpBuilder b;
   /// The kernel's buffers in parameter order: its arguments, then its
   /// temporaries.
@@ -210,7 +210,7 @@ LogicalResult KernelMapper::collectScratch() {
              << type;
     int64_t bytes =
         type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
-    info.scratch.push_back(GpuScratch{type, offset});
+    info.scratch.push_back(KernelScratch{type, offset});
     offset = llvm::alignTo(offset + std::max<int64_t>(bytes, 1), 256);
     buffers.push_back(op.getResult(0));
     bufferTypes.push_back(type);
@@ -820,7 +820,7 @@ void forwardResultCopies(func::FuncOp kernel) {
 } // namespace
 
 FailureOr<OwningOpRef<ModuleOp>>
-loom::mapKernelsToGpu(ModuleOp bufferized, GpuKernelMap &kernels) {
+loom::mapKernelsToGpu(ModuleOp bufferized, KernelInfoMap &kernels) {
   MLIRContext *ctx = bufferized.getContext();
   ctx->loadDialect<gpu::GPUDialect, vector::VectorDialect, scf::SCFDialect,
                    affine::AffineDialect, ub::UBDialect>();
@@ -843,7 +843,7 @@ loom::mapKernelsToGpu(ModuleOp bufferized, GpuKernelMap &kernels) {
     cast<memref::GlobalOp>(b.clone(*global))
         .setAlignmentAttr(b.getI64IntegerAttr(64));
   for (auto kernel : bufferized.getOps<func::FuncOp>()) {
-    GpuKernel &info = kernels[kernel.getName().str()];
+    KernelInfo &info = kernels[kernel.getName().str()];
     KernelMapper mapper(kernel, gpuModule, info);
     if (failed(mapper.run()))
       return failure();
@@ -852,11 +852,11 @@ loom::mapKernelsToGpu(ModuleOp bufferized, GpuKernelMap &kernels) {
 }
 
 FailureOr<OwningOpRef<ModuleOp>>
-loom::emulateGpuOnHost(ModuleOp gpuKernels, const GpuKernelMap &kernels,
+loom::emulateGpuOnHost(ModuleOp kernelInfo, const KernelInfoMap &kernels,
                        std::vector<EmulatedLaunch> &launches) {
-  MLIRContext *ctx = gpuKernels.getContext();
+  MLIRContext *ctx = kernelInfo.getContext();
   OpBuilder b(ctx);
-  Location loc = gpuKernels.getLoc();
+  Location loc = kernelInfo.getLoc();
   OwningOpRef<ModuleOp> host = ModuleOp::create(loc);
   b.setInsertionPointToEnd(host->getBody());
   Type indexType = b.getIndexType(), i32 = b.getI32Type(), f32 = b.getF32Type();
@@ -880,7 +880,7 @@ loom::emulateGpuOnHost(ModuleOp gpuKernels, const GpuKernelMap &kernels,
   };
   llvm::StringMap<bool> synchronizes;
   llvm::StringMap<unsigned> numParams;
-  for (auto gpuModule : gpuKernels.getOps<gpu::GPUModuleOp>()) {
+  for (auto gpuModule : kernelInfo.getOps<gpu::GPUModuleOp>()) {
     for (auto global : gpuModule.getOps<memref::GlobalOp>())
       b.clone(*global);
     for (auto gfunc : llvm::make_early_inc_range(
@@ -957,7 +957,7 @@ loom::emulateGpuOnHost(ModuleOp gpuKernels, const GpuKernelMap &kernels,
   return host;
 }
 
-LogicalResult loom::lowerGpuToNVVM(ModuleOp gpuKernels) {
+LogicalResult loom::lowerGpuToNVVM(ModuleOp kernelInfo) {
   // convert-gpu-to-nvvm lowers every dialect through its
   // ConvertToLLVMPatternInterface.
   DialectRegistry registry;
@@ -971,18 +971,18 @@ LogicalResult loom::lowerGpuToNVVM(ModuleOp gpuKernels) {
   vector::registerConvertVectorToLLVMInterface(registry);
   registerConvertNVVMToLLVMInterface(registry);
   NVVM::registerConvertGpuToNVVMInterface(registry);
-  gpuKernels.getContext()->appendDialectRegistry(registry);
+  kernelInfo.getContext()->appendDialectRegistry(registry);
   // 32-bit index arithmetic (cheaper on the GPU) when every buffer and every
   // grid-stride index stays far below 2^31 elements.
   int64_t largest = 0;
-  gpuKernels.walk([&](Operation *op) {
+  kernelInfo.walk([&](Operation *op) {
     for (Type t : op->getOperandTypes())
       if (auto m = dyn_cast<MemRefType>(t); m && m.hasStaticShape())
         largest = std::max(largest, m.getNumElements());
   });
   std::string indexBits = largest < (int64_t(1) << 30) ? "32" : "64";
   return runCodegenPipeline(
-      gpuKernels,
+      kernelInfo,
       "gpu.module(convert-linalg-to-loops,canonicalize,cse,"
       "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
       "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1 index-bitwidth=" +
@@ -991,7 +991,7 @@ LogicalResult loom::lowerGpuToNVVM(ModuleOp gpuKernels) {
           "reconcile-unrealized-casts");
 }
 
-FailureOr<std::string> loom::translateToPtx(ModuleOp gpuKernels, int sm,
+FailureOr<std::string> loom::translateToPtx(ModuleOp kernelInfo, int sm,
                                             std::string &error) {
   DialectRegistry registry;
   registerBuiltinDialectTranslation(registry);
@@ -999,11 +999,11 @@ FailureOr<std::string> loom::translateToPtx(ModuleOp gpuKernels, int sm,
   registerGPUDialectTranslation(registry);
   registerNVVMDialectTranslation(registry);
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
-  gpuKernels.getContext()->appendDialectRegistry(registry);
+  kernelInfo.getContext()->appendDialectRegistry(registry);
   // Math the NVVM lowering leaves to libdevice (__nv_expf, __nv_logf, ...)
   // is linked from the CUDA toolkit's libdevice.
   bool needsLibdevice = false;
-  gpuKernels.walk([&](LLVM::LLVMFuncOp f) {
+  kernelInfo.walk([&](LLVM::LLVMFuncOp f) {
     needsLibdevice |= f.isExternal() && f.getName().starts_with("__nv_");
   });
   std::string link;
@@ -1018,13 +1018,13 @@ FailureOr<std::string> loom::translateToPtx(ModuleOp gpuKernels, int sm,
     link = " l=" + libdevice;
   }
   if (failed(runCodegenPipeline(
-          gpuKernels, "nvvm-attach-target{chip=sm_" + std::to_string(sm) +
+          kernelInfo, "nvvm-attach-target{chip=sm_" + std::to_string(sm) +
                           " O=3" + link +
                           "},gpu-module-to-binary{format=isa}"))) {
     error = "translating the kernels to PTX failed";
     return failure();
   }
-  for (auto binary : gpuKernels.getOps<gpu::BinaryOp>())
+  for (auto binary : kernelInfo.getOps<gpu::BinaryOp>())
     for (Attribute a : binary.getObjects())
       if (auto object = dyn_cast<gpu::ObjectAttr>(a))
         return object.getObject().str();

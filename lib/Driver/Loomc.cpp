@@ -162,6 +162,13 @@ struct Options {
                "through this GPU emulator library (kernels.emu.so, and a "
                "kernels.cubin for the runtime's fake CUDA driver)"),
       cl::value_desc("libloom_gpu_emu.so"), cl::Hidden, cl::cat(category)};
+  cl::opt<int64_t> cpuParallelMinWork{
+      "cpu-parallel-min-work",
+      cl::desc("With --target=cpu: a kernel loop runs on all cores (OpenMP, "
+               "loom-run --threads) when its work (iterations times inner "
+               "trip counts) is at least this; 0: every kernel "
+               "single-threaded, no OpenMP"),
+      cl::value_desc("N"), cl::init(32768), cl::cat(category)};
   cl::opt<bool> report{"report",
                        cl::desc("With --target: print the kernels, steps and "
                                 "arena bytes of each entry point"),
@@ -252,7 +259,7 @@ void printSummary(ModuleOp module, llvm::raw_ostream &os) {
     os << " " << StringRef(name).drop_front(5) << "=" << count;
   os << "\n  forward FLOPs (estimate): " << flops << "\n";
 }
-void printReport(ModuleOp module, const loom::GpuKernelMap *gpu,
+void printReport(ModuleOp module, const loom::KernelInfoMap *gpu,
                  llvm::raw_ostream &os) {
   int64_t numKernels = 0;
   module.walk([&](loom::FusionOp) { ++numKernels; });
@@ -305,7 +312,7 @@ int parseCudaTarget(StringRef target) {
 /// --cuda-emulator-lib: the kernels as host code run by the GPU emulator
 /// (kernels.emu.so) and a kernels.cubin in the format of the runtime's fake
 /// CUDA driver (runtime/tests/fakecuda) that names it.
-LogicalResult emitEmulatedKernels(ModuleOp gpu, const loom::GpuKernelMap &map,
+LogicalResult emitEmulatedKernels(ModuleOp gpu, const loom::KernelInfoMap &map,
                                   Options &opts,
                                   llvm::function_ref<std::string(StringRef)> inDir,
                                   llvm::raw_ostream &err) {
@@ -375,7 +382,7 @@ int compileForTarget(ModuleOp module, Options &opts, bool writeArtifact,
     return std::string(path);
   };
   loom::PlanTarget target;
-  loom::GpuKernelMap gpuKernels;
+  loom::KernelInfoMap kernelInfo;
   // plan.json, final.mlir and the report, once the kernels are written.
   auto writeRest = [&](const loom::PlanTarget &target) {
     SmallString<256> source(opts.input);
@@ -393,11 +400,13 @@ int compileForTarget(ModuleOp module, Options &opts, bool writeArtifact,
     module.print(out->os());
     out->keep();
     if (opts.report)
-      printReport(module, sm ? &gpuKernels : nullptr, llvm::outs());
+      printReport(module, sm ? &kernelInfo : nullptr, llvm::outs());
     return 0;
   };
   if (!sm) {
-    if (failed(loom::lowerKernelsToLLVM(*kernels))) {
+    target.kernelInfo = &kernelInfo;
+    if (failed(loom::lowerKernelsToLLVM(*kernels, kernelInfo,
+                                        opts.cpuParallelMinWork))) {
       err << "loomc: error: generating the kernels failed\n";
       return 1;
     }
@@ -413,10 +422,10 @@ int compileForTarget(ModuleOp module, Options &opts, bool writeArtifact,
   } else {
     target.target = "cuda";
     target.sm = sm;
-    target.gpuKernels = &gpuKernels;
+    target.kernelInfo = &kernelInfo;
     FailureOr<OwningOpRef<ModuleOp>> gpu;
     if (succeeded(loom::bufferizeKernels(*kernels, /*deallocate=*/false)))
-      gpu = loom::mapKernelsToGpu(*kernels, gpuKernels);
+      gpu = loom::mapKernelsToGpu(*kernels, kernelInfo);
     if (failed(gpu)) {
       err << "loomc: error: mapping the kernels onto the GPU failed\n";
       return 1;
@@ -428,7 +437,7 @@ int compileForTarget(ModuleOp module, Options &opts, bool writeArtifact,
         err << "loomc: error: --cuda-emulator-lib writes an artifact\n";
         return 2;
       }
-      if (hasKernels && failed(emitEmulatedKernels(**gpu, gpuKernels, opts,
+      if (hasKernels && failed(emitEmulatedKernels(**gpu, kernelInfo, opts,
                                                    inDir, err)))
         return 1;
       if (hasKernels)

@@ -2,6 +2,7 @@
 
 #include "loom/InitAll.h"
 
+#include "loom/Conversion/CpuParallelLoops/CpuParallelLoops.h"
 #include "loom/Conversion/LoomToLinalg/LoomToLinalg.h"
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
 #include "loom/Transforms/Passes.h"
@@ -65,5 +66,6 @@ void loom::registerAllPasses() {
   mlir::registerConversionPasses();
   loom::registerLoomPasses();
   loom::registerConvertLoomToLinalgPass();
+  loom::registerLoomCpuParallelLoopsPass();
   loom::registerTrainingPipeline();
 }

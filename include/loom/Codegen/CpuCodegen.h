@@ -22,6 +22,34 @@
 
 namespace loom {
 
+/// One GPU launch of a kernel: a `kernel` step of a CUDA plan.
+struct GpuLaunch {
+  std::string name;               // the .entry in the PTX/cubin
+  std::string strategy;           // pointwise, pointwise-vec<N>, warp-row, ...
+  std::array<int64_t, 3> grid{1, 1, 1};
+  std::array<int64_t, 3> block{1, 1, 1};
+  int64_t sharedBytes = 0;
+};
+
+/// A temporary of a kernel (CPU or GPU), placed in its entry's arena after
+/// the planned values (all kernels of an entry run one after another, so they
+/// share that space).
+struct KernelScratch {
+  mlir::Type type; // a static memref type
+  int64_t offset;  // bytes from the start of the scratch space
+};
+
+/// How one outlined kernel (one loom.fusion) runs: its temporaries and, on
+/// the GPU, its launches in order, each taking the fusion's inputs, outputs,
+/// then its scratch buffers (on the CPU, the one kernel function takes them
+/// in that order).
+struct KernelInfo {
+  std::vector<GpuLaunch> launches;
+  std::vector<KernelScratch> scratch;
+  int64_t scratchBytes = 0;
+};
+using KernelInfoMap = std::map<std::string, KernelInfo>;
+
 /// Outlines each loom.fusion of `module` into a kernel function (tensor
 /// semantics, still loom ops) of a new module. The kernel of the fusion op
 /// `op` is named by its `loom.kernel` attribute, set here.
@@ -42,8 +70,14 @@ mlir::LogicalResult bufferizeKernels(mlir::ModuleOp kernels, bool deallocate);
 
 /// Lowers a module of outlined kernels to the LLVM dialect: loom to linalg,
 /// elementwise fusion, one-shot bufferization with results as out-params,
-/// loops, LLVM. Kernels take bare pointers (inputs, then outputs).
-mlir::LogicalResult lowerKernelsToLLVM(mlir::ModuleOp kernels);
+/// loops, LLVM. Kernels take bare pointers (inputs, outputs, then scratch:
+/// their static temporaries, recorded in `info` for the plan to place in the
+/// arena instead of a malloc per call; others are malloc'd and freed). Parallel
+/// loops with at least `minParallelWork` work (loom-cpu-parallel-loops) run
+/// on an OpenMP team; 0: every loop sequential, no OpenMP.
+mlir::LogicalResult lowerKernelsToLLVM(mlir::ModuleOp kernels,
+                                       KernelInfoMap &info,
+                                       int64_t minParallelWork = 32768);
 
 /// Lowers kernels on buffers (linalg, vector, scf, memref, func) to the LLVM
 /// dialect for the host: the second half of lowerKernelsToLLVM.
@@ -70,31 +104,6 @@ emitSharedObject(mlir::ModuleOp kernels, const std::string &path,
                  llvm::ArrayRef<EmulatedLaunch> emulated = {},
                  const std::string &emulatorLibrary = "");
 
-/// One GPU launch of a kernel: a `kernel` step of a CUDA plan.
-struct GpuLaunch {
-  std::string name;               // the .entry in the PTX/cubin
-  std::string strategy;           // pointwise, pointwise-vec<N>, warp-row, ...
-  std::array<int64_t, 3> grid{1, 1, 1};
-  std::array<int64_t, 3> block{1, 1, 1};
-  int64_t sharedBytes = 0;
-};
-
-/// A temporary of a GPU kernel, placed in its entry's arena after the
-/// planned values (all kernels of an entry run one after another, so they
-/// share that space).
-struct GpuScratch {
-  mlir::Type type; // a static memref type
-  int64_t offset;  // bytes from the start of the scratch space
-};
-
-/// How one outlined kernel (one loom.fusion) runs on the GPU: its launches in
-/// order, each taking the fusion's inputs, outputs, then its scratch buffers.
-struct GpuKernel {
-  std::vector<GpuLaunch> launches;
-  std::vector<GpuScratch> scratch;
-  int64_t scratchBytes = 0;
-};
-using GpuKernelMap = std::map<std::string, GpuKernel>;
 
 /// What plan.json says about the target and its code.
 struct PlanTarget {
@@ -102,7 +111,7 @@ struct PlanTarget {
   std::string kernels;         // file in the artifact, empty: null
   std::string ptx;             // cuda: PTX file, empty: null
   int sm = 0;                  // cuda: the cubin's architecture (e.g. 90)
-  const GpuKernelMap *gpuKernels = nullptr; // cuda: launches per kernel
+  const KernelInfoMap *kernelInfo = nullptr; // scratch (and launches) per kernel
 };
 
 /// Writes plan.json for the fused, planned `module` (docs/plan-format.md).

@@ -32,23 +32,23 @@ namespace loom {
 /// deallocation) onto a module holding one gpu.module of gpu.func kernels,
 /// and fills `kernels` with the launches and scratch of each.
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
-mapKernelsToGpu(mlir::ModuleOp bufferized, GpuKernelMap &kernels);
+mapKernelsToGpu(mlir::ModuleOp bufferized, KernelInfoMap &kernels);
 
-/// Tests only: turns the gpu.funcs of `gpuKernels` (mapKernelsToGpu's
+/// Tests only: turns the gpu.funcs of `kernelInfo` (mapKernelsToGpu's
 /// result, before NVVM) into host functions of a new module, one GPU thread
 /// each (`<launch>_thread`), whose thread ids, shuffles and barriers call the
 /// GPU emulator (test/lib/GpuEmulator); `launches` tells emitSharedObject how
 /// to run each launch's grid.
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
-emulateGpuOnHost(mlir::ModuleOp gpuKernels, const GpuKernelMap &kernels,
+emulateGpuOnHost(mlir::ModuleOp kernelInfo, const KernelInfoMap &kernels,
                  std::vector<EmulatedLaunch> &launches);
 
-/// Lowers the gpu.module of `gpuKernels` to the NVVM and LLVM dialects.
-mlir::LogicalResult lowerGpuToNVVM(mlir::ModuleOp gpuKernels);
+/// Lowers the gpu.module of `kernelInfo` to the NVVM and LLVM dialects.
+mlir::LogicalResult lowerGpuToNVVM(mlir::ModuleOp kernelInfo);
 
 /// Translates the NVVM-dialect module to PTX for `sm` (e.g. 90) with LLVM's
 /// NVPTX backend.
-mlir::FailureOr<std::string> translateToPtx(mlir::ModuleOp gpuKernels, int sm,
+mlir::FailureOr<std::string> translateToPtx(mlir::ModuleOp kernelInfo, int sm,
                                             std::string &error);
 
 /// The CUDA toolkit's libdevice.10.bc ($CUDA_HOME, /usr/local/cuda,

@@ -13,7 +13,8 @@ def ConvertLoomToLinalgPass : Pass<"convert-loom-to-linalg", "mlir::func::FuncOp
     broadcasts, transposes and slices become generics with the matching
     indexing maps; pad and concat become `tensor.insert_slice`; gather,
     pooling and the convolution gradients read their inputs with
-    `tensor.extract` at computed indices; scatter_add is an `scf.for` nest.
+    `tensor.extract` at computed indices; scatter_add is an `scf.forall`
+    over the lines of its result (each an `scf.for` nest over the indices).
     Used on the bodies of `loom.fusion` regions after they are outlined
     into kernel functions. Index operands (gather, scatter_add, labels) are
     clamped into range: a compiled kernel never reads or writes outside its
@@ -24,6 +25,30 @@ def ConvertLoomToLinalgPass : Pass<"convert-loom-to-linalg", "mlir::func::FuncOp
                            "mlir::arith::ArithDialect",
                            "mlir::math::MathDialect",
                            "mlir::scf::SCFDialect"];
+}
+
+def LoomCpuParallelLoopsPass : Pass<"loom-cpu-parallel-loops", "mlir::ModuleOp"> {
+  let summary = "Keeps threads for the parallel loops that pay for them.";
+  let description = [{
+    Runs on CPU kernels after `convert-linalg-to-parallel-loops` (and
+    `scf-forall-to-parallel`), before `convert-scf-to-openmp`, which turns
+    every remaining `scf.parallel` into an OpenMP parallel loop over the
+    cores. Forking and joining a team costs microseconds, so a parallel loop
+    whose work is small (its iterations times the static trip counts of the
+    loops inside, the deepest nest) becomes sequential `scf.for` loops, as
+    does a parallel loop nested inside another (one level of threads). Of a
+    multi-dimensional parallel loop only the outer dimensions that give at
+    least 64 iterations stay parallel; the inner ones become `scf.for`
+    loops: OpenMP collapses the parallel dimensions into one index space
+    and recomputes each index by division at every iteration, which keeps
+    the innermost loop from vectorizing.
+  }];
+  let options = [
+    Option<"minWork", "min-work", "int64_t", /*default=*/"32768",
+           "Parallel loops with less work than this (iterations times the "
+           "trip counts of the loops inside) run on one thread">
+  ];
+  let dependentDialects = ["mlir::scf::SCFDialect"];
 }
 
 #endif // LOOM_CONVERSION_PASSES_TD

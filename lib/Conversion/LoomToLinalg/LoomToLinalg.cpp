@@ -775,7 +775,7 @@ Rewrite lowerScatterAdd(Lowerer &l, ScatterAddOp op, Value updates,
                         Value indices) {
   int64_t axis = op.getAxis();
   RankedTensorType rt = tensorType(op.getResult());
-  RankedTensorType ut = tensorType(updates), it = tensorType(indices);
+  RankedTensorType it = tensorType(indices);
   int64_t ir = it.getRank(), rank = rt.getRank();
   int64_t size = rt.getDimSize(axis);
   Value result = l.filled(rt, 0);

@@ -126,6 +126,12 @@ public:
   virtual bool replay(Recording &recording, std::string *error) noexcept;
 };
 
+/// Threads of the CPU backend: its kernels' (OpenMP) and its GEMMs'
+/// (OpenBLAS). `n` >= 1, or 0 for the libraries' default (all cores). Call
+/// before loading a CPU artifact: the kernels' OpenMP runtime reads
+/// OMP_NUM_THREADS, which this sets, when it starts.
+void setCpuThreads(int n) noexcept;
+
 /// The backend for a plan's `target`: "cpu" or "cuda". Unsupported for
 /// others; for "cuda" without a usable driver or device, Unsupported with
 /// the reason ("no CUDA driver (libcuda.so.1 not found): ...").

@@ -21,10 +21,22 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <new>
+#include <string>
 #include <sys/mman.h>
 #include <unistd.h>
 
 namespace loomrt {
+
+void setCpuThreads(int n) noexcept {
+  if (n <= 0)
+    return;
+  ::setenv("OMP_NUM_THREADS", std::to_string(n).c_str(), /*overwrite=*/1);
+  // OpenBLAS's own call, where the BLAS is OpenBLAS (looked up, so that
+  // another CBLAS still links).
+  using SetThreads = void (*)(int);
+  if (void *f = ::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))
+    reinterpret_cast<SetThreads>(f)(n);
+}
 
 namespace {
 
@@ -75,6 +87,11 @@ public:
       // dlopen only searches the library path for names without a '/'.
       std::string resolved =
           path.find('/') == std::string::npos ? "./" + path : path;
+      // Kernels split their large loops over an OpenMP team (libomp). Its
+      // threads spin for 200 ms after each loop by default, taking the
+      // cores from the OpenBLAS GEMM that usually comes next: they sleep at
+      // once instead, unless the user chose otherwise.
+      ::setenv("KMP_BLOCKTIME", "0", /*overwrite=*/0);
       ::dlerror();
       void *handle = ::dlopen(resolved.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (!handle) {

@@ -9,6 +9,7 @@
 #include "loomrt/LoomRun.h"
 
 #include "loomrt/Artifact.h"
+#include "loomrt/Backend.h"
 #include "loomrt/OnnxExport.h"
 #include "loomrt/Safetensors.h"
 #include "loomrt/Trainer.h"
@@ -85,6 +86,10 @@ Training (--train):
   --quiet                 print only errors
   --no-prefetch           assemble batches on the training thread
 
+CPU (--entry, --train):
+  --threads N             threads for the kernels (OpenMP) and the GEMMs
+                          (OpenBLAS); default: all cores
+
 CUDA (--entry, --train):
   --no-cuda-graph         launch every step's kernels one by one instead of
                           replaying a recorded CUDA graph
@@ -124,6 +129,7 @@ struct Args {
   TrainOptions train;
   bool quiet = false;
   bool cudaGraphs = true;
+  int threads = 0; // 0: all cores
   std::set<std::string> given; // flags seen, for mode checks
 };
 
@@ -146,7 +152,7 @@ const Flag kFlags[] = {
     {"progress", true},       {"quiet", false},
     {"no-prefetch", false},   {"onnx", true},
     {"help", false},          {"version", false},
-    {"no-cuda-graph", false},
+    {"no-cuda-graph", false}, {"threads", true},
 };
 
 /// Flags that only make sense in some modes.
@@ -167,6 +173,7 @@ const std::map<std::string, std::set<Mode>> kFlagModes = {
     {"progress", {Mode::Train}},
     {"no-prefetch", {Mode::Train}},
     {"no-cuda-graph", {Mode::Train, Mode::Entry}},
+    {"threads", {Mode::Train, Mode::Entry}},
     {"resume", {Mode::Train, Mode::Export}},
     {"params", {Mode::Train, Mode::Entry, Mode::Export}},
     {"seed", {Mode::Train, Mode::Entry}},
@@ -333,6 +340,12 @@ Args parseArgs(int argc, const char *const *argv, bool &help, bool &version) {
       t.prefetch = false;
     else if (name == "no-cuda-graph")
       args.cudaGraphs = false;
+    else if (name == "threads") {
+      int64_t n = parseCount(name, value);
+      if (n < 1 || n > 4096)
+        usage("--threads expects 1 to 4096, got '" + value + "'");
+      args.threads = int(n);
+    }
     else if (name == "onnx")
       args.onnxSource = value;
   }
@@ -403,7 +416,8 @@ NpyArray widenBf16(const NpyArray &a) {
 }
 
 std::unique_ptr<Artifact> loadArtifact(const std::string &dir,
-                                       bool cudaGraphs = true) {
+                                       bool cudaGraphs = true,
+                                       int threads = 0) {
   std::string error;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
@@ -411,6 +425,7 @@ std::unique_ptr<Artifact> loadArtifact(const std::string &dir,
                   "plan.json, as loomc -o writes)");
   LoadOptions options;
   options.graphs = cudaGraphs;
+  setCpuThreads(threads);
   std::unique_ptr<Artifact> artifact = Artifact::load(dir, options, &error);
   if (!artifact)
     failure(error);
@@ -536,7 +551,7 @@ void runInfo(const Args &args, std::FILE *out) {
 
 void runEntry(const Args &args, std::FILE *err) {
   std::unique_ptr<Artifact> artifact =
-      loadArtifact(args.artifact, args.cudaGraphs);
+      loadArtifact(args.artifact, args.cudaGraphs, args.threads);
   const PlanEntry *entry = artifact->entry(args.entry);
   if (!entry) {
     std::string names;
@@ -638,7 +653,7 @@ void runEntry(const Args &args, std::FILE *err) {
 
 void runTrain(const Args &args, std::FILE *err) {
   std::unique_ptr<Artifact> artifact =
-      loadArtifact(args.artifact, args.cudaGraphs);
+      loadArtifact(args.artifact, args.cudaGraphs, args.threads);
   TrainOptions options = args.train;
   options.log = err;
   TrainResult result;
