@@ -465,6 +465,25 @@ def run_tool(cmd, timeout, tool):
     return None
 
 
+def run_artifact(loom_run, artifact, flags, out_dir, outputs, data, data_set,
+                 model_dir, timeout):
+    """loom-run's @forward on one data set (`flags` feed its inputs), checked
+    against the data set's expected outputs. Returns (status, message,
+    max_error): "pass", "run-fail", "numbers-fail", "CRASH" or "HANG"."""
+    bad = run_tool([loom_run, artifact, "--entry=forward", "--output-dir",
+                    out_dir] + flags, timeout, "loom-run")
+    if bad:
+        return ("run-fail" if bad[0] == "failed" else bad[0],
+                "%s: %s" % (data_set, bad[1]), 0.0)
+    files = run_output_files(artifact, out_dir)
+    status, message, err = check_outputs(outputs, data, data_set, model_dir,
+                                         files.get)
+    if status != "pass":
+        return ("run-fail" if status == "missing" else "numbers-fail",
+                message, err)
+    return "pass", "", err
+
+
 def stash_deferred(defer, path, tmp, runs):
     """run_compiled's --defer-run: copies the model, its test data sets, the
     artifacts and the input files into defer/<test name>, and writes the
@@ -511,22 +530,14 @@ def run_deferred(folder, loom_run, timeout, jobs):
         outputs = list(model.graph.output)
         worst = 0.0
         for r in spec["runs"]:
-            artifact = os.path.join(dest, r["artifact"])
-            out_dir = os.path.join(dest, "out_" + r["data_set"])
-            flags = [f.replace("{}", dest) for f in r["flags"]]
-            bad = run_tool([loom_run, artifact, "--entry=forward",
-                            "--output-dir", out_dir] + flags, timeout,
-                           "loom-run")
-            if bad:
-                return ("run-fail" if bad[0] == "failed" else bad[0],
-                        "%s: %s" % (r["data_set"], bad[1]), 0.0)
-            files = run_output_files(artifact, out_dir)
-            status, message, err = check_outputs(
-                outputs, os.path.join(dest, r["data_set"]), r["data_set"],
-                dest, files.get)
+            status, message, err = run_artifact(
+                loom_run, os.path.join(dest, r["artifact"]),
+                [f.replace("{}", dest) for f in r["flags"]],
+                os.path.join(dest, "out_" + r["data_set"]), outputs,
+                os.path.join(dest, r["data_set"]), r["data_set"], dest,
+                timeout)
             if status != "pass":
-                return ("run-fail" if status == "missing" else
-                        "numbers-fail", message, err)
+                return status, message, err
             worst = max(worst, err)
         return "pass", "", worst
 
@@ -604,19 +615,11 @@ def run_compiled(loomc, loom_run, path, timeout, keep=None, only=None,
             if defer:
                 deferred.append((data_set, artifact, flags))
                 continue
-            cmd = [loom_run, artifact, "--entry=forward", "--output-dir",
-                   out_dir] + flags
-            bad = run_tool(cmd, timeout, "loom-run")
-            if bad:
-                status = "run-fail" if bad[0] == "failed" else bad[0]
-                result = (status, "%s: %s" % (data_set, bad[1]), 0.0)
-                return result
-            files = run_output_files(artifact, out_dir)
-            status, message, err = check_outputs(outputs, data, data_set,
-                                                 model_dir, files.get)
+            status, message, err = run_artifact(
+                loom_run, artifact, flags, out_dir, outputs, data, data_set,
+                model_dir, timeout)
             if status != "pass":
-                result = ("run-fail" if status == "missing" else
-                          "numbers-fail", message, err)
+                result = (status, message, err)
                 return result
             worst = max(worst, err)
         if defer:

@@ -214,9 +214,7 @@ constexpr const char *kLoopsToLLVM =
     // After func: this pass converts function signatures too, without the
     // bare-pointer convention the kernel ABI needs.
     "convert-openmp-to-llvm,reconcile-unrealized-casts";
-} // namespace
 
-namespace {
 /// The static temporaries at the top level of each kernel become trailing
 /// arguments (scratch the plan places in the arena), recorded in `info`:
 /// a malloc and its page faults per call cost more than the kernel itself
@@ -228,7 +226,6 @@ void hoistScratch(ModuleOp kernels, KernelInfoMap &info) {
       continue;
     KernelInfo &kernel = info[func.getName().str()];
     Block &entry = func.getBody().front();
-    int64_t offset = 0;
     SmallVector<memref::AllocOp> allocs;
     for (auto alloc : entry.getOps<memref::AllocOp>()) {
       MemRefType type = alloc.getType();
@@ -237,18 +234,13 @@ void hoistScratch(ModuleOp kernels, KernelInfoMap &info) {
         allocs.push_back(alloc);
     }
     for (memref::AllocOp alloc : allocs) {
-      MemRefType type = alloc.getType();
-      int64_t bytes =
-          type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
-      kernel.scratch.push_back(KernelScratch{type, offset});
-      offset = llvm::alignTo(offset + std::max<int64_t>(bytes, 1), 64);
-      if (failed(func.insertArgument(func.getNumArguments(), type, {},
-                                     alloc.getLoc())))
-        continue;
+      if (failed(func.insertArgument(func.getNumArguments(), alloc.getType(),
+                                     {}, alloc.getLoc())))
+        continue; // stays an allocation
+      kernel.addScratch(alloc.getType(), 64);
       alloc.replaceAllUsesWith(entry.getArguments().back());
       alloc.erase();
     }
-    kernel.scratchBytes = offset;
   }
 }
 } // namespace
@@ -268,6 +260,9 @@ LogicalResult loom::lowerKernelsToLLVM(ModuleOp kernels, KernelInfoMap &info,
       "loom-cpu-parallel-loops{min-work=" +
       std::to_string(minParallelWork > 0 ? minParallelWork : INT64_MAX) +
       "},";
+  // canonicalize inlines the memref.alloca_scope convert-scf-to-openmp
+  // wraps each loop body in, which convert-scf-to-cf could not lower (a
+  // scope holds one block).
   if (minParallelWork > 0)
     pipeline += "convert-scf-to-openmp,canonicalize,";
   return runCodegenPipeline(kernels, pipeline + kLoopsToLLVM);
@@ -631,11 +626,10 @@ struct EntryWriter {
         }
         if (!kernel)
           return op.emitError("plan: no GPU launches for kernel ") << name;
-        auto it = target->kernelInfo->find(name);
         auto dims = [](const std::array<int64_t, 3> &d) {
           return llvm::json::Array{d[0], d[1], d[2]};
         };
-        for (const GpuLaunch &launch : it->second.launches)
+        for (const GpuLaunch &launch : kernel->launches)
           steps.push_back(llvm::json::Object{
               {"kind", "kernel"},
               {"name", launch.name},

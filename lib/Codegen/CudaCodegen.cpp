@@ -199,7 +199,6 @@ LogicalResult KernelMapper::collectScratch() {
     buffers.push_back(arg);
     bufferTypes.push_back(arg.getType());
   }
-  int64_t offset = 0;
   for (Operation &op : kernel.getBody().front()) {
     if (!isa<memref::AllocOp, memref::AllocaOp>(op))
       continue;
@@ -208,14 +207,10 @@ LogicalResult KernelMapper::collectScratch() {
       return op.emitError("cuda codegen: a kernel temporary must have a "
                           "static shape and the identity layout, not ")
              << type;
-    int64_t bytes =
-        type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
-    info.scratch.push_back(KernelScratch{type, offset});
-    offset = llvm::alignTo(offset + std::max<int64_t>(bytes, 1), 256);
+    info.addScratch(type, 256);
     buffers.push_back(op.getResult(0));
     bufferTypes.push_back(type);
   }
-  info.scratchBytes = offset;
   return success();
 }
 
@@ -852,11 +847,11 @@ loom::mapKernelsToGpu(ModuleOp bufferized, KernelInfoMap &kernels) {
 }
 
 FailureOr<OwningOpRef<ModuleOp>>
-loom::emulateGpuOnHost(ModuleOp kernelInfo, const KernelInfoMap &kernels,
+loom::emulateGpuOnHost(ModuleOp gpuKernels, const KernelInfoMap &kernels,
                        std::vector<EmulatedLaunch> &launches) {
-  MLIRContext *ctx = kernelInfo.getContext();
+  MLIRContext *ctx = gpuKernels.getContext();
   OpBuilder b(ctx);
-  Location loc = kernelInfo.getLoc();
+  Location loc = gpuKernels.getLoc();
   OwningOpRef<ModuleOp> host = ModuleOp::create(loc);
   b.setInsertionPointToEnd(host->getBody());
   Type indexType = b.getIndexType(), i32 = b.getI32Type(), f32 = b.getF32Type();
@@ -880,7 +875,7 @@ loom::emulateGpuOnHost(ModuleOp kernelInfo, const KernelInfoMap &kernels,
   };
   llvm::StringMap<bool> synchronizes;
   llvm::StringMap<unsigned> numParams;
-  for (auto gpuModule : kernelInfo.getOps<gpu::GPUModuleOp>()) {
+  for (auto gpuModule : gpuKernels.getOps<gpu::GPUModuleOp>()) {
     for (auto global : gpuModule.getOps<memref::GlobalOp>())
       b.clone(*global);
     for (auto gfunc : llvm::make_early_inc_range(
@@ -957,7 +952,7 @@ loom::emulateGpuOnHost(ModuleOp kernelInfo, const KernelInfoMap &kernels,
   return host;
 }
 
-LogicalResult loom::lowerGpuToNVVM(ModuleOp kernelInfo) {
+LogicalResult loom::lowerGpuToNVVM(ModuleOp gpuKernels) {
   // convert-gpu-to-nvvm lowers every dialect through its
   // ConvertToLLVMPatternInterface.
   DialectRegistry registry;
@@ -971,18 +966,18 @@ LogicalResult loom::lowerGpuToNVVM(ModuleOp kernelInfo) {
   vector::registerConvertVectorToLLVMInterface(registry);
   registerConvertNVVMToLLVMInterface(registry);
   NVVM::registerConvertGpuToNVVMInterface(registry);
-  kernelInfo.getContext()->appendDialectRegistry(registry);
+  gpuKernels.getContext()->appendDialectRegistry(registry);
   // 32-bit index arithmetic (cheaper on the GPU) when every buffer and every
   // grid-stride index stays far below 2^31 elements.
   int64_t largest = 0;
-  kernelInfo.walk([&](Operation *op) {
+  gpuKernels.walk([&](Operation *op) {
     for (Type t : op->getOperandTypes())
       if (auto m = dyn_cast<MemRefType>(t); m && m.hasStaticShape())
         largest = std::max(largest, m.getNumElements());
   });
   std::string indexBits = largest < (int64_t(1) << 30) ? "32" : "64";
   return runCodegenPipeline(
-      kernelInfo,
+      gpuKernels,
       "gpu.module(convert-linalg-to-loops,canonicalize,cse,"
       "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
       "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1 index-bitwidth=" +
@@ -991,7 +986,7 @@ LogicalResult loom::lowerGpuToNVVM(ModuleOp kernelInfo) {
           "reconcile-unrealized-casts");
 }
 
-FailureOr<std::string> loom::translateToPtx(ModuleOp kernelInfo, int sm,
+FailureOr<std::string> loom::translateToPtx(ModuleOp gpuKernels, int sm,
                                             std::string &error) {
   DialectRegistry registry;
   registerBuiltinDialectTranslation(registry);
@@ -999,11 +994,11 @@ FailureOr<std::string> loom::translateToPtx(ModuleOp kernelInfo, int sm,
   registerGPUDialectTranslation(registry);
   registerNVVMDialectTranslation(registry);
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
-  kernelInfo.getContext()->appendDialectRegistry(registry);
+  gpuKernels.getContext()->appendDialectRegistry(registry);
   // Math the NVVM lowering leaves to libdevice (__nv_expf, __nv_logf, ...)
   // is linked from the CUDA toolkit's libdevice.
   bool needsLibdevice = false;
-  kernelInfo.walk([&](LLVM::LLVMFuncOp f) {
+  gpuKernels.walk([&](LLVM::LLVMFuncOp f) {
     needsLibdevice |= f.isExternal() && f.getName().starts_with("__nv_");
   });
   std::string link;
@@ -1018,13 +1013,13 @@ FailureOr<std::string> loom::translateToPtx(ModuleOp kernelInfo, int sm,
     link = " l=" + libdevice;
   }
   if (failed(runCodegenPipeline(
-          kernelInfo, "nvvm-attach-target{chip=sm_" + std::to_string(sm) +
+          gpuKernels, "nvvm-attach-target{chip=sm_" + std::to_string(sm) +
                           " O=3" + link +
                           "},gpu-module-to-binary{format=isa}"))) {
     error = "translating the kernels to PTX failed";
     return failure();
   }
-  for (auto binary : kernelInfo.getOps<gpu::BinaryOp>())
+  for (auto binary : gpuKernels.getOps<gpu::BinaryOp>())
     for (Attribute a : binary.getObjects())
       if (auto object = dyn_cast<gpu::ObjectAttr>(a))
         return object.getObject().str();

@@ -13,8 +13,10 @@
 #define LOOM_CODEGEN_CPUCODEGEN_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <string>
@@ -47,6 +49,16 @@ struct KernelInfo {
   std::vector<GpuLaunch> launches;
   std::vector<KernelScratch> scratch;
   int64_t scratchBytes = 0;
+
+  /// Places a temporary of static `type` after the others, at an
+  /// `align`-byte boundary.
+  void addScratch(mlir::MemRefType type, int64_t align) {
+    int64_t bytes =
+        type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+    scratch.push_back(KernelScratch{type, scratchBytes});
+    scratchBytes = llvm::alignTo(scratchBytes + std::max<int64_t>(bytes, 1),
+                                 align);
+  }
 };
 using KernelInfoMap = std::map<std::string, KernelInfo>;
 

@@ -34,21 +34,21 @@ namespace loom {
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
 mapKernelsToGpu(mlir::ModuleOp bufferized, KernelInfoMap &kernels);
 
-/// Tests only: turns the gpu.funcs of `kernelInfo` (mapKernelsToGpu's
+/// Tests only: turns the gpu.funcs of `gpuKernels` (mapKernelsToGpu's
 /// result, before NVVM) into host functions of a new module, one GPU thread
 /// each (`<launch>_thread`), whose thread ids, shuffles and barriers call the
 /// GPU emulator (test/lib/GpuEmulator); `launches` tells emitSharedObject how
 /// to run each launch's grid.
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
-emulateGpuOnHost(mlir::ModuleOp kernelInfo, const KernelInfoMap &kernels,
+emulateGpuOnHost(mlir::ModuleOp gpuKernels, const KernelInfoMap &kernels,
                  std::vector<EmulatedLaunch> &launches);
 
-/// Lowers the gpu.module of `kernelInfo` to the NVVM and LLVM dialects.
-mlir::LogicalResult lowerGpuToNVVM(mlir::ModuleOp kernelInfo);
+/// Lowers the gpu.module of `gpuKernels` to the NVVM and LLVM dialects.
+mlir::LogicalResult lowerGpuToNVVM(mlir::ModuleOp gpuKernels);
 
 /// Translates the NVVM-dialect module to PTX for `sm` (e.g. 90) with LLVM's
 /// NVPTX backend.
-mlir::FailureOr<std::string> translateToPtx(mlir::ModuleOp kernelInfo, int sm,
+mlir::FailureOr<std::string> translateToPtx(mlir::ModuleOp gpuKernels, int sm,
                                             std::string &error);
 
 /// The CUDA toolkit's libdevice.10.bc ($CUDA_HOME, /usr/local/cuda,

@@ -779,11 +779,9 @@ Rewrite lowerScatterAdd(Lowerer &l, ScatterAddOp op, Value updates,
   int64_t ir = it.getRank(), rank = rt.getRank();
   int64_t size = rt.getDimSize(axis);
   Value result = l.filled(rt, 0);
-  // Adds updates[outer[:axis], t..., outer[axis:]] into acc at the clamped
-  // index, over all index positions t; `at` places the index among the
-  // accumulator's coordinates.
-  auto accumulate = [&](Value acc, ArrayRef<Value> outer,
-                        function_ref<SmallVector<Value>(Value)> at) {
+  // Adds updates[outer[:axis], t..., outer[axis:]] into line[index[t]] (the
+  // index clamped into range), over all index positions t in order.
+  auto accumulate = [&](Value line, ArrayRef<Value> outer) {
     SmallVector<Value> ts;
     std::function<Value(int64_t, Value)> loop = [&](int64_t d,
                                                      Value a) -> Value {
@@ -796,10 +794,9 @@ Rewrite lowerScatterAdd(Lowerer &l, ScatterAddOp op, Value updates,
         SmallVector<Value> uAt(outer.begin(), outer.begin() + axis);
         uAt.append(ts.begin(), ts.end());
         uAt.append(outer.begin() + axis, outer.end());
-        SmallVector<Value> where = at(idx);
         Value u = tensor::ExtractOp::create(l.b, l.loc, updates, uAt);
-        Value cur = tensor::ExtractOp::create(l.b, l.loc, a, where);
-        return tensor::InsertOp::create(l.b, l.loc, l.add(cur, u), a, where);
+        Value cur = tensor::ExtractOp::create(l.b, l.loc, a, idx);
+        return tensor::InsertOp::create(l.b, l.loc, l.add(cur, u), a, idx);
       }
       auto forOp = scf::ForOp::create(
           l.b, l.loc, l.index(0), l.index(it.getDimSize(d)), l.index(1),
@@ -815,12 +812,10 @@ Rewrite lowerScatterAdd(Lowerer &l, ScatterAddOp op, Value updates,
           });
       return forOp.getResult(0);
     };
-    return loop(0, acc);
+    return loop(0, line);
   };
   if (rank == 1)
-    return one(accumulate(result, {}, [](Value idx) {
-      return SmallVector<Value>{idx};
-    }));
+    return one(accumulate(result, {}));
 
   // One forall iteration per line along `axis`.
   SmallVector<OpFoldResult> ubs;
@@ -844,8 +839,7 @@ Rewrite lowerScatterAdd(Lowerer &l, ScatterAddOp op, Value updates,
   auto lineType = RankedTensorType::get({size}, rt.getElementType());
   Value line = tensor::ExtractSliceOp::create(l.b, l.loc, lineType, shared,
                                               offsets, sizes, strides);
-  line = accumulate(line, outer,
-                    [](Value idx) { return SmallVector<Value>{idx}; });
+  line = accumulate(line, outer);
   l.b.setInsertionPointToStart(forall.getTerminator().getBody());
   tensor::ParallelInsertSliceOp::create(l.b, l.loc, line, shared, offsets,
                                         sizes, strides);
