@@ -460,6 +460,56 @@ LogicalResult conv2dFilterGradRule(Operation *op, ArrayRef<const Tensor *> in,
   return success();
 }
 
+/// Calls `fn(colsIndex, xIndex)` for every entry of im2col's `[C*KH*KW,
+/// N*OH*OW]` matrix that reads the image (not the padding), row by row.
+template <typename Op, typename Fn>
+void forEachIm2ColEntry(Op op, ArrayRef<int64_t> xs, Fn fn) {
+  ArrayRef<int64_t> k = op.getKernel(), s = op.getStrides(),
+                    pad = op.getPadding(), dil = op.getDilations();
+  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  int64_t OH = (H + pad[0] + pad[2] - (k[0] - 1) * dil[0] - 1) / s[0] + 1;
+  int64_t OW = (W + pad[1] + pad[3] - (k[1] - 1) * dil[1] - 1) / s[1] + 1;
+  int64_t cols = N * OH * OW;
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t i = 0; i < k[0]; ++i)
+      for (int64_t j = 0; j < k[1]; ++j) {
+        int64_t row = (c * k[0] + i) * k[1] + j;
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t y = 0; y < OH; ++y) {
+            int64_t iy = y * s[0] + i * dil[0] - pad[0];
+            if (iy < 0 || iy >= H)
+              continue;
+            for (int64_t x = 0; x < OW; ++x) {
+              int64_t ix = x * s[1] + j * dil[1] - pad[1];
+              if (ix < 0 || ix >= W)
+                continue;
+              fn(row * cols + (n * OH + y) * OW + x,
+                 ((n * C + c) * H + iy) * W + ix);
+            }
+          }
+      }
+}
+
+LogicalResult im2colRule(Operation *op, ArrayRef<const Tensor *> in,
+                         MutableArrayRef<Tensor> out, Interpreter &) {
+  std::vector<double> &cols = out[0].data;
+  std::fill(cols.begin(), cols.end(), 0.0);
+  const std::vector<double> &x = in[0]->data;
+  forEachIm2ColEntry(cast<loom::Im2ColOp>(op), in[0]->type.getShape(),
+                     [&](int64_t ci, int64_t xi) { cols[ci] = x[xi]; });
+  return success();
+}
+
+LogicalResult col2imRule(Operation *op, ArrayRef<const Tensor *> in,
+                         MutableArrayRef<Tensor> out, Interpreter &) {
+  std::vector<double> &x = out[0].data;
+  std::fill(x.begin(), x.end(), 0.0);
+  const std::vector<double> &cols = in[0]->data;
+  forEachIm2ColEntry(cast<loom::Col2ImOp>(op), out[0].type.getShape(),
+                     [&](int64_t ci, int64_t xi) { x[xi] += cols[ci]; });
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
@@ -1015,6 +1065,8 @@ const llvm::StringMap<Rule> &rules() {
     t["loom.conv2d"] = conv2dRule;
     t["loom.conv2d_input_grad"] = conv2dInputGradRule;
     t["loom.conv2d_filter_grad"] = conv2dFilterGradRule;
+    t["loom.im2col"] = im2colRule;
+    t["loom.col2im"] = col2imRule;
     // Reductions.
     t["loom.reduce_sum"] = reduce(ReduceKind::Sum);
     t["loom.reduce_max"] = reduce(ReduceKind::Max);

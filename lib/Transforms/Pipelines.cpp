@@ -57,6 +57,7 @@ void loom::buildCodegenPreparationPipeline(OpPassManager &pm,
                                            llvm::StringRef stopAfter) {
   pm.addPass(createInlinerPass());
   pm.addPass(createCSEPass());
+  pm.addPass(createConvToGemmPass());
   pm.addPass(createFusePass());
   if (stopAfter == "fuse")
     return;
@@ -66,7 +67,8 @@ void loom::buildCodegenPreparationPipeline(OpPassManager &pm,
 void loom::registerTrainingPipeline() {
   PassPipelineRegistration<>(
       "loom-prepare-codegen",
-      "Inline, CSE, loom-fuse and loom-plan-memory (loomc --target)",
+      "Inline, CSE, loom-conv-to-gemm, loom-fuse and loom-plan-memory "
+      "(loomc --target)",
       [](OpPassManager &pm) { buildCodegenPreparationPipeline(pm); });
   PassPipelineRegistration<TrainingOptions>(
       "loom-training",

@@ -11,11 +11,19 @@
 //
 // Invariant the runtime relies on: a step's inputs are live at that step and
 // its outputs are defined there, so a kernel's or GEMM's outputs never share
-// bytes with its inputs.
+// bytes with its inputs, with one exception, the in-place state update: a
+// param, optimizer state or buffer argument and its new value (the result of
+// the same name) share their bytes when the new value is made by the
+// argument's last reader, a kernel in which everything computed from the
+// argument is pointwise over its shape and feeds only the new value. Every
+// element is then read before it is overwritten, by the same loop iteration
+// (or GPU thread), and the runtime keeps the state in the entry's arena
+// between steps instead of copying it in and out.
 //
 //===----------------------------------------------------------------------===//
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Import/Import.h"
 #include "loom/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -52,6 +60,54 @@ struct Interval {
   int64_t begin = 0, end = 0, size = 0, offset = -1;
 };
 
+/// The name of a param, optimizer state or buffer argument, or "".
+StringRef stateName(func::FuncOp func, unsigned arg) {
+  for (StringRef attr : {kParamAttr, kOptStateAttr, kBufferAttr})
+    if (auto n = func.getArgAttrOfType<StringAttr>(arg, attr))
+      return n.getValue();
+  return "";
+}
+
+/// Whether `fusion` may write its result `result` over its input `arg`:
+/// inside the region, every op computed (transitively) from `arg` is
+/// pointwise, has one result of `arg`'s shape and one user, and the only
+/// such value that leaves the region is `result`. Then each element of the
+/// result is computed from the same element of `arg` in one fused loop
+/// iteration, and nothing reads `arg` after that element is written.
+bool pointwiseFrom(FusionOp fusion, Value arg, Value result) {
+  Block &body = fusion.getBody().front();
+  auto shape = cast<RankedTensorType>(arg.getType()).getShape();
+  SmallVector<Value> work;
+  for (auto [in, blockArg] :
+       llvm::zip_equal(fusion.getInputs(), body.getArguments()))
+    if (in == arg)
+      work.push_back(blockArg);
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  bool yieldsResult = false;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<YieldOp>(user)) {
+        if (fusion.getResult(use.getOperandNumber()) != result)
+          return false;
+        yieldsResult = true;
+        continue;
+      }
+      if (!seen.insert(user).second)
+        continue;
+      auto kind = dyn_cast<FusionKindOpInterface>(user);
+      if (!kind || kind.getFusionKind() != FusionKind::Pointwise ||
+          user->getNumResults() != 1 || !user->getResult(0).hasOneUse() ||
+          cast<RankedTensorType>(user->getResult(0).getType()).getShape() !=
+              shape)
+        return false;
+      work.push_back(user->getResult(0));
+    }
+  }
+  return yieldsResult;
+}
+
 struct PlanMemoryPass : loom::impl::PlanMemoryPassBase<PlanMemoryPass> {
   using PlanMemoryPassBase::PlanMemoryPassBase;
 
@@ -61,6 +117,44 @@ struct PlanMemoryPass : loom::impl::PlanMemoryPassBase<PlanMemoryPass> {
         continue;
       if (failed(planFunction(func)))
         return signalPassFailure();
+    }
+  }
+
+  /// Gives each state argument and its new value one storage where the
+  /// update can be made in place (see the file comment).
+  void unionStateUpdates(func::FuncOp func,
+                         llvm::DenseMap<Operation *, int64_t> &stepOf,
+                         llvm::EquivalenceClasses<Value> &storage) {
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    llvm::StringMap<BlockArgument> args;
+    for (BlockArgument a : func.getArguments())
+      if (StringRef name = stateName(func, a.getArgNumber()); !name.empty())
+        args[name] = a;
+    for (auto [i, result] : llvm::enumerate(ret.getOperands())) {
+      StringAttr name = func.getResultAttrOfType<StringAttr>(i, kOutputAttr);
+      if (!name)
+        name = func.getResultAttrOfType<StringAttr>(i, kBufferAttr);
+      auto it = name ? args.find(name.getValue()) : args.end();
+      auto fusion = result.getDefiningOp<FusionOp>();
+      if (it == args.end() || !fusion || !result.hasOneUse())
+        continue;
+      BlockArgument arg = it->second;
+      // The new value alone in its storage; the argument's storage (it and
+      // its views) read last by the fusion, and by nothing else there.
+      if (arg.getType() != result.getType() ||
+          std::next(storage.findLeader(result)) != storage.member_end())
+        continue;
+      int64_t at = stepOf.lookup(fusion);
+      bool readBefore = true;
+      for (auto m = storage.findLeader(arg); m != storage.member_end(); ++m)
+        for (Operation *user : (*m).getUsers())
+          if (stepOf.lookup(user) > at ||
+              (user == fusion.getOperation() && *m != arg))
+            readBefore = false;
+      if (!readBefore || !pointwiseFrom(fusion, arg, result))
+        continue;
+      storage.unionSets(arg, result);
+      ++numInPlace;
     }
   }
 
@@ -89,6 +183,7 @@ struct PlanMemoryPass : loom::impl::PlanMemoryPassBase<PlanMemoryPass> {
       storage.insert(v);
     for (auto reshape : block.getOps<ReshapeOp>())
       storage.unionSets(reshape.getX(), reshape.getResult());
+    unionStateUpdates(func, stepOf, storage);
 
     llvm::DenseMap<Value, Interval> byRoot;
     for (Value v : values) {

@@ -44,21 +44,43 @@ struct Artifact::Impl {
   LoadOptions options;
   std::unique_ptr<Backend> backend;
   std::map<std::string, NpyArray> initial;
-  // One arena per entry, allocated by the entry's first run.
+  // One arena per entry and mode (plain, resident), allocated by the
+  // entry's first run in that mode (or, for an entry that is the home of
+  // resident tensors, by setResidentState).
   std::vector<std::unique_ptr<Arena>> arenas;
+  std::vector<std::unique_ptr<Arena>> residentArenas;
   // Per step, the byte offsets of a kernel's buffers (precomputed).
   std::vector<std::vector<std::vector<uint64_t>>> kernelOffsets;
 
-  // Resident state: one arena holding every param/state tensor at a 64-byte
-  // aligned offset (by name), allocated by the first setResidentState.
+  // Resident state, by name: at first in one arena of its own, each tensor
+  // at a 64-byte aligned offset (allocated by the first setResidentState).
+  // A tensor that an entry updates in place (its input and its new value
+  // share a buffer: loom-plan-memory's in-place update) moves to that buffer
+  // of the entry's resident-mode arena when the entry runs, and lives there
+  // (its home) until another such entry runs: so the entry that runs every
+  // step copies it neither in nor out.
   struct ResidentTensor {
     const Binding *binding; // the first param/state input of that name
     uint64_t offset;
+    int homeEntry = -1; // offset is in residentArenas[homeEntry]; -1: resident
   };
   std::map<std::string, ResidentTensor> residentLayout;
+  // Per entry, the resident tensors it updates in place, with their offset.
+  std::vector<std::vector<std::pair<ResidentTensor *, uint64_t>>> inPlace;
   uint64_t residentBytes = 0;
   std::unique_ptr<Arena> resident;
   bool residentSet = false;
+
+  Arena *homeArena(const ResidentTensor &t) const {
+    return t.homeEntry < 0 ? resident.get() : residentArenas[t.homeEntry].get();
+  }
+  /// The arena of `entry` in resident mode, allocated on first use.
+  Arena *residentArena(size_t entry, std::string *error, ErrorCode *code) {
+    if (!residentArenas[entry])
+      residentArenas[entry] =
+          backend->allocateArena(plan.entries[entry].arenaBytes, error, code);
+    return residentArenas[entry].get();
+  }
 
   // Recordings (CUDA graphs), per entry and mode (plain = 0, resident = 1):
   // the entry runs eagerly once, is recorded on its second run and replayed
@@ -163,12 +185,29 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
                     sink))
       return nullptr;
     impl.arenas.resize(impl.plan.entries.size());
+    impl.residentArenas.resize(impl.plan.entries.size());
     impl.slots.resize(impl.plan.entries.size() * 2);
     for (const PlanEntry &entry : impl.plan.entries)
       for (const Binding &in : entry.inputs)
         if (isStateKind(in.kind) &&
             !impl.residentLayout.count(in.name))
           impl.residentLayout.emplace(in.name, Impl::ResidentTensor{&in, 0});
+    impl.inPlace.resize(impl.plan.entries.size());
+    for (size_t e = 0; e < impl.plan.entries.size(); ++e) {
+      const PlanEntry &entry = impl.plan.entries[e];
+      for (const Binding &out : entry.outputs) {
+        auto it = impl.residentLayout.find(out.name);
+        if (out.kind != BindingKind::Output || it == impl.residentLayout.end())
+          continue;
+        for (const Binding &in : entry.inputs) {
+          uint64_t at = entry.buffers[in.buffer].offset;
+          if (in.name != out.name || !isStateKind(in.kind) ||
+              in.bytes != out.bytes || at != entry.buffers[out.buffer].offset)
+            continue;
+          impl.inPlace[e].push_back({&it->second, at});
+        }
+      }
+    }
     for (auto &[name, tensor] : impl.residentLayout) {
       tensor.offset = impl.residentBytes;
       uint64_t rounded = (tensor.binding->bytes + kBufferAlignment - 1) /
@@ -284,8 +323,8 @@ bool Artifact::setResidentState(const std::map<std::string, NpyArray> &tensors,
     std::string why;
     for (const auto &[name, t] : im.residentLayout) {
       const NpyArray &a = tensors.at(name);
-      if (!backend.upload(*im.resident, t.offset, a.data.data(), a.data.size(),
-                          &why)) {
+      if (!backend.upload(*im.homeArena(t), t.offset, a.data.data(),
+                          a.data.size(), &why)) {
         sink.set(ErrorCode::IO,
                  "resident state: tensor " + quoteName(name) + ": " + why);
         return false;
@@ -321,7 +360,7 @@ bool Artifact::readResidentState(std::map<std::string, NpyArray> *tensors,
       a.dtype = t.binding->dtype;
       a.shape = t.binding->shape;
       a.data.resize(t.binding->bytes);
-      if (!im.backend->download(*im.resident, t.offset, a.data.data(),
+      if (!im.backend->download(*im.homeArena(t), t.offset, a.data.data(),
                                 a.data.size(), &why)) {
         sink.set(ErrorCode::IO,
                  "resident state: tensor " + quoteName(name) + ": " + why);
@@ -437,17 +476,33 @@ bool Artifact::runImpl(std::string_view entryName,
       }
 
     Backend &backend = *im.backend;
-    std::unique_ptr<Arena> &arena = im.arenas[index];
-    if (!arena) {
-      arena = backend.allocateArena(entry->arenaBytes, error, code);
-      if (!arena)
-        return false;
-    }
+    if (!resident && !im.arenas[index])
+      im.arenas[index] = backend.allocateArena(entry->arenaBytes, error, code);
+    Arena *arena = resident ? im.residentArena(index, error, code)
+                            : im.arenas[index].get();
+    if (!arena)
+      return false;
     std::string stepError;
     auto stepFailed = [&](const std::string &what) {
       sink.set(ErrorCode::IO, where + ": " + what + ": " + stepError);
       return false;
     };
+    // State this entry updates in place moves into its arena (once): then
+    // it is neither copied in nor out while this entry keeps running.
+    bool moved = false;
+    for (auto &[t, at] : im.inPlace[index]) {
+      if (!resident || t->homeEntry == static_cast<int>(index))
+        continue;
+      if (!backend.copyBetween(*im.homeArena(*t), t->offset, *arena, at,
+                               t->binding->bytes, &stepError))
+        return stepFailed("moving resident state");
+      t->homeEntry = static_cast<int>(index);
+      t->offset = at;
+      moved = true;
+    }
+    if (moved) // recordings copy from where the state was
+      for (Impl::Slot &slot : im.slots)
+        slot = Impl::Slot{};
     for (size_t i = 0; i < bound.size(); ++i)
       if (bound[i] &&
           !backend.upload(*arena,
@@ -462,7 +517,10 @@ bool Artifact::runImpl(std::string_view entryName,
       for (const Binding &in : entry->inputs)
         if (isResidentInput(in)) {
           const Impl::ResidentTensor &t = im.residentLayout.at(in.name);
-          if (in.bytes && !backend.copyBetween(*im.resident, t.offset, *arena,
+          uint64_t at = entry->buffers[in.buffer].offset;
+          if (im.homeArena(t) == arena && t.offset == at)
+            continue; // updated in place: it lives here
+          if (in.bytes && !backend.copyBetween(*im.homeArena(t), t.offset, *arena,
                                                entry->buffers[in.buffer].offset,
                                                in.bytes, &stepError)) {
             failedAt = "resident input " + quoteName(in.name);
@@ -502,9 +560,12 @@ bool Artifact::runImpl(std::string_view entryName,
       for (const Binding &out : entry->outputs)
         if (isResidentOutput(out)) {
           const Impl::ResidentTensor &t = im.residentLayout.at(out.name);
-          if (out.bytes && !backend.copyBetween(
-                               *arena, entry->buffers[out.buffer].offset,
-                               *im.resident, t.offset, out.bytes, &stepError)) {
+          uint64_t at = entry->buffers[out.buffer].offset;
+          if (im.homeArena(t) == arena && t.offset == at)
+            continue; // updated in place
+          if (out.bytes && !backend.copyBetween(*arena, at, *im.homeArena(t),
+                                                t.offset, out.bytes,
+                                                &stepError)) {
             failedAt = "resident output " + quoteName(out.name);
             return false;
           }

@@ -166,5 +166,107 @@ TEST(Artifact, ImpossibleArenaFailsCleanly) {
       << error;
 }
 
+/// State updated in place (the regression artifact's train_step and
+/// apply_optimizer write w, b and their momenta over their inputs) lives in
+/// the running entry's arena and moves between entries: a resident sequence
+/// of train_step, apply_optimizer and train_step again, with forward runs
+/// reading the state in between, gives bitwise the state and losses of the
+/// same sequence run plainly with every tensor passed in and out.
+TEST(Artifact, ResidentStateUpdatedInPlaceMatchesPlainRuns) {
+  TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  ASSERT_TRUE(writeRegressionArtifact(dir.path()));
+  std::string error;
+  std::unique_ptr<Artifact> resident = Artifact::load(dir.path(), &error);
+  ASSERT_TRUE(resident) << error;
+  std::unique_ptr<Artifact> plain = Artifact::load(dir.path(), &error);
+  ASSERT_TRUE(plain) << error;
+
+  std::vector<float> xv(kBatch * kFeatures), yv(kBatch), gv = {0.5f, -1, 2,
+                                                              0.25f};
+  for (size_t i = 0; i < xv.size(); ++i)
+    xv[i] = static_cast<float>((i * 7) % 5) - 2.0f;
+  for (size_t i = 0; i < yv.size(); ++i)
+    yv[i] = static_cast<float>(i) * 0.5f - 1.0f;
+  NpyArray x = f32Array({kBatch, kFeatures}, xv), y = f32Array({kBatch, 1}, yv);
+  NpyArray gw = f32Array({kFeatures, 1}, gv), gb = f32Array({1}, {0.75f});
+  int64_t zero = 0;
+  NpyArray step = makeArray(DType::I64, {}, &zero);
+  std::map<std::string, NpyArray> state = {
+      {"w", f32Array({kFeatures, 1}, {0.1f, 0.2f, -0.3f, 0.4f})},
+      {"b", f32Array({1}, {0.5f})},
+      {"w.momentum", f32Array({kFeatures, 1}, {0, 0.1f, 0, -0.1f})},
+      {"b.momentum", f32Array({1}, {0.2f})}};
+  ASSERT_TRUE(resident->setResidentState(state, &error)) << error;
+
+  // The plain run: every param and state tensor in, the new values out.
+  auto plainRun = [&](const std::string &entry,
+                      std::map<std::string, const NpyArray *> inputs) {
+    const PlanEntry *e = nullptr;
+    for (const PlanEntry &pe : plain->plan().entries)
+      if (pe.name == entry)
+        e = &pe;
+    for (const Binding &in : e->inputs)
+      if (state.count(in.name))
+        inputs[in.name] = &state.at(in.name);
+    std::vector<NpyArray> outs, kept;
+    EXPECT_TRUE(plain->run(entry, inputs, &outs, &error)) << error;
+    if (outs.size() != e->outputs.size())
+      return kept;
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (state.count(e->outputs[i].name) &&
+          e->outputs[i].kind == BindingKind::Output)
+        state[e->outputs[i].name] = outs[i];
+      else
+        kept.push_back(outs[i]);
+    return kept; // the outputs that are not state (loss, step, lr)
+  };
+  auto residentRun = [&](const std::string &entry,
+                         std::vector<TensorRef> inputs) {
+    std::vector<NpyArray> outs;
+    EXPECT_TRUE(resident->runResident(entry, inputs, &outs, &error)) << error;
+    outs.resize(4); // (indexed below even after a failure)
+    return outs;
+  };
+  auto residentState = [&] {
+    std::map<std::string, NpyArray> now;
+    EXPECT_TRUE(resident->readResidentState(&now, &error)) << error;
+    return now;
+  };
+  auto expectSameState = [&](const char *when) {
+    std::map<std::string, NpyArray> now = residentState();
+    for (auto &[name, t] : state)
+      EXPECT_EQ(now.at(name).data, t.data) << name << " " << when;
+  };
+  std::vector<TensorRef> stepInputs = {tensorRef("x", x), tensorRef("y", y),
+                                       tensorRef("step", step)};
+  for (int i = 0; i < 3; ++i) {
+    std::vector<NpyArray> r = residentRun("train_step", stepInputs);
+    std::vector<NpyArray> p =
+        plainRun("train_step", {{"x", &x}, {"y", &y}, {"step", &step}});
+    ASSERT_FALSE(p.empty());
+    EXPECT_EQ(r[0].data, p[0].data) << "loss of step " << i;
+    expectSameState("after train_step");
+    // Another entry reads the state where it lives now.
+    std::vector<NpyArray> rf =
+        residentRun("forward", {tensorRef("x", x), tensorRef("y", y)});
+    std::vector<NpyArray> pf = plainRun("forward", {{"x", &x}, {"y", &y}});
+    ASSERT_FALSE(pf.empty());
+    EXPECT_EQ(rf[0].data, pf[0].data);
+  }
+  // The state moves to apply_optimizer's arena, and back.
+  residentRun("apply_optimizer", {tensorRef("step", step), tensorRef("w.grad", gw),
+                                  tensorRef("b.grad", gb)});
+  plainRun("apply_optimizer",
+           {{"step", &step}, {"w.grad", &gw}, {"b.grad", &gb}});
+  expectSameState("after apply_optimizer");
+  residentRun("train_step", stepInputs);
+  plainRun("train_step", {{"x", &x}, {"y", &y}, {"step", &step}});
+  expectSameState("after train_step again");
+  // Setting the state again writes where it lives now.
+  ASSERT_TRUE(resident->setResidentState(state, &error)) << error;
+  expectSameState("after setResidentState");
+}
+
 } // namespace
 } // namespace loomrt::test

@@ -314,6 +314,22 @@ func.func @case_conv2d_filter_grad(%x: tensor<2x4x7x6xf64> {loom.param = "x"}, %
   return %v2 : tensor<f64>
 }
 
+// loom.im2col with strides, asymmetric padding and dilations.
+func.func @case_im2col(%x: tensor<2x3x5x4xf64> {loom.param = "x"}, %weights: tensor<18x12xf64> {loom.input = "weights"}) -> (tensor<f64> {loom.output = "loss"}) {
+  %v0 = loom.im2col %x {kernel = array<i64: 3, 2>, strides = array<i64: 2, 1>, padding = array<i64: 1, 0, 0, 1>, dilations = array<i64: 1, 2>} : tensor<2x3x5x4xf64> -> tensor<18x12xf64>
+  %v1 = loom.mul %v0, %weights : tensor<18x12xf64>
+  %v2 = loom.reduce_sum %v1 dims = [0, 1] : tensor<18x12xf64> -> tensor<f64>
+  return %v2 : tensor<f64>
+}
+
+// loom.col2im, the adjoint of the im2col above.
+func.func @case_col2im(%c: tensor<18x12xf64> {loom.param = "cols"}, %weights: tensor<2x3x5x4xf64> {loom.input = "weights"}) -> (tensor<f64> {loom.output = "loss"}) {
+  %v0 = loom.col2im %c {kernel = array<i64: 3, 2>, strides = array<i64: 2, 1>, padding = array<i64: 1, 0, 0, 1>, dilations = array<i64: 1, 2>} : tensor<18x12xf64> -> tensor<2x3x5x4xf64>
+  %v1 = loom.mul %v0, %weights : tensor<2x3x5x4xf64>
+  %v2 = loom.reduce_sum %v1 dims = [0, 1, 2, 3] : tensor<2x3x5x4xf64> -> tensor<f64>
+  return %v2 : tensor<f64>
+}
+
 // loom.reduce_sum over one dimension.
 func.func @case_reduce_sum(%x: tensor<2x3x4xf64> {loom.param = "x"}, %weights: tensor<2x4xf64> {loom.input = "weights"}) -> (tensor<f64> {loom.output = "loss"}) {
   %v0 = loom.reduce_sum %x dims = [1] : tensor<2x3x4xf64> -> tensor<2x4xf64>

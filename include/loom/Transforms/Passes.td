@@ -127,6 +127,33 @@ def OptimizerPass : Pass<"loom-optimizer", "mlir::ModuleOp"> {
 // Code generation preparation
 //===----------------------------------------------------------------------===//
 
+def ConvToGemmPass : Pass<"loom-conv-to-gemm", "mlir::ModuleOp"> {
+  let summary = "Turns convolutions and their gradients into im2col and GEMMs.";
+  let description = [{
+    Rewrites every `loom.conv2d`, `loom.conv2d_input_grad` and
+    `loom.conv2d_filter_grad` with one group and f32 or f64 elements into a
+    library GEMM (`loom.matmul`, which stays outside the kernels) around
+    `loom.im2col` / `loom.col2im`, with `P = OH*OW` and `K = C*KH*KW`:
+
+    - `conv2d`: `filter[O, K] x im2col(x)[K, N*P]`, then the `[O, N, P]`
+      product transposed to `[N, O, P]`;
+    - `conv2d_filter_grad`: `dy[O, N*P] x im2col(x)^T`;
+    - `conv2d_input_grad`: `col2im(filter^T x dy[O, N*P])`.
+
+    `dy` is brought to `[O, N*P]` once per value, however many gradients
+    read it; with a batch of one every transpose is a reshape. Grouped and
+    depthwise convolutions and 16-bit ones are left alone (their direct
+    loops). Runs after inlining and CSE, before `loom-fuse`, so that the
+    transposes fuse with their neighbours; it does not run CSE itself, so
+    the forward's im2col is not kept alive for the backward (which makes
+    its own). Reports the rewritten count as a statistic.
+  }];
+  let statistics = [
+    Statistic<"numRewritten", "num-rewritten", "Convolutions rewritten">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def FusePass : Pass<"loom-fuse", "mlir::ModuleOp"> {
   let summary = "Groups ops into loom.fusion regions, one kernel each.";
   let description = [{
@@ -160,12 +187,21 @@ def PlanMemoryPass : Pass<"loom-plan-memory", "mlir::ModuleOp"> {
     largest first, each at the lowest 64-byte-aligned offset where it
     overlaps no value live at the same time. A reshape shares its operand's
     bytes. Arguments are live from the start, returned values to the end.
+    A param, optimizer-state or buffer argument shares its bytes with its
+    new value (the result of the same name) when the argument's last reader
+    is the kernel that makes the new value and, inside it, everything
+    computed from the argument is pointwise over its shape and feeds only
+    the new value (an optimizer update): the update is then made in place,
+    and the runtime keeps that state in the entry's arena between steps
+    instead of copying it in and out.
     Writes `loom.offsets` (one offset per result) on every op,
     `loom.offset` on every argument and `loom.arena_bytes` on the function,
     and reports the peak as a remark.
   }];
   let statistics = [
     Statistic<"arenaBytes", "arena-bytes", "Sum of the arenas' sizes">,
+    Statistic<"numInPlace", "num-in-place",
+              "State arguments updated in place">,
   ];
   let dependentDialects = ["loom::LoomDialect"];
 }

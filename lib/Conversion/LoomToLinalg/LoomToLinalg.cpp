@@ -574,6 +574,76 @@ Rewrite lowerConv2DFilterGrad(Lowerer &l, Conv2DFilterGradOp op, Value x,
                              ft.getDimSize(1)));
 }
 
+/// im2col: one parallel loop per (c, i, j, n, y, x) of the columns (as a
+/// 6-D tensor, reshaped to 2-D), reading the padded image at an affine
+/// position.
+Rewrite lowerIm2Col(Lowerer &l, Im2ColOp op, Value x) {
+  ArrayRef<int64_t> k = op.getKernel(), s = op.getStrides(),
+                    d = op.getDilations();
+  RankedTensorType xt = tensorType(x), rt = tensorType(op.getResult());
+  int64_t N = xt.getDimSize(0), C = xt.getDimSize(1);
+  int64_t P = rt.getDimSize(1) / N;
+  Value xp = l.padSpatial(x, op.getPadding());
+  int64_t OW = (tensorType(xp).getDimSize(3) - (k[1] - 1) * d[1] - 1) / s[1] + 1;
+  auto six = RankedTensorType::get({C, k[0], k[1], N, P / OW, OW},
+                                   xt.getElementType());
+  AffineExpr c = l.dim(0), i = l.dim(1), j = l.dim(2), n = l.dim(3),
+             y = l.dim(4), xx = l.dim(5);
+  AffineMap xMap = l.map(6, {n, c, y * s[0] + i * d[0], xx * s[1] + j * d[1]});
+  SmallVector<IteratorType> par(6, IteratorType::parallel);
+  Value cols = l.generic(xp, l.empty(six), {xMap, l.identity(6)}, par,
+                         [&](ValueRange a) { return one(a[0]); })[0];
+  return one(l.reshape(cols, rt));
+}
+
+/// col2im as a gather: each image position sums, over the kernel offsets
+/// (i, j) in order, the column entry that read it, if any. No atomics, so
+/// the same code and sum order on the CPU and the GPU.
+Rewrite lowerCol2Im(Lowerer &l, Col2ImOp op, Value cols) {
+  ArrayRef<int64_t> k = op.getKernel(), s = op.getStrides(),
+                    p = op.getPadding(), d = op.getDilations();
+  RankedTensorType rt = tensorType(op.getResult());
+  int64_t N = rt.getDimSize(0), C = rt.getDimSize(1);
+  int64_t OH = (rt.getDimSize(2) + p[0] + p[2] - (k[0] - 1) * d[0] - 1) / s[0] + 1;
+  int64_t OW = (rt.getDimSize(3) + p[1] + p[3] - (k[1] - 1) * d[1] - 1) / s[1] + 1;
+  Value six = l.reshape(cols, RankedTensorType::get({C, k[0], k[1], N, OH, OW},
+                                                    rt.getElementType()));
+  using P = arith::CmpIPredicate;
+  // The output row or column a window at kernel offset `kk` reads position
+  // `pos` from, and whether there is one.
+  auto source = [&](Value pos, Value kk, int64_t dim, Value &valid) {
+    Value at = l.sub(l.add(pos, l.index(p[dim])), l.mul(kk, l.index(d[dim])));
+    Value ok = l.cmpi(P::sge, at, l.index(0));
+    if (s[dim] > 1) {
+      Value rem = arith::RemSIOp::create(l.b, l.loc, at, l.index(s[dim]));
+      ok = l.andi(ok, l.cmpi(P::eq, rem, l.index(0)));
+      at = l.div(at, l.index(s[dim]));
+    }
+    int64_t out = dim == 0 ? OH : OW;
+    ok = l.andi(ok, l.cmpi(P::slt, at, l.index(out)));
+    valid = valid ? l.andi(valid, ok) : ok;
+    return at;
+  };
+  SmallVector<IteratorType> its(4, IteratorType::parallel);
+  its.append(2, IteratorType::reduction);
+  AffineMap outMap = l.map(6, {l.dim(0), l.dim(1), l.dim(2), l.dim(3)});
+  // The window only gives the (i, j) loops their sizes, as in pooling.
+  Value window =
+      l.empty(RankedTensorType::get({k[0], k[1]}, rt.getElementType()));
+  return one(l.generic(window, l.filled(rt, 0),
+                       {l.map(6, {l.dim(4), l.dim(5)}), outMap}, its,
+                       [&](ValueRange a) {
+                         Value n = l.linalgIndex(0), c = l.linalgIndex(1);
+                         Value i = l.linalgIndex(4), j = l.linalgIndex(5);
+                         Value valid;
+                         Value y = source(l.linalgIndex(2), i, 0, valid);
+                         Value x = source(l.linalgIndex(3), j, 1, valid);
+                         Value v = l.extractClamped(six, {c, i, j, n, y, x});
+                         v = l.select(valid, v, l.constant(rt.getElementType(), 0));
+                         return one(l.add(a[1], v));
+                       })[0]);
+}
+
 /// The input gradient as a stride-1 convolution of the stride-dilated,
 /// padded output gradient with the flipped filter: dy[oy] lands at row
 /// q = oy*s - pad + d*(KH-1) of P, and dx[iy] = sum_k P[iy + k*d] *
@@ -1157,6 +1227,8 @@ Rewrite lowerOp(Lowerer &l, Operation *op) {
       .Case([&](Conv2DInputGradOp c) {
         return lowerConv2DInputGrad(l, c, in[0], in[1]);
       })
+      .Case([&](Im2ColOp c) { return lowerIm2Col(l, c, in[0]); })
+      .Case([&](Col2ImOp c) { return lowerCol2Im(l, c, in[0]); })
       .Case([&](MaxPool2DOp p) {
         return lowerPool(l, op, in[0], p.getKernel(), p.getStrides(),
                          p.getPadding(), false);

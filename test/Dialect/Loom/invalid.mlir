@@ -1996,6 +1996,63 @@ func.func @pad_c3_shape(%x: tensor<2x3xf32>) {
 
 // -----
 
+// Tests that loom.im2col rejects an image that is not rank 4 (C1).
+func.func @im2col_c1_rank(%x: tensor<4x9x9xf32>) {
+  // expected-error @+2 {{the image must have rank 4 (NCHW), got 3}}
+  // expected-error @+1 {{'loom.im2col' op failed to infer returned types}}
+  %r = loom.im2col %x {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : tensor<4x9x9xf32> -> tensor<36x49xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.im2col rejects a kernel without 2 positive entries (C2).
+func.func @im2col_c2_kernel(%x: tensor<1x4x9x9xf32>) {
+  // expected-error @+2 {{kernel, strides and dilations need 2 positive entries and padding 4 non-negative ones}}
+  // expected-error @+1 {{'loom.im2col' op failed to infer returned types}}
+  %r = loom.im2col %x {kernel = array<i64: 3, 0>, strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : tensor<1x4x9x9xf32> -> tensor<36x49xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.im2col rejects a kernel larger than the padded image (C3).
+func.func @im2col_c3_fit(%x: tensor<1x4x2x2xf32>) {
+  // expected-error @+2 {{the dilated [3, 3] kernel does not fit in the padded image [1, 4, 2, 2]}}
+  // expected-error @+1 {{'loom.im2col' op failed to infer returned types}}
+  %r = loom.im2col %x {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : tensor<1x4x2x2xf32> -> tensor<36x1xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.col2im rejects cols that are not rank 2 (C1).
+func.func @col2im_c1_rank(%c: tensor<36x7x7xf32>) {
+  // expected-error @+1 {{cols must have rank 2, got 3}}
+  %r = loom.col2im %c {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : tensor<36x7x7xf32> -> tensor<1x4x9x9xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.col2im rejects negative padding (C2).
+func.func @col2im_c2_padding(%c: tensor<36x49xf32>) {
+  // expected-error @+1 {{kernel, strides and dilations need 2 positive entries and padding 4 non-negative ones}}
+  %r = loom.col2im %c {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, padding = array<i64: 0, -1, 0, 0>, dilations = array<i64: 1, 1>} : tensor<36x49xf32> -> tensor<1x4x9x9xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.col2im rejects cols of the wrong shape (C3).
+func.func @col2im_c3_shape(%c: tensor<36x48xf32>) {
+  // expected-error @+1 {{im2col of a [1, 4, 9, 9] result has shape [36, 49], not the [36, 48] of cols}}
+  %r = loom.col2im %c {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : tensor<36x48xf32> -> tensor<1x4x9x9xf32>
+  return
+}
+
+// -----
+
 // Tests that loom.conv2d_input_grad rejects a filter that is not rank 4 (C1).
 func.func @conv2d_input_grad_c1_rank(%dy: tensor<2x8x26x26xf32>, %w: tensor<8x3x3xf32>) {
   // expected-error @+1 {{'loom.conv2d_input_grad' op result, filter and dy must have rank 4}}

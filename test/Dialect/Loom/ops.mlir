@@ -758,6 +758,18 @@ func.func @conv2d_filter_grad(%x: tensor<8x1x28x28xf32>, %dy: tensor<8x8x28x28xf
 
 // -----
 
+// Tests that loom.im2col and loom.col2im round-trip.
+// CHECK-LABEL: func.func @im2col_col2im(
+// CHECK:         %[[C:.+]] = loom.im2col %{{.+}} {dilations = array<i64: 1, 1>, kernel = array<i64: 3, 3>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<2x4x9x9xf32> -> tensor<36x50xf32>
+// CHECK:         loom.col2im %[[C]] {dilations = array<i64: 1, 1>, kernel = array<i64: 3, 3>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<36x50xf32> -> tensor<2x4x9x9xf32>
+func.func @im2col_col2im(%x: tensor<2x4x9x9xf32>) -> tensor<2x4x9x9xf32> {
+  %c = loom.im2col %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : tensor<2x4x9x9xf32> -> tensor<36x50xf32>
+  %y = loom.col2im %c {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : tensor<36x50xf32> -> tensor<2x4x9x9xf32>
+  return %y : tensor<2x4x9x9xf32>
+}
+
+// -----
+
 // Tests that loom.max_pool2d_argmax round-trips.
 // CHECK-LABEL: func.func @max_pool2d_argmax(
 // CHECK-SAME:    %[[X:[^:]+]]: tensor<8x8x28x28xf32>)

@@ -174,6 +174,86 @@ int64_t Conv2DOp::getFlopCount() {
 }
 
 //===----------------------------------------------------------------------===//
+// Im2ColOp, Col2ImOp
+//===----------------------------------------------------------------------===//
+
+/// (C1)-(C3) of im2col for an `x` of type `xType`: the columns' type.
+static FailureOr<RankedTensorType>
+im2colType(std::optional<Location> loc, Type xType, ArrayRef<int64_t> kernel,
+           ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+           ArrayRef<int64_t> dil) {
+  auto x = ranked(xType);
+  // (C1)
+  if (x.getRank() != 4) {
+    (void)emitOptionalError(loc, "the image must have rank 4 (NCHW), got ",
+                            x.getRank());
+    return failure();
+  }
+  // (C2)
+  auto positive = [](ArrayRef<int64_t> v) {
+    return v.size() == 2 && llvm::all_of(v, [](int64_t e) { return e > 0; });
+  };
+  if (!positive(kernel) || !positive(strides) || !positive(dil) ||
+      pads.size() != 4 ||
+      llvm::any_of(pads, [](int64_t v) { return v < 0; })) {
+    (void)emitOptionalError(loc, "kernel, strides and dilations need 2 "
+                                 "positive entries and padding 4 "
+                                 "non-negative ones");
+    return failure();
+  }
+  // (C3)
+  int64_t h = windowOutSize(x.getDimSize(2), pads[0], pads[2], kernel[0],
+                            strides[0], dil[0]);
+  int64_t w = windowOutSize(x.getDimSize(3), pads[1], pads[3], kernel[1],
+                            strides[1], dil[1]);
+  if (h < 1 || w < 1) {
+    (void)emitOptionalError(loc, "the dilated ", shapeStr(kernel),
+                            " kernel does not fit in the padded image ",
+                            shapeStr(x.getShape()));
+    return failure();
+  }
+  return RankedTensorType::get(
+      {x.getDimSize(1) * kernel[0] * kernel[1], x.getDimSize(0) * h * w},
+      x.getElementType());
+}
+
+LogicalResult Im2ColOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  FailureOr<RankedTensorType> t =
+      im2colType(loc, adaptor.getX().getType(), adaptor.getKernel(),
+                 adaptor.getStrides(), adaptor.getPadding(),
+                 adaptor.getDilations());
+  if (failed(t))
+    return failure();
+  results.push_back(*t);
+  return success();
+}
+
+LogicalResult Col2ImOp::verify() {
+  auto cols = ranked(getCols().getType());
+  // (C1)
+  if (cols.getRank() != 2)
+    return emitOpError("cols must have rank 2, got ") << cols.getRank();
+  if (cols.getElementType() != ranked(getType()).getElementType())
+    return emitOpError("cols and result must have the same element type");
+  // (C2), and (C1) for the result
+  FailureOr<RankedTensorType> expected =
+      im2colType(getLoc(), getType(), getKernel(), getStrides(), getPadding(),
+                 getDilations());
+  if (failed(expected))
+    return failure();
+  // (C3)
+  if (expected->getShape() != cols.getShape())
+    return emitOpError("im2col of a ")
+           << shapeStr(ranked(getType()).getShape()) << " result has shape "
+           << shapeStr(expected->getShape()) << ", not the "
+           << shapeStr(cols.getShape()) << " of cols";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
 

@@ -515,6 +515,27 @@ LogicalResult Conv2DFilterGradOp::buildVJP(OpBuilder &b, ValueRange cts,
   return success();
 }
 
+LogicalResult Im2ColOp::buildVJP(OpBuilder &b, ValueRange cts,
+                                 SmallVectorImpl<Value> &out) {
+  // im2col is linear; its adjoint is col2im.
+  Value g = cts[0];
+  if (!g)
+    return noCotangents(*this, out);
+  out.push_back(Col2ImOp::create(b, getLoc(), getX().getType(), g, getKernel(),
+                                 getStrides(), getPadding(), getDilations()));
+  return success();
+}
+
+LogicalResult Col2ImOp::buildVJP(OpBuilder &b, ValueRange cts,
+                                 SmallVectorImpl<Value> &out) {
+  Value g = cts[0];
+  if (!g)
+    return noCotangents(*this, out);
+  out.push_back(Im2ColOp::create(b, getLoc(), g, getKernel(), getStrides(),
+                                 getPadding(), getDilations()));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//

@@ -489,6 +489,86 @@ def Loom_Conv2DFilterGradOp : Loom_Op<"conv2d_filter_grad", [Pure,
   let hasVerifier = 1;
 }
 
+def Loom_Im2ColOp : Loom_Op<"im2col", [Pure, Loom_Opaque, Loom_Follow,
+    InferTypeOpAdaptor]> {
+  let summary = "The windows of a 2-D convolution's input as the columns of a matrix.";
+  let description = [{
+    Lays out every window a `loom.conv2d` with these `kernel` (`[KH, KW]`),
+    `strides`, `padding` (`[top, left, bottom, right]`) and `dilations`
+    would read from `x` (`[N, C, H, W]`) as one column of a
+    `[C*KH*KW, N*OH*OW]` matrix, so that the convolution becomes one GEMM
+    (`filter[O, C*KH*KW] x cols`):
+
+    `result[(c*KH + i)*KW + j, (n*OH + y)*OW + x] =
+    x[n, c, y*sh + i*dh - pt, x*sw + j*dw - pl]`, and zero where that
+    position is in the padding.
+
+    ```mlir
+    %cols = loom.im2col %x {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>}
+        : tensor<8x4x28x28xf32> -> tensor<36x6272xf32>
+    ```
+
+    **Lifecycle**: created by `loom-conv-to-gemm` (before `loom-fuse`) from
+    `loom.conv2d` and `loom.conv2d_filter_grad`; one kernel of its own. Its
+    gradient is `loom.col2im`.
+
+    **Constraints**:
+
+    1. (C1) `x` has rank 4 and `result` rank 2, with the same element type.
+    2. (C2) `kernel`, `strides` and `dilations` have 2 positive entries,
+       `padding` 4 non-negative entries.
+    3. (C3) the dilated kernel fits in the padded input.
+  }];
+  let arguments = (ins Loom_FloatTensor:$x, DenseI64ArrayAttr:$kernel,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilations);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def Loom_Col2ImOp : Loom_Op<"col2im", [Pure, Loom_Opaque, Loom_Follow]> {
+  let summary = "Sums the columns of an im2col matrix back into the image (its adjoint).";
+  let description = [{
+    The adjoint of `loom.im2col` with the same `kernel`, `strides`,
+    `padding` and `dilations`: every entry of `cols` is added to the
+    position of `result` (`[N, C, H, W]`) that `loom.im2col` read it from;
+    entries read from the padding are dropped, and positions no window reads
+    are zero:
+
+    `result[n, c, h, w] = sum cols[(c*KH + i)*KW + j, (n*OH + y)*OW + x]`
+    over all `(i, j, y, x)` with `y*sh + i*dh - pt = h` and
+    `x*sw + j*dw - pl = w`, in the order of increasing `(i, j)`.
+
+    ```mlir
+    %dx = loom.col2im %dcols {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>}
+        : tensor<36x6272xf32> -> tensor<8x4x28x28xf32>
+    ```
+
+    The result type is given, since a strided window maps several input
+    sizes to one output size.
+
+    **Lifecycle**: created by `loom-conv-to-gemm` from
+    `loom.conv2d_input_grad` (after the GEMM `filter^T x dy`); one kernel of
+    its own, a gather (no atomics, the same sum order on every target). Its
+    gradient is `loom.im2col`.
+
+    **Constraints**:
+
+    1. (C1) `cols` has rank 2 and `result` rank 4, with the same element
+       type.
+    2. (C2) `kernel`, `strides` and `dilations` have 2 positive entries,
+       `padding` 4 non-negative entries.
+    3. (C3) `loom.im2col` of a `result`-shaped input has the shape of
+       `cols`.
+  }];
+  let arguments = (ins Loom_FloatTensor:$cols, DenseI64ArrayAttr:$kernel,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilations);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$cols attr-dict `:` type($cols) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,145 @@
+//===- ConvToGemm.cpp - Convolutions as im2col and library GEMMs ----------===//
+//
+// `loom-conv-to-gemm` rewrites the convolutions of a training step (forward,
+// input gradient, filter gradient) into `loom.matmul`, which the plan runs
+// as a BLAS / cuBLASLt GEMM, around `loom.im2col` and `loom.col2im` kernels.
+// With the columns laid out `[C*KH*KW, N*OH*OW]`, every convolution of a
+// batch is one GEMM (not one per image), which matters when the images are
+// small (a 32x32 ResNet ends at 1x1).
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace loom {
+#define GEN_PASS_DEF_CONVTOGEMMPASS
+#include "loom/Transforms/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+struct Rewriter {
+  OpBuilder b;
+  Location loc;
+
+  Value reshape(Value v, ArrayRef<int64_t> shape) {
+    RankedTensorType t = tensorOf(v);
+    if (t.getShape() == shape)
+      return v;
+    return ReshapeOp::create(b, loc, t.clone(shape), v);
+  }
+  /// [A, B, P] -> [B, A, P].
+  Value swapLeading(Value v) {
+    ArrayRef<int64_t> s = tensorOf(v).getShape();
+    return TransposeOp::create(b, loc, tensorOf(v).clone({s[1], s[0], s[2]}),
+                               v, ArrayRef<int64_t>{1, 0, 2});
+  }
+  /// A convolution output (or its gradient) `[N, O, OH, OW]` as the matrix
+  /// `[O, N*OH*OW]`; a reshape when N is 1.
+  Value outputToMatrix(Value y) {
+    ArrayRef<int64_t> s = tensorOf(y).getShape();
+    int64_t N = s[0], O = s[1], P = s[2] * s[3];
+    if (N == 1)
+      return reshape(y, {O, P});
+    return reshape(swapLeading(reshape(y, {N, O, P})), {O, N * P});
+  }
+  /// The inverse of outputToMatrix, into `type`.
+  Value matrixToOutput(Value m, RankedTensorType type) {
+    ArrayRef<int64_t> s = type.getShape();
+    int64_t N = s[0], O = s[1], P = s[2] * s[3];
+    if (N == 1)
+      return reshape(m, s);
+    return reshape(swapLeading(reshape(m, {O, N, P})), s);
+  }
+  Value filterMatrix(Value f) {
+    ArrayRef<int64_t> s = tensorOf(f).getShape();
+    return reshape(f, {s[0], s[1] * s[2] * s[3]});
+  }
+  Value matmul(Value lhs, Value rhs, bool ta, bool tb) {
+    ArrayRef<int64_t> l = tensorOf(lhs).getShape(), r = tensorOf(rhs).getShape();
+    SmallVector<int64_t> shape{ta ? l[1] : l[0], tb ? r[0] : r[1]};
+    return MatmulOp::create(b, loc, tensorOf(lhs).clone(shape), lhs, rhs, ta,
+                            tb);
+  }
+};
+
+/// Whether the GEMM form applies: one group, and an element type the plan's
+/// GEMM steps take.
+template <typename ConvOp> bool rewritable(ConvOp op) {
+  Type et = tensorOf(op->getResult(0)).getElementType();
+  return op.getGroups() == 1 && (et.isF32() || et.isF64());
+}
+
+struct ConvToGemmPass
+    : public loom::impl::ConvToGemmPassBase<ConvToGemmPass> {
+  void runOnOperation() override {
+    getOperation().walk([&](func::FuncOp func) { rewrite(func); });
+  }
+
+  void rewrite(func::FuncOp func) {
+    // dy as [O, N*P], made once per value right after it is defined.
+    llvm::DenseMap<Value, Value> dyMatrix;
+    auto matrixOfDy = [&](Value dy) {
+      auto it = dyMatrix.find(dy);
+      if (it != dyMatrix.end())
+        return it->second;
+      Rewriter r{OpBuilder(func.getContext()), dy.getLoc()};
+      r.b.setInsertionPointAfterValue(dy);
+      return dyMatrix[dy] = r.outputToMatrix(dy);
+    };
+    SmallVector<Operation *> convs;
+    func.walk([&](Operation *op) {
+      if (auto c = dyn_cast<Conv2DOp>(op); c && rewritable(c))
+        convs.push_back(op);
+      else if (auto c = dyn_cast<Conv2DInputGradOp>(op); c && rewritable(c))
+        convs.push_back(op);
+      else if (auto c = dyn_cast<Conv2DFilterGradOp>(op); c && rewritable(c))
+        convs.push_back(op);
+    });
+    for (Operation *op : convs) {
+      Rewriter r{OpBuilder(op), op->getLoc()};
+      auto kernelOf = [](Value filter) {
+        ArrayRef<int64_t> s = tensorOf(filter).getShape();
+        return SmallVector<int64_t>{s[2], s[3]};
+      };
+      Value result;
+      if (auto c = dyn_cast<Conv2DOp>(op)) {
+        Value cols = Im2ColOp::create(r.b, r.loc, c.getInput(),
+                                      kernelOf(c.getFilter()), c.getStrides(),
+                                      c.getPadding(), c.getDilations());
+        Value y = r.matmul(r.filterMatrix(c.getFilter()), cols, false, false);
+        result = r.matrixToOutput(y, tensorOf(c.getResult()));
+      } else if (auto c = dyn_cast<Conv2DFilterGradOp>(op)) {
+        Value cols = Im2ColOp::create(r.b, r.loc, c.getX(),
+                                      kernelOf(c.getResult()), c.getStrides(),
+                                      c.getPadding(), c.getDilations());
+        Value dw = r.matmul(matrixOfDy(c.getDy()), cols, false, true);
+        result = r.reshape(dw, tensorOf(c.getResult()).getShape());
+      } else {
+        auto g = cast<Conv2DInputGradOp>(op);
+        Value dcols = r.matmul(r.filterMatrix(g.getFilter()),
+                               matrixOfDy(g.getDy()), true, false);
+        result = Col2ImOp::create(r.b, r.loc, g.getType(), dcols,
+                                  kernelOf(g.getFilter()), g.getStrides(),
+                                  g.getPadding(), g.getDilations());
+      }
+      op->getResult(0).replaceAllUsesWith(result);
+      op->erase();
+      ++numRewritten;
+    }
+  }
+};
+
+} // namespace

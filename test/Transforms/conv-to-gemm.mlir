@@ -1,0 +1,72 @@
+// loom-conv-to-gemm: the convolutions become im2col / col2im and GEMMs, and
+// the rewritten function still computes the convolutions (run by the
+// interpreter, checked against NumPy's, with a batch of 2, strides,
+// asymmetric padding and dilations).
+
+// RUN: loom-opt --loom-conv-to-gemm %s | FileCheck %s
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: loom-opt --loom-conv-to-gemm %s -o %t/gemm.mlir
+// RUN: %python -c "import numpy as np; r = np.random.RandomState(3); \
+// RUN:   [np.save('%t/' + n + '.npy', r.randn(*s).astype(np.float32)) for n, s in \
+// RUN:    [('x', (2, 3, 6, 5)), ('w', (4, 3, 3, 2)), ('dy', (2, 4, 4, 4))]]"
+// RUN: loom-interp %t/gemm.mlir --input x=%t/x.npy --input w=%t/w.npy --input dy=%t/dy.npy --output-dir %t/out
+// RUN: %python -c "import sys; sys.path.insert(0, '%S/../Interp/Inputs'); import numpy as np, ref; \
+// RUN:   L = lambda n: np.load('%t/' + n + '.npy').astype(np.float64); O = lambda n: np.load('%t/out/' + n + '.npy'); \
+// RUN:   a = ((2, 1), (1, 0, 2, 1), (1, 2), 1); \
+// RUN:   ref.check('conv', O('y'), ref.conv2d(L('x'), L('w'), *a)); \
+// RUN:   ref.check('input_grad', O('dx'), ref.conv2d_input_grad(L('dy'), L('w'), (2, 3, 6, 5), *a)); \
+// RUN:   ref.check('filter_grad', O('dw'), ref.conv2d_filter_grad(L('x'), L('dy'), (4, 3, 3, 2), *a))" | FileCheck %s --check-prefix=NUM
+
+// NUM: OK conv
+// NUM: OK input_grad
+// NUM: OK filter_grad
+
+// CHECK-LABEL: func.func @forward
+// dy as [O, N*P] is made once, for both gradients.
+// CHECK:      %[[DY3:.*]] = loom.reshape %arg2 : tensor<2x4x4x4xf32> -> tensor<2x4x16xf32>
+// CHECK-NEXT: %[[DYT:.*]] = loom.transpose %[[DY3]] perm = [1, 0, 2] : tensor<2x4x16xf32> -> tensor<4x2x16xf32>
+// CHECK-NEXT: %[[DYM:.*]] = loom.reshape %[[DYT]] : tensor<4x2x16xf32> -> tensor<4x32xf32>
+// CHECK:      %[[COLS:.*]] = loom.im2col %arg0 {{.*}}kernel = array<i64: 3, 2>{{.*}} : tensor<2x3x6x5xf32> -> tensor<18x32xf32>
+// CHECK:      %[[WM:.*]] = loom.reshape %arg1 : tensor<4x3x3x2xf32> -> tensor<4x18xf32>
+// CHECK:      %[[Y:.*]] = loom.matmul %[[WM]], %[[COLS]] : (tensor<4x18xf32>, tensor<18x32xf32>) -> tensor<4x32xf32>
+// CHECK:      loom.transpose {{.*}} -> tensor<2x4x16xf32>
+// CHECK:      %[[DCOLS:.*]] = loom.matmul {{.*}}, %[[DYM]] {transpose_a} : (tensor<4x18xf32>, tensor<4x32xf32>) -> tensor<18x32xf32>
+// CHECK:      loom.col2im %[[DCOLS]] {{.*}} : tensor<18x32xf32> -> tensor<2x3x6x5xf32>
+// CHECK:      %[[COLS2:.*]] = loom.im2col %arg0
+// CHECK:      loom.matmul %[[DYM]], %[[COLS2]] {transpose_b} : (tensor<4x32xf32>, tensor<18x32xf32>) -> tensor<4x18xf32>
+// CHECK-NOT:  loom.conv2d
+// CHECK:      return
+func.func @forward(%x: tensor<2x3x6x5xf32> {loom.input = "x"},
+                   %w: tensor<4x3x3x2xf32> {loom.input = "w"},
+                   %dy: tensor<2x4x4x4xf32> {loom.input = "dy"})
+    -> (tensor<2x4x4x4xf32> {loom.output = "y"},
+        tensor<2x3x6x5xf32> {loom.output = "dx"},
+        tensor<4x3x3x2xf32> {loom.output = "dw"}) {
+  %y = loom.conv2d %x, %w {strides = array<i64: 2, 1>, padding = array<i64: 1, 0, 2, 1>, dilations = array<i64: 1, 2>, groups = 1 : i64}
+      : (tensor<2x3x6x5xf32>, tensor<4x3x3x2xf32>) -> tensor<2x4x4x4xf32>
+  %dx = loom.conv2d_input_grad %dy, %w {strides = array<i64: 2, 1>, padding = array<i64: 1, 0, 2, 1>, dilations = array<i64: 1, 2>, groups = 1 : i64}
+      : (tensor<2x4x4x4xf32>, tensor<4x3x3x2xf32>) -> tensor<2x3x6x5xf32>
+  %dw = loom.conv2d_filter_grad %x, %dy {strides = array<i64: 2, 1>, padding = array<i64: 1, 0, 2, 1>, dilations = array<i64: 1, 2>, groups = 1 : i64}
+      : (tensor<2x3x6x5xf32>, tensor<2x4x4x4xf32>) -> tensor<4x3x3x2xf32>
+  return %y, %dx, %dw : tensor<2x4x4x4xf32>, tensor<2x3x6x5xf32>, tensor<4x3x3x2xf32>
+}
+
+// A batch of one needs no transposes; grouped and 16-bit convolutions keep
+// their direct loops.
+// CHECK-LABEL: func.func @single_grouped_bf16
+// CHECK-NOT:   loom.transpose
+// CHECK:       loom.im2col
+// CHECK:       loom.conv2d {{.*}}groups = 2
+// CHECK:       loom.conv2d {{.*}}bf16
+func.func @single_grouped_bf16(%x: tensor<1x4x5x5xf32>, %w: tensor<6x4x3x3xf32>,
+                               %wg: tensor<6x2x3x3xf32>, %xb: tensor<1x4x5x5xbf16>,
+                               %wb: tensor<6x4x3x3xbf16>)
+    -> (tensor<1x6x3x3xf32>, tensor<1x6x3x3xf32>, tensor<1x6x3x3xbf16>) {
+  %a = loom.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>}
+      : (tensor<1x4x5x5xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x3x3xf32>
+  %b = loom.conv2d %x, %wg {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 2 : i64}
+      : (tensor<1x4x5x5xf32>, tensor<6x2x3x3xf32>) -> tensor<1x6x3x3xf32>
+  %c = loom.conv2d %xb, %wb {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>}
+      : (tensor<1x4x5x5xbf16>, tensor<6x4x3x3xbf16>) -> tensor<1x6x3x3xbf16>
+  return %a, %b, %c : tensor<1x6x3x3xf32>, tensor<1x6x3x3xf32>, tensor<1x6x3x3xbf16>
+}
