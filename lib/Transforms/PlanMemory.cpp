@@ -14,11 +14,11 @@
 // bytes with its inputs, with one exception, the in-place state update: a
 // param, optimizer state or buffer argument and its new value (the result of
 // the same name) share their bytes when the new value is made by the
-// argument's last reader, a kernel in which everything computed from the
-// argument is pointwise over its shape and feeds only the new value. Every
-// element is then read before it is overwritten, by the same loop iteration
-// (or GPU thread), and the runtime keeps the state in the entry's arena
-// between steps instead of copying it in and out.
+// argument's last reader, a kernel that reads the argument only on the way
+// to the new value (pointwise ops over its shape, one reader per result; see
+// pointwiseFrom). Every element is then read before it is overwritten, by
+// the same loop iteration (or GPU thread), and the runtime keeps the state
+// in the entry's arena between steps instead of copying it in and out.
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,43 +69,44 @@ StringRef stateName(func::FuncOp func, unsigned arg) {
 }
 
 /// Whether `fusion` may write its result `result` over its input `arg`:
-/// inside the region, every op computed (transitively) from `arg` is
-/// pointwise, has one result of `arg`'s shape and one user, and the only
-/// such value that leaves the region is `result`. Then each element of the
-/// result is computed from the same element of `arg` in one fused loop
-/// iteration, and nothing reads `arg` after that element is written.
+/// inside the region, every op that reads `arg`, and every op that reads
+/// what those compute, up to the op that makes `result`, is pointwise with
+/// one result of `arg`'s shape, and each value on the way has one user (so
+/// nothing else reads it and it fuses into the next op). Then `arg` is read
+/// only on the way to `result`: each element before the same element of
+/// `result` is written, by the loop iteration (GPU thread) that writes it.
+/// What is computed from `result` afterwards reads the new value.
 bool pointwiseFrom(FusionOp fusion, Value arg, Value result) {
   Block &body = fusion.getBody().front();
   auto shape = cast<RankedTensorType>(arg.getType()).getShape();
+  Value made = body.getTerminator()->getOperand(
+      cast<OpResult>(result).getResultNumber());
   SmallVector<Value> work;
   for (auto [in, blockArg] :
        llvm::zip_equal(fusion.getInputs(), body.getArguments()))
     if (in == arg)
       work.push_back(blockArg);
-  llvm::SmallPtrSet<Operation *, 16> seen;
-  bool yieldsResult = false;
+  bool reaches = false;
   while (!work.empty()) {
     Value v = work.pop_back_val();
-    for (OpOperand &use : v.getUses()) {
-      Operation *user = use.getOwner();
-      if (isa<YieldOp>(user)) {
-        if (fusion.getResult(use.getOperandNumber()) != result)
-          return false;
-        yieldsResult = true;
-        continue;
-      }
-      if (!seen.insert(user).second)
-        continue;
+    for (Operation *user : v.getUsers()) {
       auto kind = dyn_cast<FusionKindOpInterface>(user);
       if (!kind || kind.getFusionKind() != FusionKind::Pointwise ||
-          user->getNumResults() != 1 || !user->getResult(0).hasOneUse() ||
+          user->getNumResults() != 1 ||
           cast<RankedTensorType>(user->getResult(0).getType()).getShape() !=
               shape)
+        return false; // also a yield of the argument or of a partial value
+      Value out = user->getResult(0);
+      if (out == made) {
+        reaches = true;
+        continue;
+      }
+      if (!out.hasOneUse())
         return false;
-      work.push_back(user->getResult(0));
+      work.push_back(out);
     }
   }
-  return yieldsResult;
+  return reaches;
 }
 
 struct PlanMemoryPass : loom::impl::PlanMemoryPassBase<PlanMemoryPass> {

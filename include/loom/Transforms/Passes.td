@@ -189,11 +189,13 @@ def PlanMemoryPass : Pass<"loom-plan-memory", "mlir::ModuleOp"> {
     bytes. Arguments are live from the start, returned values to the end.
     A param, optimizer-state or buffer argument shares its bytes with its
     new value (the result of the same name) when the argument's last reader
-    is the kernel that makes the new value and, inside it, everything
-    computed from the argument is pointwise over its shape and feeds only
-    the new value (an optimizer update): the update is then made in place,
-    and the runtime keeps that state in the entry's arena between steps
-    instead of copying it in and out.
+    is the kernel that makes the new value and, inside it, the argument is
+    read only on the way to the new value: by pointwise ops over its shape
+    whose results each have one reader (what is computed from the new value
+    itself, like AdamW's parameter update from the new moments, reads the
+    new value). The update is then made in place, and the runtime keeps
+    that state in the entry's arena between steps instead of copying it in
+    and out.
     Writes `loom.offsets` (one offset per result) on every op,
     `loom.offset` on every argument and `loom.arena_bytes` on the function,
     and reports the peak as a remark.

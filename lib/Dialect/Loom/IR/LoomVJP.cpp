@@ -971,20 +971,6 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange cts,
   // All dimensions of the logits but the class dimension.
   SmallVector<int64_t> labelDims = allButChannel(lt);
 
-  // onehot[n, c, ...] = (labels[n, ...] == c).
-  SmallVector<Attribute> classAttrs;
-  for (int64_t c = 0; c < classes; ++c)
-    classAttrs.push_back(b.getIntegerAttr(intType, c));
-  Value classIds = ConstantOp::create(
-      b, getLoc(),
-      DenseElementsAttr::get(RankedTensorType::get({classes}, intType),
-                             classAttrs));
-  auto intLogits = lt.clone(intType);
-  Value onehot = e.castTo(e.cmp(ComparePredicate::EQ,
-                                e.broadcast(labels, intLogits, labelDims),
-                                e.channel(classIds, intLogits)),
-                          floatType);
-
   // Per-label weight of (softmax - onehot): the cotangent of its loss term,
   // 0 for ignored labels.
   Value valid;
@@ -1012,7 +998,25 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange cts,
   }
   if (valid)
     weight = e.mul(weight, valid);
+
+  // The softmax, then the one-hot labels and the product: loom-fuse groups
+  // ops in order with one reduction per kernel, so everything after the
+  // softmax is its epilogue, in its kernel, and the logits-sized one-hot is
+  // never materialized.
   Value probs = SoftmaxOp::create(b, getLoc(), logits, 1);
+  // onehot[n, c, ...] = (labels[n, ...] == c).
+  SmallVector<Attribute> classAttrs;
+  for (int64_t c = 0; c < classes; ++c)
+    classAttrs.push_back(b.getIntegerAttr(intType, c));
+  Value classIds = ConstantOp::create(
+      b, getLoc(),
+      DenseElementsAttr::get(RankedTensorType::get({classes}, intType),
+                             classAttrs));
+  auto intLogits = lt.clone(intType);
+  Value onehot = e.castTo(e.cmp(ComparePredicate::EQ,
+                                e.broadcast(labels, intLogits, labelDims),
+                                e.channel(classIds, intLogits)),
+                          floatType);
   Value dlogits =
       e.mul(e.sub(probs, onehot), e.broadcast(weight, lt, labelDims));
   out.append({dlogits, Value()});
