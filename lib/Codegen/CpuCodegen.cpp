@@ -61,7 +61,14 @@
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
 
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
+#include "llvm/Support/Threading.h"
+#include "llvm/Transforms/Utils/SplitModule.h"
+
+#include <algorithm>
 #include <mutex>
+#include <thread>
 
 #ifndef LOOM_LLVM_TOOLS_DIR
 #define LOOM_LLVM_TOOLS_DIR ""
@@ -361,6 +368,109 @@ void addEmulatedLaunches(llvm::Module &m, ArrayRef<EmulatedLaunch> launches) {
 }
 } // namespace
 
+namespace {
+/// A target machine for the host CPU and its features, at -O3.
+std::unique_ptr<llvm::TargetMachine> hostTargetMachine(std::string &error) {
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return nullptr;
+  std::string features;
+  for (auto &f : llvm::sys::getHostCPUFeatures())
+    features += (f.second ? "+" : "-") + f.first().str() + ",";
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, llvm::sys::getHostCPUName(), features, llvm::TargetOptions(),
+      llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!tm)
+    error = "cannot create a target machine for " + triple.str();
+  return tm;
+}
+
+/// Optimizes `m` at -O3 and writes it to `object`.
+bool optimizeAndEmit(llvm::Module &m, llvm::TargetMachine &tm,
+                     const std::string &object, std::string &error) {
+  if (llvm::Error e = makeOptimizingTransformer(3, 0, &tm)(&m)) {
+    error = "LLVM optimization failed: " + llvm::toString(std::move(e));
+    return false;
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream os(object, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    error = "cannot write " + object + ": " + ec.message();
+    return false;
+  }
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr,
+                             llvm::CodeGenFileType::ObjectFile)) {
+    error = "the target cannot emit object files";
+    return false;
+  }
+  pm.run(m);
+  return true;
+}
+
+/// Optimizes and compiles `m` into object files `<base>.<i>.o`, on all
+/// cores: the module is split into one partition per thread (a kernel's
+/// wrapper and its internal implementation stay together), each carried as
+/// bitcode into an LLVM context of its own, where it is optimized and
+/// compiled. The kernels are independent functions, so the partitions'
+/// code is what the whole module's would be.
+LogicalResult emitObjects(llvm::Module &m, const std::string &base,
+                          SmallVectorImpl<std::string> &objects,
+                          std::string &error) {
+  unsigned functions = llvm::count_if(
+      m.functions(), [](llvm::Function &f) { return !f.isDeclaration(); });
+  unsigned parts = std::clamp(
+      llvm::hardware_concurrency().compute_thread_count(), 1u,
+      std::max(1u, functions / 2));
+  if (parts == 1) {
+    std::unique_ptr<llvm::TargetMachine> tm = hostTargetMachine(error);
+    objects.push_back(base + ".o");
+    return success(tm && optimizeAndEmit(m, *tm, objects.back(), error));
+  }
+  SmallVector<SmallString<0>> bitcode;
+  llvm::SplitModule(
+      m, parts,
+      [&](std::unique_ptr<llvm::Module> part) {
+        bitcode.emplace_back();
+        llvm::raw_svector_ostream os(bitcode.back());
+        llvm::WriteBitcodeToFile(*part, os);
+      },
+      /*PreserveLocals=*/true);
+  // All names first: the threads read `objects` while this one would grow it.
+  for (size_t i = 0; i < bitcode.size(); ++i)
+    objects.push_back(base + "." + std::to_string(i) + ".o");
+  SmallVector<std::string> errors(bitcode.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < bitcode.size(); ++i) {
+    threads.emplace_back([&, i] {
+      llvm::LLVMContext context;
+      llvm::Expected<std::unique_ptr<llvm::Module>> part =
+          llvm::parseBitcodeFile(
+              llvm::MemoryBufferRef(bitcode[i].str(), "kernels"), context);
+      if (!part) {
+        errors[i] = llvm::toString(part.takeError());
+        return;
+      }
+      std::unique_ptr<llvm::TargetMachine> tm = hostTargetMachine(errors[i]);
+      if (tm)
+        optimizeAndEmit(**part, *tm, objects[i], errors[i]);
+    });
+  }
+  for (std::thread &t : threads)
+    t.join();
+  for (const std::string &e : errors)
+    if (!e.empty()) {
+      error = e;
+      for (const std::string &object : objects)
+        llvm::sys::fs::remove(object);
+      return failure();
+    }
+  return success();
+}
+} // namespace
+
 LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
                                      std::string &error,
                                      ArrayRef<EmulatedLaunch> emulated,
@@ -385,53 +495,25 @@ LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
     error = "cannot translate the kernels to LLVM IR";
     return failure();
   }
-  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
-  const llvm::Target *target =
-      llvm::TargetRegistry::lookupTarget(triple, error);
-  if (!target)
+  std::unique_ptr<llvm::TargetMachine> tm = hostTargetMachine(error);
+  if (!tm)
     return failure();
-  std::string features;
-  for (auto &f : llvm::sys::getHostCPUFeatures())
-    features += (f.second ? "+" : "-") + f.first().str() + ",";
-  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, llvm::sys::getHostCPUName(), features, llvm::TargetOptions(),
-      llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
-  if (!tm) {
-    error = "cannot create a target machine for " + triple.str();
-    return failure();
-  }
-  m->setTargetTriple(triple);
+  m->setTargetTriple(tm->getTargetTriple());
   m->setDataLayout(tm->createDataLayout());
   addAbiWrappers(*m, names);
   addEmulatedLaunches(*m, emulated);
-  if (llvm::Error e = makeOptimizingTransformer(3, 0, tm.get())(m.get())) {
-    error = "LLVM optimization failed: " + llvm::toString(std::move(e));
-    return failure();
-  }
 
-  std::string object = path + ".o";
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(object, ec, llvm::sys::fs::OF_None);
-    if (ec) {
-      error = "cannot write " + object + ": " + ec.message();
-      return failure();
-    }
-    llvm::legacy::PassManager pm;
-    if (tm->addPassesToEmitFile(pm, os, nullptr,
-                                llvm::CodeGenFileType::ObjectFile)) {
-      error = "the target cannot emit object files";
-      return failure();
-    }
-    pm.run(*m);
-  }
+  SmallVector<std::string> objects;
+  if (failed(emitObjects(*m, path, objects, error)))
+    return failure();
   std::string linker = findLinker();
   if (linker.empty()) {
     error = "cannot find ld.lld (install lld-22)";
     return failure();
   }
   SmallVector<StringRef> args{linker, "-shared", "-O2", "--as-needed",
-                              "-o", path, object};
+                              "-o", path};
+  args.append(objects.begin(), objects.end());
   // libm resolves the math the kernels call (expf, tanhf, erff, ...).
   for (const char *libm : {"/lib/x86_64-linux-gnu/libm.so.6",
                            "/usr/lib/x86_64-linux-gnu/libm.so.6",
@@ -465,7 +547,8 @@ LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
   std::string message;
   int rc = llvm::sys::ExecuteAndWait(linker, args, std::nullopt, {}, 0, 0,
                                      &message);
-  llvm::sys::fs::remove(object);
+  for (const std::string &object : objects)
+    llvm::sys::fs::remove(object);
   if (rc != 0) {
     error = "linking " + path + " failed" +
             (message.empty() ? "" : ": " + message);
