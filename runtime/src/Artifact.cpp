@@ -45,8 +45,9 @@ struct Artifact::Impl {
   std::unique_ptr<Backend> backend;
   std::map<std::string, NpyArray> initial;
   // One arena per entry and mode (plain, resident), allocated by the
-  // entry's first run in that mode (or, for an entry that is the home of
-  // resident tensors, by setResidentState).
+  // entry's first run in that mode. A resident-mode arena may also hold
+  // resident state between runs (see below), so plain runs of the same
+  // entry use an arena of their own.
   std::vector<std::unique_ptr<Arena>> arenas;
   std::vector<std::unique_ptr<Arena>> residentArenas;
   // Per step, the byte offsets of a kernel's buffers (precomputed).

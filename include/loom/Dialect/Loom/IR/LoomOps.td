@@ -371,8 +371,9 @@ def Loom_Conv2DOp : Loom_Op<"conv2d", [Pure, Loom_Contraction,
 
     **Lifecycle**: created by the importers (ONNX `Conv`) and by
     `loom-autodiff` (the second-order gradients of `loom.conv2d_input_grad`
-    and `loom.conv2d_filter_grad` use it); codegen calls the vendor library
-    or an implicit GEMM.
+    and `loom.conv2d_filter_grad` use it); `loom-conv-to-gemm` makes it
+    `loom.im2col` and a GEMM (one group, f32 or f64), otherwise it is a
+    kernel of its own (a direct loop nest).
 
     **Constraints**:
 
@@ -415,8 +416,9 @@ def Loom_Conv2DInputGradOp : Loom_Op<"conv2d_input_grad", [Pure,
     ```
 
     **Lifecycle**: created by `loom-autodiff` (gradient of `loom.conv2d`
-    and of `loom.avg_pool2d`); codegen calls the vendor library's
-    backward-data convolution. Its own gradient uses `loom.conv2d` and
+    and of `loom.avg_pool2d`); `loom-conv-to-gemm` makes it a GEMM and
+    `loom.col2im` (one group, f32 or f64), otherwise it is a kernel of its
+    own. Its own gradient uses `loom.conv2d` and
     `loom.conv2d_filter_grad`.
 
     **Constraints**:
@@ -463,7 +465,8 @@ def Loom_Conv2DFilterGradOp : Loom_Op<"conv2d_filter_grad", [Pure,
     ```
 
     **Lifecycle**: created by `loom-autodiff` (gradient of `loom.conv2d`);
-    codegen calls the vendor library's backward-filter convolution. Its own
+    `loom-conv-to-gemm` makes it `loom.im2col` and a GEMM (one group, f32
+    or f64), otherwise it is a kernel of its own. Its own
     gradient uses `loom.conv2d` and `loom.conv2d_input_grad`.
 
     **Constraints**:
