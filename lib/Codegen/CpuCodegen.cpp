@@ -411,12 +411,13 @@ bool optimizeAndEmit(llvm::Module &m, llvm::TargetMachine &tm,
 }
 
 /// Optimizes and compiles `m` into object files `<base>.<i>.o`, on all
-/// cores: the module is split into one partition per thread (a kernel's
+/// cores (`tm` serves a single partition; each thread makes its own): the module is split into one partition per thread (a kernel's
 /// wrapper and its internal implementation stay together), each carried as
 /// bitcode into an LLVM context of its own, where it is optimized and
 /// compiled. The kernels are independent functions, so the partitions'
 /// code is what the whole module's would be.
-LogicalResult emitObjects(llvm::Module &m, const std::string &base,
+LogicalResult emitObjects(llvm::Module &m, llvm::TargetMachine &tm,
+                          const std::string &base,
                           SmallVectorImpl<std::string> &objects,
                           std::string &error) {
   unsigned functions = llvm::count_if(
@@ -425,9 +426,8 @@ LogicalResult emitObjects(llvm::Module &m, const std::string &base,
       llvm::hardware_concurrency().compute_thread_count(), 1u,
       std::max(1u, functions / 2));
   if (parts == 1) {
-    std::unique_ptr<llvm::TargetMachine> tm = hostTargetMachine(error);
     objects.push_back(base + ".o");
-    return success(tm && optimizeAndEmit(m, *tm, objects.back(), error));
+    return success(optimizeAndEmit(m, tm, objects.back(), error));
   }
   SmallVector<SmallString<0>> bitcode;
   llvm::SplitModule(
@@ -504,7 +504,7 @@ LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
   addEmulatedLaunches(*m, emulated);
 
   SmallVector<std::string> objects;
-  if (failed(emitObjects(*m, path, objects, error)))
+  if (failed(emitObjects(*m, *tm, path, objects, error)))
     return failure();
   std::string linker = findLinker();
   if (linker.empty()) {

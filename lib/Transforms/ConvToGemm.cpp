@@ -89,15 +89,16 @@ struct ConvToGemmPass
   }
 
   void rewrite(func::FuncOp func) {
-    // dy as [O, N*P], made once per value right after it is defined.
-    llvm::DenseMap<Value, Value> dyMatrix;
-    auto matrixOfDy = [&](Value dy) {
-      auto it = dyMatrix.find(dy);
-      if (it != dyMatrix.end())
+    // dy as [O, N*P] and a filter as [O, K], each made once per value
+    // right after it is defined, however many convolutions read it.
+    llvm::DenseMap<Value, Value> matrices;
+    auto matrixOf = [&](Value v, bool filter) {
+      auto it = matrices.find(v);
+      if (it != matrices.end())
         return it->second;
-      Rewriter r{OpBuilder(func.getContext()), dy.getLoc()};
-      r.b.setInsertionPointAfterValue(dy);
-      return dyMatrix[dy] = r.outputToMatrix(dy);
+      Rewriter r{OpBuilder(func.getContext()), v.getLoc()};
+      r.b.setInsertionPointAfterValue(v);
+      return matrices[v] = filter ? r.filterMatrix(v) : r.outputToMatrix(v);
     };
     SmallVector<Operation *> convs;
     func.walk([&](Operation *op) {
@@ -119,18 +120,18 @@ struct ConvToGemmPass
         Value cols = Im2ColOp::create(r.b, r.loc, c.getInput(),
                                       kernelOf(c.getFilter()), c.getStrides(),
                                       c.getPadding(), c.getDilations());
-        Value y = r.matmul(r.filterMatrix(c.getFilter()), cols, false, false);
+        Value y = r.matmul(matrixOf(c.getFilter(), true), cols, false, false);
         result = r.matrixToOutput(y, tensorOf(c.getResult()));
       } else if (auto c = dyn_cast<Conv2DFilterGradOp>(op)) {
         Value cols = Im2ColOp::create(r.b, r.loc, c.getX(),
                                       kernelOf(c.getResult()), c.getStrides(),
                                       c.getPadding(), c.getDilations());
-        Value dw = r.matmul(matrixOfDy(c.getDy()), cols, false, true);
+        Value dw = r.matmul(matrixOf(c.getDy(), false), cols, false, true);
         result = r.reshape(dw, tensorOf(c.getResult()).getShape());
       } else {
         auto g = cast<Conv2DInputGradOp>(op);
-        Value dcols = r.matmul(r.filterMatrix(g.getFilter()),
-                               matrixOfDy(g.getDy()), true, false);
+        Value dcols = r.matmul(matrixOf(g.getFilter(), true),
+                               matrixOf(g.getDy(), false), true, false);
         result = Col2ImOp::create(r.b, r.loc, g.getType(), dcols,
                                   kernelOf(g.getFilter()), g.getStrides(),
                                   g.getPadding(), g.getDilations());

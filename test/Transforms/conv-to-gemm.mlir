@@ -22,15 +22,17 @@
 // NUM: OK filter_grad
 
 // CHECK-LABEL: func.func @forward
-// dy as [O, N*P] is made once, for both gradients.
+// dy as [O, N*P] and the filter as [O, K] are made once each, for every
+// GEMM that reads them.
 // CHECK:      %[[DY3:.*]] = loom.reshape %arg2 : tensor<2x4x4x4xf32> -> tensor<2x4x16xf32>
 // CHECK-NEXT: %[[DYT:.*]] = loom.transpose %[[DY3]] perm = [1, 0, 2] : tensor<2x4x16xf32> -> tensor<4x2x16xf32>
 // CHECK-NEXT: %[[DYM:.*]] = loom.reshape %[[DYT]] : tensor<4x2x16xf32> -> tensor<4x32xf32>
-// CHECK:      %[[COLS:.*]] = loom.im2col %arg0 {{.*}}kernel = array<i64: 3, 2>{{.*}} : tensor<2x3x6x5xf32> -> tensor<18x32xf32>
-// CHECK:      %[[WM:.*]] = loom.reshape %arg1 : tensor<4x3x3x2xf32> -> tensor<4x18xf32>
-// CHECK:      %[[Y:.*]] = loom.matmul %[[WM]], %[[COLS]] : (tensor<4x18xf32>, tensor<18x32xf32>) -> tensor<4x32xf32>
+// CHECK-NEXT: %[[WM:.*]] = loom.reshape %arg1 : tensor<4x3x3x2xf32> -> tensor<4x18xf32>
+// CHECK-NEXT: %[[COLS:.*]] = loom.im2col %arg0 {{.*}}kernel = array<i64: 3, 2>{{.*}} : tensor<2x3x6x5xf32> -> tensor<18x32xf32>
+// CHECK-NEXT: %[[Y:.*]] = loom.matmul %[[WM]], %[[COLS]] : (tensor<4x18xf32>, tensor<18x32xf32>) -> tensor<4x32xf32>
 // CHECK:      loom.transpose {{.*}} -> tensor<2x4x16xf32>
-// CHECK:      %[[DCOLS:.*]] = loom.matmul {{.*}}, %[[DYM]] {transpose_a} : (tensor<4x18xf32>, tensor<4x32xf32>) -> tensor<18x32xf32>
+// CHECK-NOT:  loom.reshape %arg1
+// CHECK:      %[[DCOLS:.*]] = loom.matmul %[[WM]], %[[DYM]] {transpose_a} : (tensor<4x18xf32>, tensor<4x32xf32>) -> tensor<18x32xf32>
 // CHECK:      loom.col2im %[[DCOLS]] {{.*}} : tensor<18x32xf32> -> tensor<2x3x6x5xf32>
 // CHECK:      %[[COLS2:.*]] = loom.im2col %arg0
 // CHECK:      loom.matmul %[[DYM]], %[[COLS2]] {transpose_b} : (tensor<4x32xf32>, tensor<18x32xf32>) -> tensor<4x18xf32>

@@ -140,8 +140,9 @@ def ConvToGemmPass : Pass<"loom-conv-to-gemm", "mlir::ModuleOp"> {
     - `conv2d_filter_grad`: `dy[O, N*P] x im2col(x)^T`;
     - `conv2d_input_grad`: `col2im(filter^T x dy[O, N*P])`.
 
-    `dy` is brought to `[O, N*P]` once per value, however many gradients
-    read it; with a batch of one every transpose is a reshape. Grouped and
+    `dy` is brought to `[O, N*P]`, and a filter to `[O, K]`, once per
+    value, however many GEMMs read it; with a batch of one every transpose
+    is a reshape. Grouped and
     depthwise convolutions and 16-bit ones are left alone (their direct
     loops). Runs after inlining and CSE, before `loom-fuse`, so that the
     transposes fuse with their neighbours; it does not run CSE itself, so
