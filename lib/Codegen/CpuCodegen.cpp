@@ -18,6 +18,7 @@
 #include "loom/Codegen/CpuCodegen.h"
 
 #include "loom/Conversion/CpuParallelLoops/CpuParallelLoops.h"
+#include "loom/Conversion/CpuReductionLoops/CpuReductionLoops.h"
 #include "loom/Conversion/LoomToLinalg/LoomToLinalg.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Import/Import.h"
@@ -36,7 +37,6 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/PassManager.h"
@@ -47,7 +47,9 @@
 #include "mlir/Target/LLVMIR/Export.h"
 
 #include "llvm/IR/IRBuilder.h"
+#include "llvm/Analysis/TargetLibraryInfo.h"
 #include "llvm/IR/LegacyPassManager.h"
+#include "llvm/Passes/PassBuilder.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/FileSystem.h"
@@ -87,6 +89,105 @@ namespace {
 /// pointer for them either).
 bool isEmptyTensor(Type type) {
   return cast<RankedTensorType>(type).getNumElements() == 0;
+}
+} // namespace
+
+namespace {
+/// Name of the kernel attribute listing its in-place results: the number
+/// of arguments, then pairs (result index, argument index) of a result that
+/// loom-plan-memory placed on the bytes of an argument (a param or
+/// optimizer state updated in place).
+constexpr llvm::StringLiteral kInPlaceAttr = "loom.in_place";
+
+int64_t offsetOfArgument(func::FuncOp func, Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || arg.getOwner() != &func.getBody().front())
+    return -1;
+  auto offset = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                   "loom.offset");
+  return offset ? offset.getInt() : -1;
+}
+
+/// Records on `kernel` which of its results share bytes with which of its
+/// arguments (same offset and type), for unifyInPlaceBuffers.
+void markInPlaceResults(func::FuncOp func, FusionOp fusion,
+                        func::FuncOp kernel) {
+  auto offsets = fusion->getAttrOfType<DenseI64ArrayAttr>("loom.offsets");
+  if (!offsets)
+    return;
+  SmallVector<int64_t> pairs;
+  unsigned result = 0;
+  for (auto [i, r] : llvm::enumerate(fusion.getResults())) {
+    if (isEmptyTensor(r.getType()))
+      continue;
+    unsigned arg = 0;
+    for (Value operand : fusion.getOperands()) {
+      if (isEmptyTensor(operand.getType()))
+        continue;
+      if (i < offsets.size() && operand.getType() == r.getType() &&
+          offsetOfArgument(func, operand) == offsets[i]) {
+        pairs.append({result, arg});
+        break;
+      }
+      ++arg;
+    }
+    ++result;
+  }
+  if (pairs.empty())
+    return;
+  // The result is made in its argument's buffer: the argument becomes
+  // writable and the result is materialized in it (eliminate-empty-tensors
+  // then lets the op that computes it write there directly). One-shot
+  // bufferization's conflict analysis keeps that sound: were the argument
+  // still read after the result is written, it would copy instead. A
+  // result written straight into its out-param instead could be a
+  // temporary's buffer reused early (bufferization may use a result's
+  // buffer as scratch before the result's own op), overwriting the
+  // argument while it is still to be read.
+  auto ret = cast<func::ReturnOp>(kernel.getBody().front().getTerminator());
+  OpBuilder rb(ret);
+  for (size_t i = 0; i < pairs.size(); i += 2) {
+    unsigned r = pairs[i], a = pairs[i + 1];
+    Value dest = kernel.getArgument(a);
+    kernel.setArgAttr(a, bufferization::BufferizationDialect::kWritableAttrName,
+                      rb.getBoolAttr(true));
+    ret->setOperand(r, bufferization::MaterializeInDestinationOp::create(
+                           rb, ret.getLoc(), ret->getOperand(r), dest)
+                           .getResult());
+  }
+  pairs.insert(pairs.begin(), kernel.getNumArguments());
+  kernel->setAttr(kInPlaceAttr,
+                  DenseI64ArrayAttr::get(kernel.getContext(), pairs));
+}
+
+/// After bufferization (results are out-params after the inputs): an
+/// in-place result's out-param and its argument hold the same address, so
+/// the kernel reads and writes through the argument alone. LLVM then sees
+/// one pointer where it saw two that might overlap, and vectorizes the
+/// update loop instead of falling back to scalar code at run time.
+void unifyInPlaceBuffers(func::FuncOp kernel) {
+  auto attr = kernel->getAttrOfType<DenseI64ArrayAttr>(kInPlaceAttr);
+  if (!attr)
+    return;
+  ArrayRef<int64_t> p = attr.asArrayRef();
+  int64_t inputs = p.front();
+  for (size_t i = 1; i + 1 < p.size(); i += 2) {
+    int64_t out = inputs + p[i], in = p[i + 1];
+    if (out >= kernel.getNumArguments() ||
+        kernel.getArgument(out).getType() != kernel.getArgument(in).getType())
+      continue; // not the bufferized signature expected: leave it
+    kernel.getArgument(out).replaceAllUsesWith(kernel.getArgument(in));
+  }
+  // The result was made in the argument's buffer: its copy into the
+  // out-param is now a copy onto itself.
+  SmallVector<memref::CopyOp> selfCopies;
+  kernel.walk([&](memref::CopyOp c) {
+    if (c.getSource() == c.getTarget())
+      selfCopies.push_back(c);
+  });
+  for (memref::CopyOp c : selfCopies)
+    c.erase();
+  kernel->removeAttr(kInPlaceAttr);
 }
 } // namespace
 
@@ -133,10 +234,12 @@ OwningOpRef<ModuleOp> loom::outlineKernels(ModuleOp module) {
         if (!isEmptyTensor(v.getType()))
           results.push_back(map.lookupOrDefault(v));
       func::ReturnOp::create(kb, yield.getLoc(), results);
-      // Inputs live in the arena beside other values: never written.
+      // Inputs live in the arena beside other values: never written (but
+      // where a result takes an input's place, below).
       for (unsigned i = 0; i < kernel.getNumArguments(); ++i)
         kernel.setArgAttr(i, bufferization::BufferizationDialect::kWritableAttrName,
                           b.getBoolAttr(false));
+      markInPlaceResults(func, fusion, kernel);
     }
   }
   return kernels;
@@ -161,6 +264,7 @@ void registerKernelPasses() {
     registerSCFPasses();
     registerConversionPasses();
     registerLoomCpuParallelLoopsPass();
+    registerLoomCpuReductionLoopsPass();
     registerGPUPasses();
   });
 }
@@ -184,7 +288,7 @@ LogicalResult loom::bufferizeKernels(ModuleOp kernels, bool deallocate) {
       return failure();
   std::string pipeline =
       "func.func(linalg-fuse-elementwise-ops),"
-      "canonicalize,cse,"
+      "canonicalize,cse,eliminate-empty-tensors,"
       "one-shot-bufferize{bufferize-function-boundaries "
       "function-boundary-type-conversion=identity-layout-map},"
       "buffer-results-to-out-params{hoist-static-allocs "
@@ -197,6 +301,8 @@ LogicalResult loom::bufferizeKernels(ModuleOp kernels, bool deallocate) {
     pipeline += ",buffer-deallocation-pipeline";
   if (failed(runCodegenPipeline(kernels, pipeline)))
     return failure();
+  for (auto kernel : kernels.getOps<func::FuncOp>())
+    unifyInPlaceBuffers(kernel);
   // Strided copies (insert_slice with strides) would call the MLIR runner's
   // memrefCopy; as linalg.copy they become plain loops.
   SmallVector<memref::CopyOp> copies;
@@ -263,7 +369,8 @@ LogicalResult loom::lowerKernelsToLLVM(ModuleOp kernels, KernelInfoMap &info,
   // OMP_NUM_THREADS or loom-run --threads says otherwise).
   std::string pipeline =
       "buffer-deallocation-pipeline,"
-      "scf-forall-to-parallel,convert-linalg-to-parallel-loops,"
+      "scf-forall-to-parallel,func.func(loom-cpu-reduction-loops),"
+      "convert-linalg-to-parallel-loops,"
       "loom-cpu-parallel-loops{min-work=" +
       std::to_string(minParallelWork > 0 ? minParallelWork : INT64_MAX) +
       "},";
@@ -387,12 +494,46 @@ std::unique_ptr<llvm::TargetMachine> hostTargetMachine(std::string &error) {
   return tm;
 }
 
-/// Optimizes `m` at -O3 and writes it to `object`.
+/// glibc's vector math library (libmvec: expf, logf, tanhf, erff, ... on
+/// 4, 8 and 16 lanes), or "" where there is none.
+std::string findVectorMathLibrary() {
+  for (const char *lib : {"/lib/x86_64-linux-gnu/libmvec.so.1",
+                          "/usr/lib/x86_64-linux-gnu/libmvec.so.1",
+                          "/lib64/libmvec.so.1", "/usr/lib64/libmvec.so.1"})
+    if (llvm::sys::fs::exists(lib))
+      return lib;
+  return "";
+}
+
+/// Optimizes `m` at -O3 (clang's pipeline, with loop and SLP
+/// vectorization) and writes it to `object`. With `vectorMath`, the loop
+/// vectorizer may call libmvec's vector variants of the math functions
+/// (a loop of exp then vectorizes like one of adds).
 bool optimizeAndEmit(llvm::Module &m, llvm::TargetMachine &tm,
-                     const std::string &object, std::string &error) {
-  if (llvm::Error e = makeOptimizingTransformer(3, 0, &tm)(&m)) {
-    error = "LLVM optimization failed: " + llvm::toString(std::move(e));
-    return false;
+                     const std::string &object, bool vectorMath,
+                     std::string &error) {
+  {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PipelineTuningOptions tuning;
+    tuning.LoopUnrolling = true;
+    tuning.LoopInterleaving = true;
+    tuning.LoopVectorization = true;
+    tuning.SLPVectorization = true;
+    llvm::PassBuilder pb(&tm, tuning);
+    llvm::TargetLibraryInfoImpl tlii(
+        m.getTargetTriple(), vectorMath ? llvm::VectorLibrary::LIBMVEC
+                                        : llvm::VectorLibrary::NoLibrary);
+    fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3)
+        .run(m, mam);
   }
   std::error_code ec;
   llvm::raw_fd_ostream os(object, ec, llvm::sys::fs::OF_None);
@@ -417,7 +558,7 @@ bool optimizeAndEmit(llvm::Module &m, llvm::TargetMachine &tm,
 /// compiled. The kernels are independent functions, so the partitions'
 /// code is what the whole module's would be.
 LogicalResult emitObjects(llvm::Module &m, llvm::TargetMachine &tm,
-                          const std::string &base,
+                          const std::string &base, bool vectorMath,
                           SmallVectorImpl<std::string> &objects,
                           std::string &error) {
   unsigned functions = llvm::count_if(
@@ -427,7 +568,8 @@ LogicalResult emitObjects(llvm::Module &m, llvm::TargetMachine &tm,
       std::max(1u, functions / 2));
   if (parts == 1) {
     objects.push_back(base + ".o");
-    return success(optimizeAndEmit(m, tm, objects.back(), error));
+    return success(
+        optimizeAndEmit(m, tm, objects.back(), vectorMath, error));
   }
   SmallVector<SmallString<0>> bitcode;
   llvm::SplitModule(
@@ -455,7 +597,7 @@ LogicalResult emitObjects(llvm::Module &m, llvm::TargetMachine &tm,
       }
       std::unique_ptr<llvm::TargetMachine> tm = hostTargetMachine(errors[i]);
       if (tm)
-        optimizeAndEmit(**part, *tm, objects[i], errors[i]);
+        optimizeAndEmit(**part, *tm, objects[i], vectorMath, errors[i]);
     });
   }
   for (std::thread &t : threads)
@@ -503,8 +645,9 @@ LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
   addAbiWrappers(*m, names);
   addEmulatedLaunches(*m, emulated);
 
+  std::string vectorMath = findVectorMathLibrary();
   SmallVector<std::string> objects;
-  if (failed(emitObjects(*m, *tm, path, objects, error)))
+  if (failed(emitObjects(*m, *tm, path, !vectorMath.empty(), objects, error)))
     return failure();
   std::string linker = findLinker();
   if (linker.empty()) {
@@ -522,6 +665,9 @@ LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
       args.push_back(libm);
       break;
     }
+  // libmvec, for the vector math calls (--as-needed drops it if none).
+  if (!vectorMath.empty())
+    args.push_back(vectorMath);
   // OpenMP's runtime (libomp, next to LLVM) where kernels fork teams.
   // (args holds StringRefs: the strings live as long as the call.)
   std::string omp, ompRpath;
@@ -737,6 +883,13 @@ struct EntryWriter {
         for (int64_t d : lt.getShape().drop_back(2))
           batch *= d;
         bool sharedRhs = rr == 2 && rank != 2;
+        // [B, M, K] x [K, N] is one [B*M, K] x [K, N] GEMM: A and C are
+        // contiguous row-major, so their batches stack into rows (a larger
+        // GEMM runs nearer the machine's peak than B small ones).
+        if (sharedRhs && !ta) {
+          M *= batch;
+          batch = 1;
+        }
         steps.push_back(llvm::json::Object{
             {"kind", "gemm"},
             {"a", ids.lookup(mm.getLhs())},

@@ -3,6 +3,7 @@
 #include "loom/InitAll.h"
 
 #include "loom/Conversion/CpuParallelLoops/CpuParallelLoops.h"
+#include "loom/Conversion/CpuReductionLoops/CpuReductionLoops.h"
 #include "loom/Conversion/LoomToLinalg/LoomToLinalg.h"
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
 #include "loom/Transforms/Passes.h"
@@ -24,6 +25,7 @@
 #include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Transforms/AllocationOpInterfaceImpl.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
@@ -52,6 +54,10 @@ void loom::registerCodegenDialects(mlir::DialectRegistry &registry) {
   mlir::scf::registerBufferizableOpInterfaceExternalModels(registry);
   mlir::bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(
       registry);
+  // memref.alloc as an allocation: buffer-results-to-out-params then writes
+  // a kernel's results straight into their out-params (without it, into a
+  // temporary copied out at the end: a second pass over every output).
+  mlir::memref::registerAllocationOpInterfaceExternalModels(registry);
 }
 
 void loom::registerAllPasses() {
@@ -67,5 +73,6 @@ void loom::registerAllPasses() {
   loom::registerLoomPasses();
   loom::registerConvertLoomToLinalgPass();
   loom::registerLoomCpuParallelLoopsPass();
+  loom::registerLoomCpuReductionLoopsPass();
   loom::registerTrainingPipeline();
 }

@@ -14,6 +14,7 @@
 
 #include "Support.h"
 
+#include <chrono>
 #include <cstring>
 #include <set>
 
@@ -92,6 +93,15 @@ struct Artifact::Impl {
     std::unique_ptr<Recording> recording;
   };
   std::vector<Slot> slots;
+  // LoadOptions::profile: per entry, per step, the time of its first run
+  // (page faults, lazy set-up) and of the runs after it.
+  struct StepTime {
+    bool ran = false;
+    double first = 0;
+    uint64_t laterCalls = 0;
+    double later = 0;
+  };
+  std::vector<std::vector<StepTime>> stepTimes;
 };
 
 Artifact::Artifact() : impl(std::make_unique<Impl>()) {}
@@ -226,6 +236,7 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
         for (uint32_t id : entry.steps[s].buffers)
           offsets[s].push_back(entry.buffers[id].offset);
       impl.kernelOffsets.push_back(std::move(offsets));
+      impl.stepTimes.emplace_back(entry.steps.size());
     }
     sink.ok();
     return artifact;
@@ -514,6 +525,7 @@ bool Artifact::runImpl(std::string_view entryName,
     // Everything between the uploads and the downloads is device work on
     // fixed addresses: what a recording captures.
     std::string failedAt;
+    bool firstRun = im.slots[index * 2 + (resident ? 1 : 0)].runs == 0;
     auto issue = [&]() -> bool {
       for (const Binding &in : entry->inputs)
         if (isResidentInput(in)) {
@@ -531,6 +543,7 @@ bool Artifact::runImpl(std::string_view entryName,
       for (size_t s = 0; s < entry->steps.size(); ++s) {
         const PlanStep &step = entry->steps[s];
         bool ok = true;
+        auto begin = std::chrono::steady_clock::now();
         switch (step.kind) {
         case PlanStep::Kind::Kernel:
           ok = backend.launchKernel(*arena, step, im.kernelOffsets[index][s],
@@ -552,6 +565,20 @@ bool Artifact::runImpl(std::string_view entryName,
                             entry->buffers[step.dst].offset,
                             entry->buffers[step.src].bytes, &stepError);
           break;
+        }
+        if (ok && im.options.profile) {
+          ok = backend.synchronize(&stepError);
+          double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - begin)
+                               .count();
+          Impl::StepTime &t = im.stepTimes[index][s];
+          t.ran = true;
+          if (firstRun) {
+            t.first = seconds;
+          } else {
+            ++t.laterCalls;
+            t.later += seconds;
+          }
         }
         if (!ok) {
           failedAt = "step " + std::to_string(s);
@@ -575,7 +602,8 @@ bool Artifact::runImpl(std::string_view entryName,
     };
 
     Impl::Slot &slot = im.slots[index * 2 + (resident ? 1 : 0)];
-    bool record = im.options.graphs && backend.canRecord();
+    bool record =
+        im.options.graphs && !im.options.profile && backend.canRecord();
     if (slot.recording) {
       if (!backend.replay(*slot.recording, &stepError))
         return stepFailed("replaying the recorded steps");
@@ -620,6 +648,51 @@ bool Artifact::runImpl(std::string_view entryName,
     sink.outOfMemory("entry " + quoteName(entryName));
   }
   return false;
+}
+
+std::vector<StepProfile> Artifact::profile() const {
+  std::vector<StepProfile> out;
+  for (size_t e = 0; e < impl->stepTimes.size(); ++e) {
+    const PlanEntry &entry = impl->plan.entries[e];
+    for (size_t s = 0; s < entry.steps.size(); ++s) {
+      const Impl::StepTime &t = impl->stepTimes[e][s];
+      bool warm = t.laterCalls > 0;
+      if (!t.ran)
+        continue;
+      const PlanStep &step = entry.steps[s];
+      StepProfile p;
+      p.entry = entry.name;
+      p.step = s;
+      p.kind = step.kind;
+      p.calls = warm ? t.laterCalls : 1;
+      p.seconds = warm ? t.later : t.first;
+      switch (step.kind) {
+      case PlanStep::Kind::Kernel:
+        p.what = step.kernel;
+        break;
+      case PlanStep::Kind::Gemm: {
+        const GemmStep &g = step.gemm;
+        p.what = "gemm " + std::to_string(g.m) + "x" + std::to_string(g.n) +
+                 "x" + std::to_string(g.k);
+        if (g.batch != 1)
+          p.what += " batch " + std::to_string(g.batch);
+        if (g.transA)
+          p.what += " A^T";
+        if (g.transB)
+          p.what += " B^T";
+        if (g.epilogue != GemmEpilogue::None)
+          p.what += std::string(" + ") + gemmEpilogueName(g.epilogue);
+        break;
+      }
+      case PlanStep::Kind::Copy:
+        p.what = "copy " + std::to_string(entry.buffers[step.src].bytes) +
+                 " bytes";
+        break;
+      }
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
 }
 
 bool Artifact::run(std::string_view entry,

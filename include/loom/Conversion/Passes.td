@@ -51,4 +51,36 @@ def LoomCpuParallelLoopsPass : Pass<"loom-cpu-parallel-loops", "mlir::ModuleOp">
   let dependentDialects = ["mlir::scf::SCFDialect"];
 }
 
+def LoomCpuReductionLoopsPass : Pass<"loom-cpu-reduction-loops", "mlir::func::FuncOp"> {
+  let summary = "Lowers row reductions to loops that keep their accumulators in registers.";
+  let description = [{
+    Runs on CPU kernels after bufferization, before
+    `convert-linalg-to-parallel-loops`. A `linalg.generic` on buffers whose
+    reduction dimensions all come after its parallel ones (a sum, max or
+    log-sum-exp along the innermost dimensions: softmax, cross-entropy, layer
+    norm, the row sums of a bias gradient's transpose) becomes an
+    `scf.parallel` over the parallel dimensions around an `scf.for` nest
+    over the reduction dimensions whose accumulators are loop-carried values
+    (`iter_args`), loaded from the outputs once before the nest and stored
+    once after it.
+
+    The upstream lowering loads and stores the output element at every
+    iteration, and LLVM cannot keep it in a register without knowing that
+    the kernel's buffers do not overlap; the loop then neither vectorizes
+    nor leaves memory. The arithmetic ops that combine an accumulator with
+    the next value get the `reassoc` fast-math flag, which lets LLVM's loop
+    vectorizer sum in vector lanes (a fixed order, chosen at compile time:
+    every run of a kernel gives the same bits; the interpreter sums in
+    sequence, so the two agree to rounding).
+
+    Each output element is still reduced over the same reduction indices in
+    the same nest order; ops with other layouts (a reduction dimension
+    outside a parallel one) keep the upstream lowering, whose innermost
+    loop is then parallel and vectorizes as it is.
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect",
+                           "mlir::affine::AffineDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
 #endif // LOOM_CONVERSION_PASSES_TD

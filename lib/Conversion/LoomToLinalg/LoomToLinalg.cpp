@@ -676,6 +676,43 @@ struct ConvertLoomToLinalgPass
 
 } // namespace
 
+namespace {
+/// Whether `attr` is the 1-D integer tensor 0, 1, ..., n-1.
+bool isIota(DenseIntElementsAttr attr) {
+  if (attr.getType().getRank() != 1)
+    return false;
+  int64_t i = 0;
+  for (const APInt &v : attr.getValues<APInt>())
+    if (v.getSExtValue() != i++)
+      return false;
+  return true;
+}
+
+/// A generic that reads a constant 0, 1, ..., n-1 along one of its
+/// dimensions (the class ids of a one-hot, say) reads the loop index
+/// instead: no table of n integers streamed through the cache beside the
+/// data.
+void indexIotaConstants(func::FuncOp func) {
+  func.walk([](linalg::GenericOp g) {
+    for (OpOperand *in : g.getDpsInputOperands()) {
+      auto c = in->get().getDefiningOp<arith::ConstantOp>();
+      auto attr = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
+      AffineMap map = g.getMatchingIndexingMap(in);
+      if (!attr || !isIota(attr) || map.getNumResults() != 1)
+        continue;
+      auto d = dyn_cast<AffineDimExpr>(map.getResult(0));
+      BlockArgument arg = g.getMatchingBlockArgument(in);
+      if (!d || arg.use_empty())
+        continue;
+      OpBuilder b = OpBuilder::atBlockBegin(g.getBody());
+      Value index = linalg::IndexOp::create(b, g.getLoc(), d.getPosition());
+      arg.replaceAllUsesWith(
+          arith::IndexCastOp::create(b, g.getLoc(), arg.getType(), index));
+    }
+  });
+}
+} // namespace
+
 LogicalResult loom::lowerLoomToLinalg(func::FuncOp func) {
   SmallVector<Operation *> ops;
   for (Operation &op : func.getBody().getOps())
@@ -691,6 +728,7 @@ LogicalResult loom::lowerLoomToLinalg(func::FuncOp func) {
     op->replaceAllUsesWith(*r);
     op->erase();
   }
+  indexIotaConstants(func);
   return success();
 }
 

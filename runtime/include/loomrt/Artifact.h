@@ -37,6 +37,24 @@ struct LoadOptions {
   bool graphs = true;
   /// Where the backend's notes go (e.g. falling back to PTX); null: stderr.
   std::FILE *log = nullptr;
+  /// Time every step of every run (Artifact::profile): the steps are issued
+  /// one by one, never recorded, and the backend is synchronized after each,
+  /// so that a step's time is its own (loom-run --profile).
+  bool profile = false;
+};
+
+/// The time of one plan step, with LoadOptions::profile: summed over the
+/// runs of its entry after the first (which pays for page faults and lazy
+/// set-up), or the first run's where the entry ran once.
+struct StepProfile {
+  std::string entry;
+  size_t step = 0;
+  PlanStep::Kind kind = PlanStep::Kind::Kernel;
+  /// The kernel's symbol; "gemm MxNxK" (with "batch B", "A^T", "B^T" and
+  /// the epilogue where they apply); "copy N bytes".
+  std::string what;
+  uint64_t calls = 0;
+  double seconds = 0;
 };
 
 /// A borrowed tensor given to Artifact::run: `nbytes` bytes at `data`, dense,
@@ -127,6 +145,10 @@ public:
   bool runResident(std::string_view entry, const std::vector<TensorRef> &inputs,
                    std::vector<NpyArray> *outputs, std::string *error,
                    ErrorCode *code = nullptr) noexcept;
+
+  /// With LoadOptions::profile: every step that ran at least once, in
+  /// plan order (entry, then step). Empty otherwise.
+  std::vector<StepProfile> profile() const;
 
 private:
   bool runImpl(std::string_view entry, const std::vector<TensorRef> &inputs,

@@ -15,6 +15,11 @@
 #include "loomrt/Trainer.h"
 #include "loomrt/loomrt.h"
 
+#include "../Support.h"
+
+#include <algorithm>
+#include <array>
+
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -91,6 +96,12 @@ CPU (--entry, --train):
                           (OpenBLAS); default: all cores
 
 CUDA (--entry, --train):
+  --profile FILE          time every kernel, GEMM and copy of the plan (steps
+                          issued one by one and waited for; no CUDA graph)
+                          and write FILE (CSV: entry, step, kind, what,
+                          calls, total_ms, ms_per_call, share of the entry's
+                          run), slowest first; the first run of each entry
+                          is left out where it ran more than once
   --no-cuda-graph         launch every step's kernels one by one instead of
                           replaying a recorded CUDA graph
 
@@ -130,6 +141,7 @@ struct Args {
   bool quiet = false;
   bool cudaGraphs = true;
   int threads = 0; // 0: all cores
+  std::string profilePath; // --profile
   std::set<std::string> given; // flags seen, for mode checks
 };
 
@@ -153,6 +165,7 @@ const Flag kFlags[] = {
     {"no-prefetch", false},   {"onnx", true},
     {"help", false},          {"version", false},
     {"no-cuda-graph", false}, {"threads", true},
+    {"profile", true},
 };
 
 /// Flags that only make sense in some modes.
@@ -174,6 +187,7 @@ const std::map<std::string, std::set<Mode>> kFlagModes = {
     {"no-prefetch", {Mode::Train}},
     {"no-cuda-graph", {Mode::Train, Mode::Entry}},
     {"threads", {Mode::Train, Mode::Entry}},
+    {"profile", {Mode::Train, Mode::Entry}},
     {"resume", {Mode::Train, Mode::Export}},
     {"params", {Mode::Train, Mode::Entry, Mode::Export}},
     {"seed", {Mode::Train, Mode::Entry}},
@@ -348,6 +362,8 @@ Args parseArgs(int argc, const char *const *argv, bool &help, bool &version) {
     }
     else if (name == "onnx")
       args.onnxSource = value;
+    else if (name == "profile")
+      args.profilePath = value;
   }
   if (help || version)
     return args;
@@ -417,7 +433,7 @@ NpyArray widenBf16(const NpyArray &a) {
 
 std::unique_ptr<Artifact> loadArtifact(const std::string &dir,
                                        bool cudaGraphs = true,
-                                       int threads = 0) {
+                                       int threads = 0, bool profile = false) {
   std::string error;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
@@ -425,6 +441,7 @@ std::unique_ptr<Artifact> loadArtifact(const std::string &dir,
                   "plan.json, as loomc -o writes)");
   LoadOptions options;
   options.graphs = cudaGraphs;
+  options.profile = profile;
   setCpuThreads(threads);
   std::unique_ptr<Artifact> artifact = Artifact::load(dir, options, &error);
   if (!artifact)
@@ -549,9 +566,58 @@ void runInfo(const Args &args, std::FILE *out) {
   }
 }
 
+/// --profile: the steps' times as CSV, slowest first, and a summary per
+/// entry on `err`.
+void writeProfile(const Args &args, const Artifact &artifact,
+                  std::FILE *err) {
+  if (args.profilePath.empty())
+    return;
+  std::vector<StepProfile> steps = artifact.profile();
+  std::map<std::string, double> perRun; // entry -> seconds per run
+  std::map<std::string, std::array<double, 3>> byKind;
+  for (const StepProfile &p : steps) {
+    double each = p.seconds / double(p.calls);
+    perRun[p.entry] += each;
+    byKind[p.entry][size_t(p.kind)] += each;
+  }
+  std::stable_sort(steps.begin(), steps.end(),
+                   [](const StepProfile &a, const StepProfile &b) {
+                     return a.seconds / double(a.calls) >
+                            b.seconds / double(b.calls);
+                   });
+  std::string text = "entry,step,kind,what,calls,total_ms,ms_per_call,share\n";
+  const char *kinds[] = {"kernel", "gemm", "copy"};
+  for (const StepProfile &p : steps) {
+    double each = p.seconds / double(p.calls);
+    char numbers[128];
+    std::snprintf(numbers, sizeof numbers, "%llu,%.4f,%.4f,%.4f",
+                  static_cast<unsigned long long>(p.calls), p.seconds * 1e3,
+                  each * 1e3, perRun[p.entry] > 0 ? each / perRun[p.entry] : 0);
+    text += p.entry + "," + std::to_string(p.step) + "," +
+            kinds[size_t(p.kind)] + "," + p.what + "," + numbers + "\n";
+  }
+  std::string error;
+  if (!detail::writeFileAtomically(
+          args.profilePath,
+          {{reinterpret_cast<const uint8_t *>(text.data()), text.size()}},
+          detail::ErrorSink{&error, nullptr}))
+    failure(error);
+  if (args.quiet)
+    return;
+  for (const auto &[entry, seconds] : perRun) {
+    const std::array<double, 3> &k = byKind[entry];
+    std::fprintf(err,
+                 "profile %s: %.3f ms per run (kernels %.3f, GEMMs %.3f, "
+                 "copies %.3f) -> %s\n",
+                 entry.c_str(), seconds * 1e3, k[0] * 1e3, k[1] * 1e3,
+                 k[2] * 1e3, args.profilePath.c_str());
+  }
+}
+
 void runEntry(const Args &args, std::FILE *err) {
   std::unique_ptr<Artifact> artifact =
-      loadArtifact(args.artifact, args.cudaGraphs, args.threads);
+      loadArtifact(args.artifact, args.cudaGraphs, args.threads,
+                   !args.profilePath.empty());
   const PlanEntry *entry = artifact->entry(args.entry);
   if (!entry) {
     std::string names;
@@ -649,17 +715,20 @@ void runEntry(const Args &args, std::FILE *err) {
                    describeTensorType(out.dtype, out.shape).c_str(),
                    out.dtype == DType::BF16 ? ", widened to f32" : "");
   }
+  writeProfile(args, *artifact, err);
 }
 
 void runTrain(const Args &args, std::FILE *err) {
   std::unique_ptr<Artifact> artifact =
-      loadArtifact(args.artifact, args.cudaGraphs, args.threads);
+      loadArtifact(args.artifact, args.cudaGraphs, args.threads,
+                   !args.profilePath.empty());
   TrainOptions options = args.train;
   options.log = err;
   TrainResult result;
   std::string error;
   if (!train(*artifact, options, &result, &error))
     failure(error);
+  writeProfile(args, *artifact, err);
   if (!args.exportOnnx.empty())
     exportWeights(args, *artifact, result.tensors, err);
 }

@@ -55,3 +55,26 @@ func.func @scatter_add(%u: tensor<3x2xf32>, %i: tensor<3xi64>) -> tensor<5x2xf32
   %r = loom.scatter_add %u[%i] axis = 0 : (tensor<3x2xf32>, tensor<3xi64>) -> tensor<5x2xf32>
   return %r : tensor<5x2xf32>
 }
+
+// -----
+
+// Tests that a constant 0, 1, ..., n-1 (the class ids of cross-entropy's
+// one-hot) is read as the loop index, not streamed from a table; a constant
+// that is not an iota stays a table.
+// CHECK-LABEL: func.func @one_hot(
+// CHECK:         linalg.generic
+// CHECK:           %[[J:.+]] = linalg.index 1 : index
+// CHECK:           arith.index_cast %[[J]] : index to i64
+// CHECK-LABEL: func.func @not_iota(
+// CHECK:         arith.constant dense<[0, 2, 1, 3]> : tensor<4xi64>
+// CHECK-NOT:     linalg.index
+func.func @one_hot(%labels: tensor<3xi64>) -> tensor<3x4xi64> {
+  %ids = loom.constant dense<[0, 1, 2, 3]> : tensor<4xi64>
+  %c = loom.broadcast_in_dim %ids dims = [1] : tensor<4xi64> -> tensor<3x4xi64>
+  return %c : tensor<3x4xi64>
+}
+func.func @not_iota(%labels: tensor<3xi64>) -> tensor<3x4xi64> {
+  %ids = loom.constant dense<[0, 2, 1, 3]> : tensor<4xi64>
+  %c = loom.broadcast_in_dim %ids dims = [1] : tensor<4xi64> -> tensor<3x4xi64>
+  return %c : tensor<3x4xi64>
+}
