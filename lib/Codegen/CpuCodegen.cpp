@@ -195,7 +195,18 @@ OwningOpRef<ModuleOp> loom::outlineKernels(ModuleOp module) {
   OpBuilder b(module.getContext());
   OwningOpRef<ModuleOp> kernels = ModuleOp::create(module.getLoc());
   b.setInsertionPointToEnd(kernels->getBody());
-  for (auto func : module.getOps<func::FuncOp>()) {
+  // Kernels by their text (under one placeholder name): a region the same
+  // as one already outlined (train_step repeats forward_backward's and
+  // apply_optimizer's kernels, forward repeats predict's; a model repeats
+  // its blocks) calls that kernel instead of compiling a copy.
+  llvm::StringMap<std::string> byText;
+  // train_step first: the entry a training run calls names the kernels it
+  // shares with the others (profiles and plans read loom_train_step_k*).
+  SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+  std::stable_partition(funcs.begin(), funcs.end(), [](func::FuncOp f) {
+    return f.getName() == "train_step";
+  });
+  for (func::FuncOp func : funcs) {
     unsigned index = 0;
     for (auto fusion : func.getBody().getOps<FusionOp>()) {
       if (llvm::all_of(fusion.getResultTypes(), isEmptyTensor))
@@ -240,6 +251,18 @@ OwningOpRef<ModuleOp> loom::outlineKernels(ModuleOp module) {
         kernel.setArgAttr(i, bufferization::BufferizationDialect::kWritableAttrName,
                           b.getBoolAttr(false));
       markInPlaceResults(func, fusion, kernel);
+      std::string text;
+      {
+        llvm::raw_string_ostream os(text);
+        kernel.setSymName("kernel");
+        kernel->print(os);
+        kernel.setSymName(name);
+      }
+      auto [it, added] = byText.try_emplace(text, name);
+      if (!added) {
+        fusion->setAttr("loom.kernel", b.getStringAttr(it->second));
+        kernel.erase();
+      }
     }
   }
   return kernels;

@@ -23,6 +23,7 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -262,8 +263,14 @@ void printSummary(ModuleOp module, llvm::raw_ostream &os) {
 void printReport(ModuleOp module, const loom::KernelInfoMap *gpu,
                  llvm::raw_ostream &os) {
   int64_t numKernels = 0;
-  module.walk([&](loom::FusionOp) { ++numKernels; });
-  os << "loomc report: " << numKernels << " kernels\n";
+  llvm::StringSet<> distinct;
+  module.walk([&](loom::FusionOp fusion) {
+    ++numKernels;
+    if (auto name = fusion->getAttrOfType<StringAttr>("loom.kernel"))
+      distinct.insert(name.getValue());
+  });
+  os << "loomc report: " << numKernels << " kernels ("
+     << distinct.size() << " compiled: the others repeat one of them)\n";
   if (gpu) {
     std::map<std::string, int64_t> strategies;
     int64_t launches = 0, scratch = 0;
