@@ -3,7 +3,8 @@
 // `loom-fuse` walks each function's ops in program order and keeps one open
 // group. An op joins the open group when the group has room and the kinds
 // allow it (pointwise and injective ops join anything; a group holds at most
-// one reduction-kind op); it need not read the group's values (independent
+// one reduction-kind op, but for the softmax of a cross-entropy's gradient,
+// which joins its loss); it need not read the group's values (independent
 // chains, such as the updates of several parameters, share one kernel).
 // Otherwise the group is closed and the op opens a new one. Contraction and opaque ops are
 // groups of their own; `loom.matmul` and `loom.reshape` are host steps (a
@@ -39,6 +40,18 @@ using namespace mlir;
 using namespace loom;
 
 namespace {
+
+/// Whether reduction-kind `op` may join a group whose reduction-kind op is
+/// `reduction`: the softmax of a cross-entropy's gradient, over the class
+/// axis of the same logits, shares the loss's row maxima and sums, which
+/// the kernel then computes once (two passes over the logits instead of
+/// four; the lowering's identical reductions are merged by CSE).
+bool sharesRowStatistics(Operation *op, Operation *reduction) {
+  auto softmax = dyn_cast<SoftmaxOp>(op);
+  auto loss = dyn_cast_or_null<CrossEntropyOp>(reduction);
+  return softmax && loss && softmax.getX() == loss.getLogits() &&
+         softmax.getAxis() == 1;
+}
 
 /// Ops the plan runs itself rather than as a generated kernel.
 bool isHostOp(Operation *op) { return isa<MatmulOp, ReshapeOp>(op); }
@@ -123,12 +136,12 @@ struct FusePass : loom::impl::FusePassBase<FusePass> {
     Block &block = func.getBody().front();
     SmallVector<SmallVector<Operation *>> groups;
     SmallVector<Operation *> open;
-    bool openHasReduction = false;
+    Operation *openReduction = nullptr;
     auto close = [&]() {
       if (!open.empty())
         groups.push_back(open);
       open.clear();
-      openHasReduction = false;
+      openReduction = nullptr;
     };
     for (Operation &op : block) {
       if (isa<ConstantOp>(op))
@@ -152,11 +165,13 @@ struct FusePass : loom::impl::FusePassBase<FusePass> {
       }
       bool isReduction = kind == FusionKind::Reduction;
       bool fits = static_cast<int64_t>(open.size()) < maxOps &&
-                  !(isReduction && openHasReduction);
+                  (!isReduction || !openReduction ||
+                   sharesRowStatistics(&op, openReduction));
       if (!fits)
         close();
       open.push_back(&op);
-      openHasReduction |= isReduction;
+      if (isReduction && !openReduction)
+        openReduction = &op;
     }
     close();
 

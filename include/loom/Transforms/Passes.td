@@ -161,7 +161,11 @@ def FusePass : Pass<"loom-fuse", "mlir::ModuleOp"> {
     Walks every function in order and groups the ops that become kernels:
     a chain of pointwise and injective ops joined through their values, with
     at most one reduction-kind op (reduce_*, softmax, layer_norm,
-    cross_entropy, ...) and its pointwise prologue and epilogue. Contraction
+    cross_entropy, ...) and its pointwise prologue and epilogue; the one
+    exception is the softmax of a cross-entropy's gradient, over the class
+    axis of the same logits, which joins the loss: the kernel computes their
+    row maxima and sums once (two passes over the logits, not four).
+    Contraction
     and opaque ops (conv2d and its gradients, pooling, gather, scatter_add)
     are kernels alone. `loom.matmul` stays outside (a library GEMM), and so
     does `loom.reshape` (a view of its operand's buffer). Constants are

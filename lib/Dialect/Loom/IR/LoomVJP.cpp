@@ -972,13 +972,25 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange cts,
   SmallVector<int64_t> labelDims = allButChannel(lt);
 
   // Per-label weight of (softmax - onehot): the cotangent of its loss term,
-  // 0 for ignored labels.
-  Value valid;
-  if (auto ignore = getIgnoreIndex())
-    valid = e.castTo(
-        e.cmp(ComparePredicate::NE, labels,
-              e.splat(yt, static_cast<double>(static_cast<int64_t>(*ignore)))),
-        floatType);
+  // 0 for ignored labels. What depends on the labels alone (which count,
+  // and how many) is emitted before the loss: loom-fuse makes it a kernel
+  // ahead of the loss's, and the softmax below can then join the loss's
+  // kernel and share its row maxima and sums.
+  Value valid, count;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(getOperation());
+    if (auto ignore = getIgnoreIndex())
+      valid = e.castTo(
+          e.cmp(ComparePredicate::NE, labels,
+                e.splat(yt, static_cast<double>(
+                                static_cast<int64_t>(*ignore)))),
+          floatType);
+    if (getReduction() == Reduction::Mean)
+      count = valid ? e.sum(valid, iota(0, yt.getRank()))
+                    : e.splat(tensorType(g),
+                              static_cast<double>(yt.getNumElements()));
+  }
   auto perLabel = yt.clone(floatType);
   Value weight;
   switch (getReduction()) {
@@ -988,21 +1000,17 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange cts,
   case Reduction::Sum:
     weight = e.broadcast(g, perLabel, {});
     break;
-  case Reduction::Mean: {
-    Value count = valid ? e.sum(valid, iota(0, yt.getRank()))
-                        : e.splat(tensorType(g),
-                                  static_cast<double>(yt.getNumElements()));
+  case Reduction::Mean:
     weight = e.broadcast(e.div(g, count), perLabel, {});
     break;
-  }
   }
   if (valid)
     weight = e.mul(weight, valid);
 
   // The softmax, then the one-hot labels and the product: loom-fuse groups
-  // ops in order with one reduction per kernel, so everything after the
-  // softmax is its epilogue, in its kernel, and the logits-sized one-hot is
-  // never materialized.
+  // ops in order, so everything after the softmax is its epilogue, in its
+  // kernel (the loss's, see above), and the logits-sized one-hot is never
+  // materialized.
   Value probs = SoftmaxOp::create(b, getLoc(), logits, 1);
   // onehot[n, c, ...] = (labels[n, ...] == c).
   SmallVector<Attribute> classAttrs;
