@@ -108,8 +108,9 @@ int64_t offsetOfArgument(func::FuncOp func, Value v) {
   return offset ? offset.getInt() : -1;
 }
 
-/// Records on `kernel` which of its results share bytes with which of its
-/// arguments (same offset and type), for unifyInPlaceBuffers.
+/// The results of `kernel` that share bytes with one of its arguments
+/// (same offset and type: loom-plan-memory's in-place state update) are
+/// made in that argument's buffer, and recorded for unifyInPlaceBuffers.
 void markInPlaceResults(func::FuncOp func, FusionOp fusion,
                         func::FuncOp kernel) {
   auto offsets = fusion->getAttrOfType<DenseI64ArrayAttr>("loom.offsets");
