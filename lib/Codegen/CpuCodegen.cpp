@@ -69,7 +69,6 @@
 #include "llvm/Transforms/Utils/SplitModule.h"
 
 #include <algorithm>
-#include <mutex>
 #include <thread>
 
 #ifndef LOOM_LLVM_TOOLS_DIR

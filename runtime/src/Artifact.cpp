@@ -543,7 +543,9 @@ bool Artifact::runImpl(std::string_view entryName,
       for (size_t s = 0; s < entry->steps.size(); ++s) {
         const PlanStep &step = entry->steps[s];
         bool ok = true;
-        auto begin = std::chrono::steady_clock::now();
+        std::chrono::steady_clock::time_point begin;
+        if (im.options.profile)
+          begin = std::chrono::steady_clock::now();
         switch (step.kind) {
         case PlanStep::Kind::Kernel:
           ok = backend.launchKernel(*arena, step, im.kernelOffsets[index][s],
