@@ -10,13 +10,14 @@
 
 #include "loom/Driver/Loomc.h"
 
-#include "loom/Codegen/CpuCodegen.h"
-#include "loom/Codegen/CudaCodegen.h"
+#include "loom/Codegen/KernelInfo.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Driver/Diagnostics.h"
 #include "loom/Import/Import.h"
 #include "loom/InitAll.h"
-#include "loom/Transforms/Pipelines.h"
+#include "loom/Pipelines/Pipelines.h"
+#include "loom/Target/Artifact.h"
+#include "loom/Target/Cuda.h"
 #include "mlir/Pass/PassManager.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -49,9 +50,13 @@ struct Options {
       "emit",
       cl::desc("Phase after which to print the IR: mlir (alias import), "
                "loss, autodiff, optimizer (these three imply --train), "
-               "fuse, plan-memory, kernels (cpu: the kernels in the LLVM "
-               "dialect; cuda: the gpu.module of Loom's thread mapping), "
-               "nvvm, ptx (cuda only; these need --target)"),
+               "fuse, plan-memory, outline (the kernels in a nested module "
+               "@loom_kernels), bufferize, kernels (cpu: the kernels in the "
+               "LLVM dialect; cuda: the gpu.module of Loom's thread "
+               "mapping), nvvm, ptx (cuda only; the PTX text). From fuse on "
+               "these need --target; each prints what loom-opt "
+               "--loom-codegen-cpu/--loom-codegen-cuda{stop-after=PHASE} "
+               "prints"),
       cl::value_desc("phase"), cl::init("mlir"), cl::cat(category)};
   cl::opt<std::string> params{
       "params",
@@ -86,68 +91,14 @@ struct Options {
                                "pass, optimizer (@forward_backward, "
                                "@apply_optimizer, @train_step)"),
                       cl::cat(category)};
-  cl::opt<std::string> loss{"loss",
-                            cl::desc("Loss to attach: cross_entropy, mse, or "
-                                     "auto (the model's own scalar 'loss')"),
-                            cl::init("auto"), cl::cat(category)};
-  cl::opt<std::string> labels{"labels",
-                              cl::desc("Name of the labels input the loss "
-                                       "adds"),
-                              cl::init("labels"), cl::cat(category)};
-  cl::opt<std::string> lossOutput{"loss-output",
-                                  cl::desc("Model output the loss reads "
-                                           "(default: the only one)"),
-                                  cl::init(""), cl::cat(category)};
-  cl::opt<std::string> reduction{"reduction",
-                                 cl::desc("Loss reduction: mean or sum"),
-                                 cl::init("mean"), cl::cat(category)};
-  cl::opt<int64_t> classAxis{"class-axis",
-                             cl::desc("Cross-entropy class dimension of the "
-                                      "logits: -1 (last; labels [B, T] for "
-                                      "[B, T, V]) or 1 ([N, C, ...])"),
-                             cl::init(-1), cl::cat(category)};
-  cl::opt<int64_t> ignoreIndex{"ignore-index",
-                               cl::desc("Cross-entropy label that counts for "
-                                        "nothing (PyTorch's -100 by default)"),
-                               cl::init(-100), cl::cat(category)};
-  cl::opt<std::string> labelsDtype{"labels-dtype",
-                                   cl::desc("Element type of cross-entropy "
-                                            "labels: i64 or i32"),
-                                   cl::init("i64"), cl::cat(category)};
-  cl::opt<std::string> optimizer{
-      "optimizer",
-      cl::desc("sgd, momentum, nesterov, adam, adamw or adafactor"),
-      cl::init("adamw"), cl::cat(category)};
-  cl::opt<double> lr{"lr", cl::desc("Peak learning rate"), cl::init(1e-3),
-                     cl::cat(category)};
-  cl::opt<double> momentum{"momentum", cl::desc("SGD momentum"),
-                           cl::init(0.9), cl::cat(category)};
-  cl::opt<double> beta1{"beta1", cl::desc("Adam beta1"), cl::init(0.9),
-                        cl::cat(category)};
-  cl::opt<double> beta2{"beta2", cl::desc("Adam beta2"), cl::init(0.999),
-                        cl::cat(category)};
-  cl::opt<double> eps{"eps", cl::desc("Adam epsilon"), cl::init(1e-8),
+  // The training options (include/loom/Pipelines/TrainingOptions.def).
+  struct TrainingFlags {
+    cl::OptionCategory &category;
+#define LOOM_TRAINING_OPTION(PASS, TYPE, FIELD, FLAG, DEFAULT, DESC)          \
+  cl::opt<TYPE> FIELD{FLAG, cl::desc(DESC), cl::init(DEFAULT),                 \
                       cl::cat(category)};
-  cl::opt<double> weightDecay{"weight-decay",
-                              cl::desc("Weight decay (decoupled for adamw "
-                                       "and adafactor)"),
-                              cl::init(0.0), cl::cat(category)};
-  cl::opt<double> clipNorm{"clip-norm",
-                           cl::desc("Global gradient-norm clipping (0: off)"),
-                           cl::init(0.0), cl::cat(category)};
-  cl::opt<std::string> schedule{"schedule",
-                                cl::desc("Learning-rate schedule: constant, "
-                                         "warmup, cosine, warmup-cosine"),
-                                cl::init("constant"), cl::cat(category)};
-  cl::opt<int64_t> warmupSteps{"warmup-steps", cl::desc("Warmup steps"),
-                               cl::init(0), cl::cat(category)};
-  cl::opt<int64_t> totalSteps{"total-steps",
-                              cl::desc("Steps of the cosine decay"),
-                              cl::init(0), cl::cat(category)};
-  cl::opt<double> minLrRatio{"min-lr-ratio",
-                             cl::desc("Learning rate at the end of the "
-                                      "cosine decay, relative to --lr"),
-                             cl::init(0.0), cl::cat(category)};
+#include "loom/Pipelines/TrainingOptions.def"
+  } training{category};
   cl::opt<std::string> target{
       "target",
       cl::desc("Compile for a target and write an artifact directory at -o: "
@@ -304,194 +255,77 @@ void printReport(ModuleOp module, const loom::KernelInfoMap *gpu,
   }
 }
 
-/// The architecture of --target=cuda[:sm_NN], 0 if malformed.
-int parseCudaTarget(StringRef target) {
-  if (target == "cuda")
-    return 90;
-  if (!target.consume_front("cuda:sm_"))
-    return 0;
-  int sm = 0;
-  if (target.getAsInteger(10, sm) || sm < 75 || sm > 121)
-    return 0;
-  return sm;
-}
-
-/// --cuda-emulator-lib: the kernels as host code run by the GPU emulator
-/// (kernels.emu.so) and a kernels.cubin in the format of the runtime's fake
-/// CUDA driver (runtime/tests/fakecuda) that names it.
-LogicalResult emitEmulatedKernels(ModuleOp gpu, const loom::KernelInfoMap &map,
-                                  Options &opts,
-                                  llvm::function_ref<std::string(StringRef)> inDir,
-                                  llvm::raw_ostream &err) {
-  std::vector<loom::EmulatedLaunch> launches;
-  FailureOr<OwningOpRef<ModuleOp>> host =
-      loom::emulateGpuOnHost(gpu, map, launches);
-  std::string error, lib = inDir("kernels.emu.so");
-  if (failed(host) || failed(loom::lowerHostKernelsToLLVM(**host)) ||
-      failed(loom::emitSharedObject(**host, lib, error, launches,
-                                    opts.cudaEmulatorLib))) {
-    err << "loomc: error: emulating the GPU kernels failed"
-        << (error.empty() ? "" : ": " + error) << "\n";
-    return failure();
-  }
-  SmallString<256> abs(lib);
-  llvm::sys::fs::make_absolute(abs);
-  auto out = mlir::openOutputFile(inDir("kernels.cubin"), &error);
+/// Prints `op` (or, with `text`, that text) to -o.
+int printOutput(const std::string &output, llvm::raw_ostream &err,
+                llvm::function_ref<void(llvm::raw_ostream &)> print) {
+  std::string error;
+  auto out = mlir::openOutputFile(output, &error);
   if (!out) {
     err << "loomc: error: " << error << "\n";
-    return failure();
-  }
-  out->os() << "FAKECUBIN sm=" << parseCudaTarget(opts.target)
-            << " lib=" << abs << "\n";
-  for (const loom::EmulatedLaunch &l : launches)
-    out->os() << "kernel " << l.name << " " << l.numParams << "\n";
-  out->keep();
-  return success();
-}
-
-/// --target: fuse, plan memory, make the kernels and write the artifact
-/// (or print the IR of the phase --emit names).
-int compileForTarget(ModuleOp module, Options &opts, bool writeArtifact,
-                     llvm::raw_ostream &err) {
-  bool stopAtPrep = opts.emit == "fuse" || opts.emit == "plan-memory";
-  int sm = parseCudaTarget(opts.target);
-  PassManager pm(module.getContext());
-  loom::buildCodegenPreparationPipeline(pm, opts.emit == "fuse" ? "fuse" : "");
-  if (failed(pm.run(module))) {
-    err << "loomc: error: preparing the code failed\n";
     return 1;
   }
-  auto printTo = [&](auto print) {
-    std::string error;
-    auto out = mlir::openOutputFile(opts.output, &error);
-    if (!out) {
-      err << "loomc: error: " << error << "\n";
-      return 1;
-    }
-    print(out->os());
-    out->os() << "\n";
-    out->keep();
-    return 0;
-  };
-  auto printOp = [&](Operation *op) {
-    return printTo([&](llvm::raw_ostream &os) { op->print(os); });
-  };
-  if (stopAtPrep)
-    return printOp(module);
-  OwningOpRef<ModuleOp> kernels = loom::outlineKernels(module);
-  bool hasKernels = !kernels->getBody()->empty();
+  print(out->os());
+  out->os() << "\n";
+  out->keep();
+  return 0;
+}
 
+/// --target: the code-generation phases up to `stopAfter`, then the IR of
+/// that phase printed, the PTX, or the artifact written.
+int compileForTarget(ModuleOp module, Options &opts, loom::Phase stopAfter,
+                     llvm::raw_ostream &err) {
+  loom::CodegenTarget target = *loom::parseTarget(opts.target);
+  loom::CodegenOptions codegen;
+  codegen.target = opts.target;
+  codegen.minParallelWork = opts.cpuParallelMinWork;
+  // The emulator runs the GPU kernels as mapped (before NVVM).
+  bool emulate = !opts.cudaEmulatorLib.empty();
+  loom::Phase last = stopAfter;
+  if (stopAfter == loom::Phase::Artifact && emulate)
+    last = loom::Phase::Kernels;
+  PassManager pm(module.getContext());
+  loom::buildPipeline(pm, nullptr, &codegen, last);
+  if (failed(pm.run(module))) {
+    err << "loomc: error: generating the code failed (phase "
+        << loom::phaseName(last) << ")\n";
+    return 1;
+  }
   std::string error;
-  SmallString<256> dir(opts.output), path;
-  auto inDir = [&](StringRef name) {
-    path = dir;
-    llvm::sys::path::append(path, name);
-    return std::string(path);
-  };
-  loom::PlanTarget target;
-  loom::KernelInfoMap kernelInfo;
-  // plan.json, final.mlir and the report, once the kernels are written.
-  auto writeRest = [&](const loom::PlanTarget &target) {
-    SmallString<256> source(opts.input);
-    llvm::sys::fs::make_absolute(source);
-    if (failed(loom::writePlan(module, inDir("plan.json"), target,
-                               std::string(source), error))) {
-      err << "loomc: error: " << error << "\n";
-      return 1;
-    }
-    auto out = mlir::openOutputFile(inDir("final.mlir"), &error);
-    if (!out) {
-      err << "loomc: error: " << error << "\n";
-      return 1;
-    }
-    module.print(out->os());
-    out->keep();
-    if (opts.report)
-      printReport(module, sm ? &kernelInfo : nullptr, llvm::outs());
-    return 0;
-  };
-  if (!sm) {
-    target.kernelInfo = &kernelInfo;
-    if (failed(loom::lowerKernelsToLLVM(*kernels, kernelInfo,
-                                        opts.cpuParallelMinWork))) {
-      err << "loomc: error: generating the kernels failed\n";
-      return 1;
-    }
-    if (!writeArtifact)
-      return printOp(*kernels);
-    if (hasKernels &&
-        failed(loom::emitSharedObject(*kernels, inDir("kernels.so"), error))) {
-      err << "loomc: error: " << error << "\n";
-      return 1;
-    }
-    if (hasKernels)
-      target.kernels = "kernels.so";
-  } else {
-    target.target = "cuda";
-    target.sm = sm;
-    target.kernelInfo = &kernelInfo;
-    FailureOr<OwningOpRef<ModuleOp>> gpu;
-    if (succeeded(loom::bufferizeKernels(*kernels, /*deallocate=*/false)))
-      gpu = loom::mapKernelsToGpu(*kernels, kernelInfo);
-    if (failed(gpu)) {
-      err << "loomc: error: mapping the kernels onto the GPU failed\n";
-      return 1;
-    }
-    if (opts.emit == "kernels")
-      return printOp(**gpu);
-    if (!opts.cudaEmulatorLib.empty()) {
-      if (!writeArtifact) {
-        err << "loomc: error: --cuda-emulator-lib writes an artifact\n";
-        return 2;
-      }
-      if (hasKernels && failed(emitEmulatedKernels(**gpu, kernelInfo, opts,
-                                                   inDir, err)))
-        return 1;
-      if (hasKernels)
-        target.kernels = "kernels.cubin";
-      return writeRest(target);
-    }
-    if (failed(loom::lowerGpuToNVVM(**gpu))) {
-      err << "loomc: error: lowering the GPU kernels to NVVM failed\n";
-      return 1;
-    }
-    if (opts.emit == "nvvm")
-      return printOp(**gpu);
+  if (stopAfter == loom::Phase::Ptx) {
+    ModuleOp kernels = loom::getKernelModule(module);
     std::string ptx;
-    if (hasKernels) {
-      FailureOr<std::string> text = loom::translateToPtx(**gpu, sm, error);
+    if (!loom::readKernelInfo(kernels).empty()) {
+      FailureOr<std::string> text =
+          loom::translateToPtx(kernels, target.sm, error);
       if (failed(text)) {
         err << "loomc: error: " << error << "\n";
         return 1;
       }
       ptx = std::move(*text);
     }
-    if (opts.emit == "ptx")
-      return printTo([&](llvm::raw_ostream &os) { os << ptx; });
-    if (hasKernels) {
-      auto out = mlir::openOutputFile(inDir("kernels.ptx"), &error);
-      if (!out) {
-        err << "loomc: error: " << error << "\n";
-        return 1;
-      }
-      out->os() << ptx;
-      out->keep();
-      target.ptx = "kernels.ptx";
-      std::string ptxas = loom::findPtxas();
-      if (ptxas.empty()) {
-        err << "loomc: warning: no ptxas (the CUDA toolkit's; set "
-               "LOOM_PTXAS or CUDA_HOME): the artifact has PTX only, which "
-               "the driver compiles when it loads\n";
-      } else if (failed(loom::assembleCubin(ptx, sm, ptxas,
-                                            inDir("kernels.cubin"), error))) {
-        err << "loomc: error: " << error << "\n";
-        return 1;
-      } else {
-        target.kernels = "kernels.cubin";
-      }
-    }
+    return printOutput(opts.output, err,
+                       [&](llvm::raw_ostream &os) { os << ptx; });
   }
-  return writeRest(target);
+  if (stopAfter != loom::Phase::Artifact)
+    return printOutput(opts.output, err,
+                       [&](llvm::raw_ostream &os) { module.print(os); });
+
+  loom::ArtifactOptions artifact;
+  artifact.dir = opts.output;
+  SmallString<256> source(opts.input);
+  llvm::sys::fs::make_absolute(source);
+  artifact.sourceModel = std::string(source);
+  artifact.cuda = target.cuda;
+  artifact.sm = target.sm;
+  artifact.cudaEmulatorLib = opts.cudaEmulatorLib;
+  loom::KernelInfoMap info;
+  if (failed(loom::writeArtifact(module, artifact, info, error, err))) {
+    err << "loomc: error: " << error << "\n";
+    return 1;
+  }
+  if (opts.report)
+    printReport(module, target.cuda ? &info : nullptr, llvm::outs());
+  return 0;
 }
 } // namespace
 
@@ -525,47 +359,49 @@ int loom::loomcMain(int argc, char **argv) {
            "see --help)\n";
     return 1;
   }
-  bool trainingPhase = llvm::is_contained(loom::trainingPhases(),
-                                          StringRef(opts.emit));
-  bool cudaPhase = opts.emit == "nvvm" || opts.emit == "ptx";
-  bool codegenPhase =
-      llvm::is_contained(loom::codegenPhases(), StringRef(opts.emit)) ||
-      opts.emit == "kernels" || cudaPhase;
-  if (opts.emit != "mlir" && opts.emit != "import" && !trainingPhase &&
-      !codegenPhase) {
+  std::optional<loom::Phase> emitPhase = loom::parsePhase(opts.emit);
+  if (!emitPhase) {
     if (isPlannedPhase(opts.emit))
       err << "loomc: error: --emit=" << opts.emit
-          << " is not implemented yet (implemented: mlir, loss, autodiff, "
-          << "optimizer, fuse, plan-memory, kernels, nvvm, ptx)\n";
+          << " is not implemented yet (implemented: mlir, "
+          << loom::phaseList() << ")\n";
     else
       err << "loomc: error: unknown phase '" << opts.emit
-          << "' for --emit (expected: mlir, loss, autodiff, optimizer, fuse, "
-          << "plan-memory, kernels, nvvm or ptx)\n";
+          << "' for --emit (expected: mlir, " << loom::phaseList() << ")\n";
     return 2;
   }
-  if (!opts.target.empty() && opts.target != "cpu" &&
-      !parseCudaTarget(opts.target)) {
-    if (StringRef(opts.target).starts_with("cuda"))
-      err << "loomc: error: bad CUDA target '" << opts.target
-          << "' (expected cuda or cuda:sm_NN with NN from 75 to 121, e.g. "
-          << "cuda:sm_90 or cuda:sm_80)\n";
-    else
-      err << "loomc: error: unknown target '" << opts.target
-          << "' (expected cpu or cuda:sm_NN)\n";
-    return 2;
+  std::optional<loom::CodegenTarget> target;
+  if (!opts.target.empty()) {
+    target = loom::parseTarget(opts.target);
+    if (!target) {
+      if (StringRef(opts.target).starts_with("cuda"))
+        err << "loomc: error: bad CUDA target '" << opts.target
+            << "' (expected cuda or cuda:sm_NN with NN from 75 to 121, e.g. "
+            << "cuda:sm_90 or cuda:sm_80)\n";
+      else
+        err << "loomc: error: unknown target '" << opts.target
+            << "' (expected cpu or cuda:sm_NN)\n";
+      return 2;
+    }
   }
-  if (codegenPhase && opts.target.empty()) {
+  bool trainingPhase = loom::isTrainingPhase(*emitPhase);
+  bool codegenPhase = loom::isCodegenPhase(*emitPhase);
+  if (codegenPhase && !target) {
     err << "loomc: error: --emit=" << opts.emit
         << " is a code-generation phase: give --target=cpu or "
         << "--target=cuda:sm_NN\n";
     return 2;
   }
-  if (cudaPhase && !parseCudaTarget(opts.target)) {
+  if (loom::isCudaOnlyPhase(*emitPhase) && !target->cuda) {
     err << "loomc: error: --emit=" << opts.emit
         << " is a phase of the CUDA target: give --target=cuda:sm_NN\n";
     return 2;
   }
   bool writeArtifact = !opts.target.empty() && !codegenPhase;
+  if (!opts.cudaEmulatorLib.empty() && !writeArtifact) {
+    err << "loomc: error: --cuda-emulator-lib writes an artifact\n";
+    return 2;
+  }
   if (writeArtifact && opts.output == "-") {
     err << "loomc: error: --target=" << opts.target
         << " writes an artifact directory: give -o OUT.loom\n";
@@ -626,30 +462,14 @@ int loom::loomcMain(int argc, char **argv) {
 
   if (runTraining) {
     loom::TrainingOptions t;
-    t.loss = opts.loss;
-    t.labels = opts.labels;
-    t.output = opts.lossOutput;
-    t.reduction = opts.reduction;
-    t.classAxis = opts.classAxis;
-    t.ignoreIndex = opts.ignoreIndex;
-    t.labelsDtype = opts.labelsDtype;
-    t.optimizer = opts.optimizer;
-    t.lr = opts.lr;
-    t.momentum = opts.momentum;
-    t.beta1 = opts.beta1;
-    t.beta2 = opts.beta2;
-    t.eps = opts.eps;
-    t.weightDecay = opts.weightDecay;
-    t.clipNorm = opts.clipNorm;
-    t.schedule = opts.schedule;
-    t.warmupSteps = opts.warmupSteps;
-    t.totalSteps = opts.totalSteps;
-    t.minLrRatio = opts.minLrRatio;
-    t.stopAfter = trainingPhase ? opts.emit : std::string("optimizer");
+#define LOOM_TRAINING_OPTION(PASS, TYPE, FIELD, FLAG, DEFAULT, DESC)          \
+  t.FIELD = opts.training.FIELD;
+#include "loom/Pipelines/TrainingOptions.def"
     // The model itself stays too (@predict), for predictions and accuracy.
     t.keepPredict = true;
     PassManager pm(&context);
-    loom::buildTrainingPipeline(pm, t);
+    loom::buildPipeline(pm, &t, nullptr,
+                        trainingPhase ? *emitPhase : loom::Phase::Optimizer);
     if (failed(pm.run(*module))) {
       err << "loomc: error: building the training step failed\n";
       return 1;
@@ -689,7 +509,9 @@ int loom::loomcMain(int argc, char **argv) {
   }
 
   if (!opts.target.empty())
-    return compileForTarget(*module, opts, writeArtifact, err);
+    return compileForTarget(*module, opts,
+                            writeArtifact ? loom::Phase::Artifact : *emitPhase,
+                            err);
 
   std::string error;
   auto out = mlir::openOutputFile(opts.output, &error);

@@ -2,12 +2,13 @@
 
 #include "loom/InitAll.h"
 
+#include "loom/Codegen/Passes.h"
 #include "loom/Conversion/CpuParallelLoops/CpuParallelLoops.h"
 #include "loom/Conversion/CpuReductionLoops/CpuReductionLoops.h"
 #include "loom/Conversion/LoomToLinalg/LoomToLinalg.h"
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
 #include "loom/Transforms/Passes.h"
-#include "loom/Transforms/Pipelines.h"
+#include "loom/Pipelines/Pipelines.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -19,7 +20,12 @@
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
+#include "mlir/Dialect/UB/IR/UBOps.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
@@ -46,7 +52,9 @@ void loom::registerCodegenDialects(mlir::DialectRegistry &registry) {
                   mlir::scf::SCFDialect, mlir::memref::MemRefDialect,
                   mlir::bufferization::BufferizationDialect,
                   mlir::cf::ControlFlowDialect, mlir::LLVM::LLVMDialect,
-                  mlir::affine::AffineDialect>();
+                  mlir::affine::AffineDialect, mlir::gpu::GPUDialect,
+                  mlir::NVVM::NVVMDialect, mlir::vector::VectorDialect,
+                  mlir::omp::OpenMPDialect, mlir::ub::UBDialect>();
   // One-shot bufferization of the kernels needs every dialect's model.
   mlir::arith::registerBufferizableOpInterfaceExternalModels(registry);
   mlir::linalg::registerBufferizableOpInterfaceExternalModels(registry);
@@ -74,5 +82,6 @@ void loom::registerAllPasses() {
   loom::registerConvertLoomToLinalgPass();
   loom::registerLoomCpuParallelLoopsPass();
   loom::registerLoomCpuReductionLoopsPass();
-  loom::registerTrainingPipeline();
+  loom::registerLoomCodegenPasses();
+  loom::registerPipelines();
 }

@@ -28,6 +28,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 
 #include <algorithm>
@@ -205,10 +206,17 @@ struct PlanMemoryPass : loom::impl::PlanMemoryPassBase<PlanMemoryPass> {
       }
     }
 
+    // In program order, then by size: values of the same size and start
+    // keep their program order, so that the plan does not depend on where
+    // the values happen to live in memory (byRoot is keyed by pointer).
     SmallVector<Interval *> order;
-    for (auto &entry : byRoot)
-      order.push_back(&entry.second);
-    llvm::sort(order, [](const Interval *a, const Interval *b) {
+    llvm::SmallPtrSet<Interval *, 32> seen;
+    for (Value v : values) {
+      Interval *iv = &byRoot[storage.getLeaderValue(v)];
+      if (seen.insert(iv).second)
+        order.push_back(iv);
+    }
+    llvm::stable_sort(order, [](const Interval *a, const Interval *b) {
       if (a->size != b->size)
         return a->size > b->size;
       return a->begin < b->begin;

@@ -1,7 +1,7 @@
 //===- CpuParallelLoops.h - Which parallel loops get threads ----*- C++ -*-===//
 //
 // loom-cpu-parallel-loops (include/loom/Conversion/Passes.td), run by the
-// CPU kernel pipeline (lib/Codegen/CpuCodegen.cpp) between
+// CPU kernel pipeline (loom-lower-kernels-to-llvm, lib/Codegen/LowerKernelsToLLVM.cpp) between
 // convert-linalg-to-parallel-loops and convert-scf-to-openmp.
 //
 //===----------------------------------------------------------------------===//

@@ -1,7 +1,7 @@
 //===- CpuReductionLoops.h - Reductions with register accumulators -*- C++ -*-===//
 //
 // loom-cpu-reduction-loops (include/loom/Conversion/Passes.td), run by the
-// CPU kernel pipeline (lib/Codegen/CpuCodegen.cpp) before
+// CPU kernel pipeline (loom-lower-kernels-to-llvm, lib/Codegen/LowerKernelsToLLVM.cpp) before
 // convert-linalg-to-parallel-loops.
 //
 //===----------------------------------------------------------------------===//

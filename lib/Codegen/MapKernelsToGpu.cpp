@@ -1,26 +1,33 @@
-//===- CudaCodegen.cpp - Kernels for NVIDIA GPUs --------------------------===//
+//===- MapKernelsToGpu.cpp - loom-map-kernels-to-gpu ----------------------===//
 //
-// See CudaCodegen.h. The input is a module of kernels on buffers: each a
-// func.func whose body is a sequence of linalg ops (named ops generalized),
-// views, constants and temporaries (memref.alloc). Each computing op becomes
-// one gpu.func; every gpu.func of a kernel has the same parameters (the
-// kernel's buffers, then its scratch buffers), so that the plan passes the
-// same buffer list to each launch.
+// The input is the kernel module on buffers: each kernel a func.func whose
+// body is a sequence of linalg ops (named ops generalized), views,
+// constants and temporaries (memref.alloc). Each computing op becomes one
+// gpu.func of `gpu.module @loom_kernels`; every gpu.func of a kernel has
+// the same parameters (the kernel's buffers, then its scratch buffers), so
+// that the plan passes the same buffer list to each launch. The mapping
+// onto threads is chosen from the op's shape (docs/codegen.md, "CUDA"):
+//
+//  - pointwise: a grid-stride loop, 128-bit vector loads and stores where
+//    every operand is contiguous;
+//  - warp-row: reductions over trailing dimensions with a recognized
+//    combiner, one warp per row, lanes striding the row, a butterfly of
+//    shuffles at the end;
+//  - block-reduce: a reduction of everything to one value, one block of
+//    1024 threads, warp shuffles and shared memory;
+//  - thread-row: any other generic, one thread per point of its parallel
+//    dimensions, reduction loops inside;
+//  - serial: anything else (loops over slices), one thread.
+//
+//  - forall: the lines of a scatter_add, one thread per line, grid-stride.
+//
+// Temporaries become scratch buffers in the entry's arena.
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Codegen/CudaCodegen.h"
+#include "loom/Codegen/Kernels.h"
+#include "loom/Codegen/Passes.h"
 
-#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
-#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
-#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
-#include "mlir/Conversion/GPUToNVVM/GPUToNVVM.h"
-#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
-#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
-#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
-#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
-#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
-#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -35,20 +42,14 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Target/LLVM/NVVM/Target.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/RegionUtils.h"
-
 #include "llvm/ADT/SetVector.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/Process.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
+
+namespace loom {
+#define GEN_PASS_DEF_MAPKERNELSTOGPUPASS
+#include "loom/Codegen/Passes.h.inc"
+} // namespace loom
 
 using namespace mlir;
 using namespace loom;
@@ -59,6 +60,9 @@ constexpr int64_t kBlock = 256;       // threads per block, most launches
 constexpr int64_t kReduceBlock = 1024; // block-reduce
 constexpr int64_t kMaxGrid = 8192;     // grid-stride loops cover the rest
 constexpr int64_t kWarp = 32;
+/// Named linalg ops as generics: the mapping reads one form.
+constexpr const char *kGeneralize =
+    "func.func(linalg-generalize-named-ops),canonicalize";
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t gridFor(int64_t work, int64_t perBlock) {
@@ -814,280 +818,60 @@ void forwardResultCopies(func::FuncOp kernel) {
 }
 } // namespace
 
-FailureOr<OwningOpRef<ModuleOp>>
-loom::mapKernelsToGpu(ModuleOp bufferized, KernelInfoMap &kernels) {
-  MLIRContext *ctx = bufferized.getContext();
-  ctx->loadDialect<gpu::GPUDialect, vector::VectorDialect, scf::SCFDialect,
-                   affine::AffineDialect, ub::UBDialect>();
-  for (auto kernel : bufferized.getOps<func::FuncOp>())
+LogicalResult loom::mapKernelsToGpu(ModuleOp kernels, KernelInfoMap &info,
+                                    PipelineRunner run) {
+  MLIRContext *ctx = kernels.getContext();
+  for (auto kernel : kernels.getOps<func::FuncOp>())
     forwardResultCopies(kernel);
-  if (failed(runCodegenPipeline(
-          bufferized, "func.func(linalg-generalize-named-ops),canonicalize")))
+  if (failed(runKernelPipeline(kernels, kGeneralize, run)))
     return failure();
+  SmallVector<Operation *> hostOps;
+  for (Operation &op : *kernels.getBody())
+    hostOps.push_back(&op);
   OpBuilder b(ctx);
-  OwningOpRef<ModuleOp> module = ModuleOp::create(bufferized.getLoc());
-  (*module)->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                     b.getUnitAttr());
-  b.setInsertionPointToEnd(module->getBody());
+  kernels->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                   b.getUnitAttr());
+  b.setInsertionPointToEnd(kernels.getBody());
   auto gpuModule =
-      gpu::GPUModuleOp::create(b, bufferized.getLoc(), "loom_kernels");
+      gpu::GPUModuleOp::create(b, kernels.getLoc(), kKernelModuleName);
   // Constant tensors the kernels read (memref.global) go to device memory.
   b.setInsertionPointToStart(gpuModule.getBody());
   // 64-byte aligned, as the arena's buffers are, for vector loads.
-  for (auto global : bufferized.getOps<memref::GlobalOp>())
+  for (auto global : kernels.getOps<memref::GlobalOp>())
     cast<memref::GlobalOp>(b.clone(*global))
         .setAlignmentAttr(b.getI64IntegerAttr(64));
-  for (auto kernel : bufferized.getOps<func::FuncOp>()) {
-    KernelInfo &info = kernels[kernel.getName().str()];
-    KernelMapper mapper(kernel, gpuModule, info);
+  for (auto kernel : kernels.getOps<func::FuncOp>()) {
+    KernelMapper mapper(kernel, gpuModule, info[kernel.getName().str()]);
     if (failed(mapper.run()))
       return failure();
   }
-  return module;
-}
-
-FailureOr<OwningOpRef<ModuleOp>>
-loom::emulateGpuOnHost(ModuleOp gpuKernels, const KernelInfoMap &kernels,
-                       std::vector<EmulatedLaunch> &launches) {
-  MLIRContext *ctx = gpuKernels.getContext();
-  OpBuilder b(ctx);
-  Location loc = gpuKernels.getLoc();
-  OwningOpRef<ModuleOp> host = ModuleOp::create(loc);
-  b.setInsertionPointToEnd(host->getBody());
-  Type indexType = b.getIndexType(), i32 = b.getI32Type(), f32 = b.getF32Type();
-  auto declare = [&](StringRef name, TypeRange args, TypeRange results) {
-    auto f = func::FuncOp::create(b, loc, name,
-                                  b.getFunctionType(args, results));
-    f.setPrivate();
-  };
-  for (StringRef name : {"loom_emu_block_id", "loom_emu_thread_id",
-                         "loom_emu_block_dim", "loom_emu_grid_dim"})
-    declare(name, {}, indexType);
-  declare("loom_emu_shuffle_f32", {f32, i32, i32}, f32);
-  declare("loom_emu_shuffle_i32", {i32, i32, i32}, i32);
-  declare("loom_emu_barrier", {}, {});
-  auto call = [&](OpBuilder &at, StringRef name, Type result,
-                  ValueRange args) -> Value {
-    auto c = func::CallOp::create(at, loc, name,
-                                  result ? TypeRange{result} : TypeRange{},
-                                  args);
-    return c.getNumResults() ? c.getResult(0) : Value();
-  };
-  llvm::StringMap<bool> synchronizes;
-  llvm::StringMap<unsigned> numParams;
-  for (auto gpuModule : gpuKernels.getOps<gpu::GPUModuleOp>()) {
-    for (auto global : gpuModule.getOps<memref::GlobalOp>())
-      b.clone(*global);
-    for (auto gfunc : llvm::make_early_inc_range(
-             gpuModule.getOps<gpu::GPUFuncOp>())) {
-      std::string name = (gfunc.getName() + "_thread").str();
-      auto func = func::FuncOp::create(b, loc, name, gfunc.getFunctionType());
-      Block &entry = gfunc.getBody().front();
-      // Shared memory: a global (blocks run one at a time).
-      unsigned numArgs = gfunc.getNumArguments();
-      for (auto [i, attribution] :
-           llvm::enumerate(gfunc.getWorkgroupAttributions())) {
-        auto type = cast<MemRefType>(attribution.getType());
-        auto plain = MemRefType::get(type.getShape(), type.getElementType());
-        std::string symbol = name + "_shared" + std::to_string(i);
-        OpBuilder gb(host->getBody(), host->getBody()->begin());
-        memref::GlobalOp::create(gb, loc, symbol, gb.getStringAttr("private"),
-                                 plain, Attribute(), false,
-                                 gb.getI64IntegerAttr(64));
-        OpBuilder eb(&entry, entry.begin());
-        Value g = memref::GetGlobalOp::create(eb, loc, plain, symbol);
-        BlockArgument(attribution).replaceAllUsesWith(g);
-      }
-      entry.eraseArguments(numArgs, entry.getNumArguments() - numArgs);
-      func.getBody().takeBody(gfunc.getBody());
-      SmallVector<Operation *> ops;
-      func.walk([&](Operation *op) {
-        if (isa_and_nonnull<gpu::GPUDialect>(op->getDialect()))
-          ops.push_back(op);
-      });
-      // Threads that meet at shuffles or barriers run as coroutines.
-      synchronizes[gfunc.getName()] =
-          llvm::any_of(ops, llvm::IsaPred<gpu::ShuffleOp, gpu::BarrierOp>);
-      numParams[gfunc.getName()] = numArgs;
-      for (Operation *op : ops) {
-        OpBuilder at(op);
-        if (isa<gpu::BlockIdOp>(op))
-          op->replaceAllUsesWith(ValueRange{
-              call(at, "loom_emu_block_id", indexType, {})});
-        else if (isa<gpu::ThreadIdOp>(op))
-          op->replaceAllUsesWith(ValueRange{
-              call(at, "loom_emu_thread_id", indexType, {})});
-        else if (isa<gpu::BlockDimOp>(op))
-          op->replaceAllUsesWith(ValueRange{
-              call(at, "loom_emu_block_dim", indexType, {})});
-        else if (isa<gpu::GridDimOp>(op))
-          op->replaceAllUsesWith(ValueRange{
-              call(at, "loom_emu_grid_dim", indexType, {})});
-        else if (isa<gpu::BarrierOp>(op))
-          call(at, "loom_emu_barrier", Type(), {});
-        else if (auto shuffle = dyn_cast<gpu::ShuffleOp>(op)) {
-          Type t = shuffle.getValue().getType();
-          Value r = call(at, t.isF32() ? "loom_emu_shuffle_f32"
-                                       : "loom_emu_shuffle_i32",
-                         t, {shuffle.getValue(), shuffle.getOffset(),
-                             shuffle.getWidth()});
-          Value valid = arith::ConstantIntOp::create(at, loc, 1, 1);
-          op->replaceAllUsesWith(ValueRange{r, valid});
-        } else if (isa<gpu::ReturnOp>(op)) {
-          func::ReturnOp::create(at, loc);
-        } else {
-          return op->emitError("gpu emulator: cannot emulate '")
-                 << op->getName() << "'";
-        }
-        op->erase();
-      }
-    }
-  }
-  for (auto &[kernel, info] : kernels)
-    for (const GpuLaunch &l : info.launches)
-      launches.push_back(EmulatedLaunch{l.name, l.name + "_thread",
-                                        l.grid[0], l.block[0],
-                                        synchronizes.lookup(l.name),
-                                        numParams.lookup(l.name)});
-  return host;
-}
-
-LogicalResult loom::lowerGpuToNVVM(ModuleOp gpuKernels) {
-  // convert-gpu-to-nvvm lowers every dialect through its
-  // ConvertToLLVMPatternInterface.
-  DialectRegistry registry;
-  arith::registerConvertArithToLLVMInterface(registry);
-  cf::registerConvertControlFlowToLLVMInterface(registry);
-  registerConvertFuncToLLVMInterface(registry);
-  index::registerConvertIndexToLLVMInterface(registry);
-  registerConvertMathToLLVMInterface(registry);
-  registerConvertMemRefToLLVMInterface(registry);
-  ub::registerConvertUBToLLVMInterface(registry);
-  vector::registerConvertVectorToLLVMInterface(registry);
-  registerConvertNVVMToLLVMInterface(registry);
-  NVVM::registerConvertGpuToNVVMInterface(registry);
-  gpuKernels.getContext()->appendDialectRegistry(registry);
-  // 32-bit index arithmetic (cheaper on the GPU) when every buffer and every
-  // grid-stride index stays far below 2^31 elements.
-  int64_t largest = 0;
-  gpuKernels.walk([&](Operation *op) {
-    for (Type t : op->getOperandTypes())
-      if (auto m = dyn_cast<MemRefType>(t); m && m.hasStaticShape())
-        largest = std::max(largest, m.getNumElements());
-  });
-  std::string indexBits = largest < (int64_t(1) << 30) ? "32" : "64";
-  return runCodegenPipeline(
-      gpuKernels,
-      "gpu.module(convert-linalg-to-loops,canonicalize,cse,"
-      "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
-      "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1 index-bitwidth=" +
-          indexBits +
-          "}),"
-          "reconcile-unrealized-casts");
-}
-
-FailureOr<std::string> loom::translateToPtx(ModuleOp gpuKernels, int sm,
-                                            std::string &error) {
-  DialectRegistry registry;
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-  registerGPUDialectTranslation(registry);
-  registerNVVMDialectTranslation(registry);
-  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
-  gpuKernels.getContext()->appendDialectRegistry(registry);
-  // Math the NVVM lowering leaves to libdevice (__nv_expf, __nv_logf, ...)
-  // is linked from the CUDA toolkit's libdevice.
-  bool needsLibdevice = false;
-  gpuKernels.walk([&](LLVM::LLVMFuncOp f) {
-    needsLibdevice |= f.isExternal() && f.getName().starts_with("__nv_");
-  });
-  std::string link;
-  if (needsLibdevice) {
-    std::string libdevice = findLibdevice();
-    if (libdevice.empty()) {
-      error = "the kernels call CUDA's libdevice (e.g. __nv_expf), and no "
-              "libdevice.10.bc was found (set CUDA_HOME to the CUDA "
-              "toolkit)";
-      return failure();
-    }
-    link = " l=" + libdevice;
-  }
-  if (failed(runCodegenPipeline(
-          gpuKernels, "nvvm-attach-target{chip=sm_" + std::to_string(sm) +
-                          " O=3" + link +
-                          "},gpu-module-to-binary{format=isa}"))) {
-    error = "translating the kernels to PTX failed";
-    return failure();
-  }
-  for (auto binary : gpuKernels.getOps<gpu::BinaryOp>())
-    for (Attribute a : binary.getObjects())
-      if (auto object = dyn_cast<gpu::ObjectAttr>(a))
-        return object.getObject().str();
-  error = "the NVPTX backend produced no PTX";
-  return failure();
-}
-
-std::string loom::findLibdevice() {
-  SmallVector<std::string> roots;
-  if (auto home = llvm::sys::Process::GetEnv("CUDA_HOME"))
-    roots.push_back(*home);
-  roots.push_back("/usr/local/cuda");
-  roots.push_back("/usr/lib/cuda"); // Debian's nvidia-cuda-toolkit
-  for (const std::string &root : roots) {
-    std::string path = root + "/nvvm/libdevice/libdevice.10.bc";
-    if (llvm::sys::fs::exists(path))
-      return path;
-  }
-  return "";
-}
-
-std::string loom::findPtxas() {
-  if (auto p = llvm::sys::Process::GetEnv("LOOM_PTXAS"))
-    return *p;
-  SmallVector<std::string> candidates;
-  if (auto home = llvm::sys::Process::GetEnv("CUDA_HOME"))
-    candidates.push_back(*home + "/bin/ptxas");
-  candidates.push_back("/usr/local/cuda/bin/ptxas");
-  for (const std::string &c : candidates)
-    if (llvm::sys::fs::can_execute(c))
-      return c;
-  if (auto p = llvm::sys::findProgramByName("ptxas"))
-    return *p;
-  return "";
-}
-
-LogicalResult loom::assembleCubin(const std::string &ptx, int sm,
-                                  const std::string &ptxas,
-                                  const std::string &cubinPath,
-                                  std::string &error) {
-  std::string ptxPath = cubinPath + ".ptx.tmp";
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(ptxPath, ec, llvm::sys::fs::OF_Text);
-    if (ec) {
-      error = "cannot write " + ptxPath + ": " + ec.message();
-      return failure();
-    }
-    os << ptx;
-  }
-  std::string arch = "-arch=sm_" + std::to_string(sm);
-  std::string log = cubinPath + ".ptxas.log";
-  SmallVector<StringRef> args{ptxas, arch, "-O3", "-o", cubinPath, ptxPath};
-  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log),
-                                          StringRef(log)};
-  std::string message;
-  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects, 0,
-                                     0, &message);
-  llvm::sys::fs::remove(ptxPath);
-  if (rc != 0) {
-    auto buffer = llvm::MemoryBuffer::getFile(log);
-    error = "ptxas (" + ptxas + ") failed" +
-            (message.empty() ? " with exit status " + std::to_string(rc)
-                             : ": " + message) +
-            (buffer ? "\n" + (*buffer)->getBuffer().str() : "");
-    llvm::sys::fs::remove(log);
-    return failure();
-  }
-  llvm::sys::fs::remove(log);
+  // The host-side kernels are now launches of the gpu.module.
+  for (Operation *op : hostOps)
+    op->erase();
   return success();
 }
+
+namespace {
+struct MapKernelsToGpuPass
+    : public loom::impl::MapKernelsToGpuPassBase<MapKernelsToGpuPass> {
+  void getDependentDialects(DialectRegistry &registry) const override {
+    MapKernelsToGpuPassBase::getDependentDialects(registry);
+    addKernelPipelineDialects(kGeneralize, registry);
+  }
+  void runOnOperation() override {
+    ModuleOp kernels = getKernelModule(getOperation());
+    if (!kernels) {
+      getOperation().emitError("loom-map-kernels-to-gpu: no kernel module "
+                               "(run loom-outline-kernels first)");
+      return signalPassFailure();
+    }
+    KernelInfoMap info = readKernelInfo(kernels);
+    if (failed(mapKernelsToGpu(kernels, info,
+                               [&](OpPassManager &pm, Operation *op) {
+                                 return runPipeline(pm, op);
+                               })))
+      return signalPassFailure();
+    writeKernelInfo(kernels, info);
+  }
+};
+} // namespace

@@ -1,0 +1,115 @@
+//===- BufferizeKernels.cpp - loom-bufferize-kernels ---------------------===//
+//
+// The outlined kernels (loom ops on tensors) become linalg on buffers:
+// convert-loom-to-linalg per kernel, elementwise fusion, one-shot
+// bufferization across function boundaries, then results as out-params the
+// caller provides (inputs first, then outputs: the runtime's kernel ABI).
+// Temporaries stay memref.allocs: the next pass places them (arena scratch)
+// or frees them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Codegen/Kernels.h"
+#include "loom/Codegen/Passes.h"
+#include "loom/Conversion/LoomToLinalg/LoomToLinalg.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Builders.h"
+
+namespace loom {
+#define GEN_PASS_DEF_BUFFERIZEKERNELSPASS
+#include "loom/Codegen/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+/// After bufferization (results are out-params after the inputs): an
+/// in-place result's out-param and its argument hold the same address, so
+/// the kernel reads and writes through the argument alone. LLVM then sees
+/// one pointer where it saw two that might overlap, and vectorizes the
+/// update loop instead of falling back to scalar code at run time.
+void unifyInPlaceBuffers(func::FuncOp kernel) {
+  auto attr = kernel->getAttrOfType<DenseI64ArrayAttr>(kInPlaceAttr);
+  if (!attr)
+    return;
+  ArrayRef<int64_t> p = attr.asArrayRef();
+  int64_t inputs = p.front();
+  for (size_t i = 1; i + 1 < p.size(); i += 2) {
+    int64_t out = inputs + p[i], in = p[i + 1];
+    if (out >= kernel.getNumArguments() ||
+        kernel.getArgument(out).getType() != kernel.getArgument(in).getType())
+      continue; // not the bufferized signature expected: leave it
+    kernel.getArgument(out).replaceAllUsesWith(kernel.getArgument(in));
+  }
+  // The result was made in the argument's buffer: its copy into the
+  // out-param is now a copy onto itself.
+  SmallVector<memref::CopyOp> selfCopies;
+  kernel.walk([&](memref::CopyOp c) {
+    if (c.getSource() == c.getTarget())
+      selfCopies.push_back(c);
+  });
+  for (memref::CopyOp c : selfCopies)
+    c.erase();
+  kernel->removeAttr(kInPlaceAttr);
+}
+} // namespace
+
+StringRef loom::bufferizationPipeline() {
+  return "func.func(linalg-fuse-elementwise-ops),"
+         "canonicalize,cse,eliminate-empty-tensors,"
+         "one-shot-bufferize{bufferize-function-boundaries "
+         "function-boundary-type-conversion=identity-layout-map},"
+         "buffer-results-to-out-params{hoist-static-allocs "
+         "modify-public-functions},"
+         // cse first: the copy that closes an scf.forall's line (see
+         // lowerScatterAdd) copies a subview onto an identical one, which
+         // canonicalize then erases.
+         "cse,canonicalize";
+}
+
+LogicalResult loom::bufferizeKernels(ModuleOp kernels, PipelineRunner run) {
+  for (auto func : kernels.getOps<func::FuncOp>())
+    if (failed(lowerLoomToLinalg(func)))
+      return failure();
+  if (failed(runKernelPipeline(kernels, bufferizationPipeline(), run)))
+    return failure();
+  for (auto kernel : kernels.getOps<func::FuncOp>())
+    unifyInPlaceBuffers(kernel);
+  // Strided copies (insert_slice with strides) would call the MLIR runner's
+  // memrefCopy; as linalg.copy they become plain loops.
+  SmallVector<memref::CopyOp> copies;
+  kernels.walk([&](memref::CopyOp c) { copies.push_back(c); });
+  for (memref::CopyOp c : copies) {
+    OpBuilder b(c);
+    linalg::CopyOp::create(b, c.getLoc(), c.getSource(), c.getTarget());
+    c.erase();
+  }
+  return success();
+}
+
+namespace {
+struct BufferizeKernelsPass
+    : public loom::impl::BufferizeKernelsPassBase<BufferizeKernelsPass> {
+  void getDependentDialects(DialectRegistry &registry) const override {
+    BufferizeKernelsPassBase::getDependentDialects(registry);
+    addKernelPipelineDialects(bufferizationPipeline(), registry);
+  }
+  void runOnOperation() override {
+    ModuleOp kernels = getKernelModule(getOperation());
+    if (!kernels) {
+      getOperation().emitError("loom-bufferize-kernels: no kernel module "
+                               "(run loom-outline-kernels first)");
+      return signalPassFailure();
+    }
+    if (failed(bufferizeKernels(kernels, [&](OpPassManager &pm,
+                                             Operation *op) {
+          return runPipeline(pm, op);
+        })))
+      signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,284 @@
+//===- Plan.cpp - plan.json, the host side of an artifact -----------------===//
+//
+// The host side is not generated code. Each entry function, after loom-fuse
+// and loom-plan-memory, is a sequence of steps: a fusion is a `kernel` step
+// (its launches on the GPU), a matmul a `gemm` step (BLAS or cuBLASLt in the
+// runtime), a reshape a view (a second buffer at the same offset, no step).
+// docs/plan-format.md is the schema, owned by the runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Target/Plan.h"
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Import/Import.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace loom;
+
+
+namespace {
+std::string dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isF64())
+    return "f64";
+  if (t.isF16())
+    return "f16";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isInteger(64))
+    return "i64";
+  if (t.isInteger(32))
+    return "i32";
+  if (t.isInteger(8))
+    return "i8";
+  if (t.isInteger(1))
+    return "bool";
+  return "";
+}
+
+struct EntryWriter {
+  func::FuncOp func;
+  const PlanTarget *target;
+  llvm::json::Array buffers;
+  int64_t scratchBase = 0, scratchBytes = 0;
+  llvm::DenseMap<Value, int64_t> ids;
+  std::string error;
+
+  int64_t add(Value v, int64_t offset) {
+    auto t = cast<RankedTensorType>(v.getType());
+    llvm::json::Array shape;
+    for (int64_t d : t.getShape())
+      shape.push_back(d);
+    buffers.push_back(llvm::json::Object{{"offset", offset},
+                                         {"dtype", dtypeName(t.getElementType())},
+                                         {"shape", std::move(shape)}});
+    ids[v] = buffers.size() - 1;
+    return ids[v];
+  }
+
+  /// A kernel's temporary, in the scratch space after the arena.
+  int64_t addScratch(const KernelScratch &scratch) {
+    auto t = cast<MemRefType>(scratch.type);
+    llvm::json::Array shape;
+    for (int64_t d : t.getShape())
+      shape.push_back(d);
+    buffers.push_back(
+        llvm::json::Object{{"offset", scratchBase + scratch.offset},
+                           {"dtype", dtypeName(t.getElementType())},
+                           {"shape", std::move(shape)}});
+    return buffers.size() - 1;
+  }
+
+  FailureOr<llvm::json::Object> write() {
+    llvm::json::Array inputs, outputs, steps;
+    auto arena = func->getAttrOfType<IntegerAttr>("loom.arena_bytes");
+    scratchBase = llvm::alignTo(arena ? arena.getInt() : 0, 256);
+    for (BlockArgument arg : func.getArguments()) {
+      auto offset = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                        "loom.offset");
+      if (!offset)
+        return func.emitError("plan: argument ")
+               << arg.getArgNumber() << " has no loom.offset (run "
+               << "loom-plan-memory)";
+      if (dtypeName(getElementTypeOrSelf(arg.getType())).empty())
+        return func.emitError("plan: argument ")
+               << arg.getArgNumber() << " has an unsupported element type";
+      int64_t id = add(arg, offset.getInt());
+      std::string kind, name;
+      unsigned i = arg.getArgNumber();
+      if (auto n = func.getArgAttrOfType<StringAttr>(i, kParamAttr))
+        kind = "param", name = n.str();
+      else if (auto n = func.getArgAttrOfType<StringAttr>(i, kBufferAttr))
+        kind = "buffer", name = n.str();
+      else if (auto n = func.getArgAttrOfType<StringAttr>(i, kOptStateAttr))
+        kind = "state", name = n.str();
+      else if (auto n = func.getArgAttrOfType<StringAttr>(i, kInputAttr))
+        kind = "input", name = n.str();
+      else if (func.getArgAttr(i, kRngSeedAttr))
+        kind = "input", name = "seed"; // the dropout seed; loom-run feeds it
+      else
+        return func.emitError("plan: argument ")
+               << i << " is not named (loom.param, loom.buffer, "
+               << "loom.opt_state, loom.input or loom.rng_seed)";
+      inputs.push_back(llvm::json::Object{
+          {"name", name}, {"kind", kind}, {"buffer", id}});
+    }
+    for (Operation &op : func.getBody().front()) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+          std::string kind, name;
+          if (auto n = func.getResultAttrOfType<StringAttr>(i, kOutputAttr))
+            kind = "output", name = n.str();
+          else if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr))
+            kind = "grad", name = n.str();
+          else if (auto n =
+                       func.getResultAttrOfType<StringAttr>(i, kBufferAttr))
+            kind = "output", name = n.str(); // the buffer's new value
+          else
+            return func.emitError("plan: result ")
+                   << i << " is not named (loom.output, loom.grad or "
+                   << "loom.buffer)";
+          outputs.push_back(llvm::json::Object{
+              {"name", name}, {"kind", kind}, {"buffer", ids.lookup(v)}});
+        }
+        continue;
+      }
+      auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("loom.offsets");
+      if (!offsets)
+        return op.emitError("plan: op has no loom.offsets (run "
+                            "loom-plan-memory)");
+      for (auto [r, off] : llvm::zip(op.getResults(), offsets.asArrayRef())) {
+        if (dtypeName(getElementTypeOrSelf(r.getType())).empty())
+          return op.emitError("plan: result has an unsupported element type");
+        add(r, off);
+      }
+      if (auto fusion = dyn_cast<FusionOp>(op)) {
+        if (!fusion->hasAttr(kKernelAttr))
+          continue; // Only empty results: nothing to run.
+        llvm::json::Array bufs;
+        for (Value v : fusion.getInputs())
+          if (!isEmptyTensor(v.getType()))
+            bufs.push_back(ids.lookup(v));
+        for (Value v : fusion.getResults())
+          if (!isEmptyTensor(v.getType()))
+            bufs.push_back(ids.lookup(v));
+        std::string name =
+            fusion->getAttrOfType<StringAttr>(kKernelAttr).str();
+        const KernelInfo *kernel = nullptr;
+        if (target->kernelInfo) {
+          auto it = target->kernelInfo->find(name);
+          if (it != target->kernelInfo->end())
+            kernel = &it->second;
+        }
+        if (kernel) {
+          for (const KernelScratch &s : kernel->scratch)
+            bufs.push_back(addScratch(s));
+          scratchBytes = std::max(scratchBytes, kernel->scratchBytes);
+        }
+        if (target->target != "cuda") {
+          steps.push_back(llvm::json::Object{{"kind", "kernel"},
+                                             {"name", name},
+                                             {"buffers", std::move(bufs)}});
+          continue;
+        }
+        if (!kernel)
+          return op.emitError("plan: no GPU launches for kernel ") << name;
+        auto dims = [](const std::array<int64_t, 3> &d) {
+          return llvm::json::Array{d[0], d[1], d[2]};
+        };
+        for (const GpuLaunch &launch : kernel->launches)
+          steps.push_back(llvm::json::Object{
+              {"kind", "kernel"},
+              {"name", launch.name},
+              {"buffers", llvm::json::Array(bufs)},
+              {"grid", dims(launch.grid)},
+              {"block", dims(launch.block)},
+              {"shared_bytes", launch.sharedBytes}});
+      } else if (auto mm = dyn_cast<MatmulOp>(op)) {
+        auto lt = cast<RankedTensorType>(mm.getLhs().getType());
+        auto rt = cast<RankedTensorType>(mm.getRhs().getType());
+        Type et = lt.getElementType();
+        if (!et.isF32() && !et.isF64())
+          return op.emitError("plan: GEMM steps multiply f32 and f64 "
+                              "matrices only, not ")
+                 << et;
+        bool ta = mm.getTransposeA(), tb = mm.getTransposeB();
+        int64_t rank = lt.getRank(), rr = rt.getRank();
+        int64_t M = lt.getDimSize(rank - (ta ? 1 : 2));
+        int64_t K = lt.getDimSize(rank - (ta ? 2 : 1));
+        int64_t N = rt.getDimSize(rr - (tb ? 2 : 1));
+        int64_t batch = 1;
+        for (int64_t d : lt.getShape().drop_back(2))
+          batch *= d;
+        bool sharedRhs = rr == 2 && rank != 2;
+        // [B, M, K] x [K, N] is one [B*M, K] x [K, N] GEMM: A and C are
+        // contiguous row-major, so their batches stack into rows (a larger
+        // GEMM runs nearer the machine's peak than B small ones).
+        if (sharedRhs && !ta) {
+          M *= batch;
+          batch = 1;
+        }
+        steps.push_back(llvm::json::Object{
+            {"kind", "gemm"},
+            {"a", ids.lookup(mm.getLhs())},
+            {"b", ids.lookup(mm.getRhs())},
+            {"c", ids.lookup(mm.getResult())},
+            {"batch", batch},
+            {"m", M},
+            {"n", N},
+            {"k", K},
+            {"trans_a", ta},
+            {"trans_b", tb},
+            {"stride_a", M * K},
+            {"stride_b", sharedRhs ? 0 : K * N},
+            {"stride_c", M * N}});
+      } else if (!isa<ReshapeOp>(op)) {
+        return op.emitError("plan: '")
+               << op.getName() << "' is not a step the plan can hold";
+      }
+    }
+    int64_t arenaBytes = arena ? arena.getInt() : 0;
+    if (scratchBytes)
+      arenaBytes = scratchBase + scratchBytes;
+    return llvm::json::Object{{"name", func.getName().str()},
+                              {"arena_bytes", arenaBytes},
+                              {"buffers", std::move(buffers)},
+                              {"inputs", std::move(inputs)},
+                              {"outputs", std::move(outputs)},
+                              {"steps", std::move(steps)}};
+  }
+};
+} // namespace
+
+LogicalResult loom::writePlan(ModuleOp module, const std::string &path,
+                              const PlanTarget &target,
+                              const std::string &sourceModel,
+                              std::string &error) {
+  llvm::json::Array entries;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal())
+      continue;
+    EntryWriter w;
+    w.func = func;
+    w.target = &target;
+    FailureOr<llvm::json::Object> entry = w.write();
+    if (failed(entry)) {
+      error = "cannot write the plan of @" + func.getName().str();
+      return failure();
+    }
+    entries.push_back(std::move(*entry));
+  }
+  llvm::json::Object plan{{"format", "loom-plan"},
+                          {"version", 1},
+                          {"target", target.target},
+                          {"kernel_abi", 1},
+                          {"entries", std::move(entries)}};
+  auto fileOrNull = [](const std::string &f) {
+    return f.empty() ? llvm::json::Value(nullptr) : llvm::json::Value(f);
+  };
+  plan["kernels"] = fileOrNull(target.kernels);
+  if (target.target == "cuda") {
+    plan["sm"] = target.sm;
+    plan["ptx"] = fileOrNull(target.ptx);
+  }
+  plan["params"] = "params.safetensors";
+  if (!sourceModel.empty())
+    plan["source_model"] = sourceModel;
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);
+  if (ec) {
+    error = "cannot write " + path + ": " + ec.message();
+    return failure();
+  }
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
+  return success();
+}
+

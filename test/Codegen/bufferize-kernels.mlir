@@ -1,0 +1,38 @@
+// RUN: loom-opt %s --split-input-file --loom-fuse --loom-plan-memory --loom-outline-kernels --loom-bufferize-kernels | FileCheck %s
+
+// Tests that a kernel takes its inputs, then its outputs, as buffers, and
+// that an in-place state update reads and writes its argument's buffer
+// alone: its out-param (the fourth buffer) is left unused.
+// CHECK-LABEL: module @loom_kernels
+// CHECK:         func.func @loom_sgd_k0(%[[W:.*]]: memref<8xf32>, %[[G:.*]]: memref<8xf32>, %[[X:.*]]: memref<4x8xf32>, %{{.*}}: memref<8xf32>, %[[S:.*]]: memref<4xf32>)
+// CHECK:           linalg.generic
+// CHECK-SAME:      ins(%[[W]], %[[G]] : memref<8xf32>, memref<8xf32>) outs(%[[W]] : memref<8xf32>)
+// CHECK:           arith.subf
+// CHECK:           linalg.generic
+// CHECK-SAME:      ins(%[[X]] : memref<4x8xf32>) outs(%[[S]] : memref<4xf32>)
+// CHECK-NOT:     memref.alloc
+func.func @sgd(%g: tensor<8xf32> {loom.input = "g"},
+               %w: tensor<8xf32> {loom.param = "w"},
+               %x: tensor<4x8xf32> {loom.input = "x"})
+    -> (tensor<8xf32> {loom.output = "w"}, tensor<4xf32> {loom.output = "s"}) {
+  %u = loom.sub %w, %g : tensor<8xf32>
+  %e = loom.exp %x : tensor<4x8xf32>
+  %s = loom.reduce_sum %e dims = [1] : tensor<4x8xf32> -> tensor<4xf32>
+  return %u, %s : tensor<8xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests that a softmax's row maxima and sums stay temporaries
+// (memref.alloc) for the next pass to place, and the result is written
+// straight into the out-param.
+// CHECK-LABEL: module @loom_kernels
+// CHECK:         func.func @loom_forward_k0(%[[X:.*]]: memref<4x8xf32>, %[[Y:.*]]: memref<4x8xf32>)
+// CHECK-COUNT-2:   memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+// CHECK:           outs(%[[Y]] : memref<4x8xf32>)
+// CHECK-NOT:       memref.copy
+func.func @forward(%x: tensor<4x8xf32> {loom.input = "x"})
+    -> (tensor<4x8xf32> {loom.output = "y"}) {
+  %y = loom.softmax %x axis = 1 : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
