@@ -93,23 +93,14 @@ LogicalResult loom::bufferizeKernels(ModuleOp kernels, PipelineRunner run) {
 
 namespace {
 struct BufferizeKernelsPass
-    : public loom::impl::BufferizeKernelsPassBase<BufferizeKernelsPass> {
+    : public KernelModulePass<BufferizeKernelsPass,
+                              loom::impl::BufferizeKernelsPassBase> {
   void getDependentDialects(DialectRegistry &registry) const override {
     BufferizeKernelsPassBase::getDependentDialects(registry);
     addKernelPipelineDialects(bufferizationPipeline(), registry);
   }
-  void runOnOperation() override {
-    ModuleOp kernels = getKernelModule(getOperation());
-    if (!kernels) {
-      getOperation().emitError("loom-bufferize-kernels: no kernel module "
-                               "(run loom-outline-kernels first)");
-      return signalPassFailure();
-    }
-    if (failed(bufferizeKernels(kernels, [&](OpPassManager &pm,
-                                             Operation *op) {
-          return runPipeline(pm, op);
-        })))
-      signalPassFailure();
+  LogicalResult runOnKernels(ModuleOp kernels, PipelineRunner run) {
+    return bufferizeKernels(kernels, run);
   }
 };
 } // namespace

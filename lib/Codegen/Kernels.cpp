@@ -66,3 +66,12 @@ void loom::addKernelPipelineDialects(StringRef pipeline,
   if (succeeded(parseKernelPipeline(pipeline, pm, errors)))
     pm.getDependentDialects(registry);
 }
+
+ModuleOp loom::kernelModuleOrError(ModuleOp module, StringRef pass,
+                                   StringRef prerequisite) {
+  ModuleOp kernels = getKernelModule(module);
+  if (!kernels)
+    module.emitError() << pass << ": no kernel module (run " << prerequisite
+                       << " first)";
+  return kernels;
+}

@@ -71,29 +71,19 @@ LogicalResult loom::lowerGpuToNVVM(ModuleOp kernels, PipelineRunner run) {
 
 namespace {
 struct LowerGpuToNVVMPass
-    : public loom::impl::LowerGpuToNVVMPassBase<LowerGpuToNVVMPass> {
+    : public KernelModulePass<LowerGpuToNVVMPass,
+                              loom::impl::LowerGpuToNVVMPassBase> {
   void getDependentDialects(DialectRegistry &registry) const override {
     LowerGpuToNVVMPassBase::getDependentDialects(registry);
     addNVVMLoweringInterfaces(registry);
     addKernelPipelineDialects(nvvmLoweringPipeline(nullptr), registry);
   }
-  void runOnOperation() override {
-    ModuleOp kernels = getKernelModule(getOperation());
-    if (!kernels) {
-      getOperation().emitError("loom-lower-gpu-to-nvvm: no kernel module "
-                               "(run loom-outline-kernels first)");
-      return signalPassFailure();
-    }
-    if (kernels.getOps<gpu::GPUModuleOp>().empty()) {
-      getOperation().emitError("loom-lower-gpu-to-nvvm: no gpu.module in the "
-                               "kernel module (run loom-map-kernels-to-gpu "
-                               "first)");
-      return signalPassFailure();
-    }
-    if (failed(lowerGpuToNVVM(kernels, [&](OpPassManager &pm, Operation *op) {
-          return runPipeline(pm, op);
-        })))
-      signalPassFailure();
+  LogicalResult runOnKernels(ModuleOp kernels, PipelineRunner run) {
+    if (kernels.getOps<gpu::GPUModuleOp>().empty())
+      return getOperation().emitError(
+          "loom-lower-gpu-to-nvvm: no gpu.module in the kernel module (run "
+          "loom-map-kernels-to-gpu first)");
+    return lowerGpuToNVVM(kernels, run);
   }
 };
 } // namespace

@@ -107,26 +107,19 @@ LogicalResult loom::lowerHostKernelsToLLVM(ModuleOp kernels) {
 
 namespace {
 struct LowerKernelsToLLVMPass
-    : public loom::impl::LowerKernelsToLLVMPassBase<LowerKernelsToLLVMPass> {
-  using LowerKernelsToLLVMPassBase::LowerKernelsToLLVMPassBase;
+    : public KernelModulePass<LowerKernelsToLLVMPass,
+                              loom::impl::LowerKernelsToLLVMPassBase> {
+  using KernelModulePass::KernelModulePass;
   void getDependentDialects(DialectRegistry &registry) const override {
     LowerKernelsToLLVMPassBase::getDependentDialects(registry);
     addKernelPipelineDialects(hostLoweringPipeline(minParallelWork), registry);
   }
-  void runOnOperation() override {
-    ModuleOp kernels = getKernelModule(getOperation());
-    if (!kernels) {
-      getOperation().emitError("loom-lower-kernels-to-llvm: no kernel module "
-                               "(run loom-outline-kernels first)");
-      return signalPassFailure();
-    }
+  LogicalResult runOnKernels(ModuleOp kernels, PipelineRunner run) {
     KernelInfoMap info = readKernelInfo(kernels);
-    if (failed(lowerKernelsToLLVM(kernels, info, minParallelWork,
-                                  [&](OpPassManager &pm, Operation *op) {
-                                    return runPipeline(pm, op);
-                                  })))
-      return signalPassFailure();
+    if (failed(lowerKernelsToLLVM(kernels, info, minParallelWork, run)))
+      return failure();
     writeKernelInfo(kernels, info);
+    return success();
   }
 };
 } // namespace

@@ -853,25 +853,18 @@ LogicalResult loom::mapKernelsToGpu(ModuleOp kernels, KernelInfoMap &info,
 
 namespace {
 struct MapKernelsToGpuPass
-    : public loom::impl::MapKernelsToGpuPassBase<MapKernelsToGpuPass> {
+    : public KernelModulePass<MapKernelsToGpuPass,
+                              loom::impl::MapKernelsToGpuPassBase> {
   void getDependentDialects(DialectRegistry &registry) const override {
     MapKernelsToGpuPassBase::getDependentDialects(registry);
     addKernelPipelineDialects(kGeneralize, registry);
   }
-  void runOnOperation() override {
-    ModuleOp kernels = getKernelModule(getOperation());
-    if (!kernels) {
-      getOperation().emitError("loom-map-kernels-to-gpu: no kernel module "
-                               "(run loom-outline-kernels first)");
-      return signalPassFailure();
-    }
-    KernelInfoMap info = readKernelInfo(kernels);
-    if (failed(mapKernelsToGpu(kernels, info,
-                               [&](OpPassManager &pm, Operation *op) {
-                                 return runPipeline(pm, op);
-                               })))
-      return signalPassFailure();
-    writeKernelInfo(kernels, info);
+  LogicalResult runOnKernels(ModuleOp kernels, PipelineRunner run) {
+    KernelInfoMap launches = readKernelInfo(kernels);
+    if (failed(mapKernelsToGpu(kernels, launches, run)))
+      return failure();
+    writeKernelInfo(kernels, launches);
+    return success();
   }
 };
 } // namespace

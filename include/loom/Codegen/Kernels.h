@@ -14,6 +14,7 @@
 
 #include "loom/Codegen/KernelInfo.h"
 
+#include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 
 namespace loom {
@@ -22,6 +23,30 @@ namespace loom {
 using PipelineRunner =
     llvm::function_ref<mlir::LogicalResult(mlir::OpPassManager &,
                                            mlir::Operation *)>;
+
+/// The kernel module of `module`; null, with an error naming `pass` and
+/// `prerequisite` (the pass to run first), if there is none.
+mlir::ModuleOp kernelModuleOrError(mlir::ModuleOp module, llvm::StringRef pass,
+                                   llvm::StringRef prerequisite =
+                                       "loom-outline-kernels");
+
+/// The passes of Codegen/Passes.td that work on the kernel module:
+/// `Derived::runOnKernels(kernels, run)` does the work, `run` being the
+/// pass's dynamic-pipeline runner; a module without kernels is an error.
+template <typename Derived, template <typename> class Base>
+struct KernelModulePass : public Base<Derived> {
+  using Base<Derived>::Base;
+  void runOnOperation() final {
+    auto run = [&](mlir::OpPassManager &pm, mlir::Operation *op) {
+      return this->runPipeline(pm, op);
+    };
+    mlir::ModuleOp kernels =
+        kernelModuleOrError(this->getOperation(), this->getArgument());
+    if (!kernels ||
+        mlir::failed(static_cast<Derived *>(this)->runOnKernels(kernels, run)))
+      this->signalPassFailure();
+  }
+};
 
 /// Parses `pipeline` (as `loom-opt` spells it inside `builtin.module(...)`)
 /// and runs it on `module`; the upstream passes codegen uses are registered
