@@ -125,6 +125,28 @@ bool isReadOnly(Value buffer) {
   return true;
 }
 
+/// What mapGeneric reads off a generic before it picks a strategy.
+struct GenericShape {
+  linalg::GenericOp g;
+  SmallVector<utils::IteratorType> iters;
+  SmallVector<AffineMap> maps;
+  SmallVector<unsigned> par, red; // loop dimensions of each kind
+  SmallVector<int64_t> parRanges, redRanges;
+  int64_t numPar = 1, numRed = 1;
+  unsigned numIns = 0;
+  SmallVector<Value> operands;
+  std::optional<Combiner> combiner; // for trailing reductions
+  /// Puts parallel and reduction indices back in loop-dimension order.
+  SmallVector<Value> merge(ArrayRef<Value> p, ArrayRef<Value> r) const {
+    SmallVector<Value> ivs(iters.size());
+    for (auto [d, v] : llvm::zip(par, p))
+      ivs[d] = v;
+    for (auto [d, v] : llvm::zip(red, r))
+      ivs[d] = v;
+    return ivs;
+  }
+};
+
 /// Builds one gpu.func per computing op of a bufferized kernel.
 class KernelMapper {
 public:
@@ -160,6 +182,21 @@ private:
                                         std::array<int64_t, 3> block,
                                         TypeRange workgroup = {});
   LogicalResult mapGeneric(linalg::GenericOp g);
+  // One function per strategy (docs/codegen.md, "CUDA").
+  LogicalResult mapPointwise(const GenericShape &s);
+  LogicalResult mapBlockReduce(const GenericShape &s);
+  LogicalResult mapWarpRow(const GenericShape &s);
+  LogicalResult mapThreadRow(const GenericShape &s);
+  /// This thread's fold of the row at `pIvs`: the reduction elements from
+  /// `first` on, every `step`-th, starting from the neutral element.
+  Value foldRow(const GenericShape &s, IRMapping &map, ArrayRef<Value> pIvs,
+                Value first, Value step);
+  /// Where `isLeader`: output[pIvs] = combine(initial value, total).
+  void storeFromLeader(const GenericShape &s, IRMapping &map, Value isLeader,
+                       ArrayRef<Value> pIvs, Value total);
+  SmallVector<Value> zeros(Location loc, size_t n) {
+    return SmallVector<Value>(n, index(loc, 0));
+  }
   LogicalResult mapSerial(Operation *op);
   LogicalResult mapForall(scf::ForallOp f);
 
@@ -358,299 +395,312 @@ Value KernelMapper::warpReduce(Location loc, const Combiner &c, Value v) {
   return v;
 }
 
+/// Picks the strategy from the generic's shape: no reduction is
+/// pointwise; a trailing reduction with a known combiner is block-reduce
+/// (everything to one value) or warp-row (rows long enough for a warp);
+/// anything else is thread-row, or serial when the shape is not static.
 LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
-  Location loc = g.getLoc();
+  GenericShape s;
+  s.g = g;
   SmallVector<int64_t> ranges = g.getStaticLoopRanges();
-  SmallVector<utils::IteratorType> iters = g.getIteratorTypesArray();
-  SmallVector<AffineMap> maps = g.getIndexingMapsArray();
+  s.iters = g.getIteratorTypesArray();
+  s.maps = g.getIndexingMapsArray();
   if (llvm::any_of(ranges, ShapedType::isDynamic))
     return mapSerial(g);
-  SmallVector<unsigned> par, red;
-  for (unsigned d = 0; d < iters.size(); ++d)
-    (iters[d] == utils::IteratorType::parallel ? par : red).push_back(d);
-  SmallVector<int64_t> parRanges, redRanges;
-  int64_t numPar = 1, numRed = 1;
-  for (unsigned d : par)
-    parRanges.push_back(ranges[d]), numPar *= ranges[d];
-  for (unsigned d : red)
-    redRanges.push_back(ranges[d]), numRed *= ranges[d];
-  if (numPar == 0 || numRed == 0)
+  for (unsigned d = 0; d < s.iters.size(); ++d)
+    (s.iters[d] == utils::IteratorType::parallel ? s.par : s.red).push_back(d);
+  for (unsigned d : s.par)
+    s.parRanges.push_back(ranges[d]), s.numPar *= ranges[d];
+  for (unsigned d : s.red)
+    s.redRanges.push_back(ranges[d]), s.numRed *= ranges[d];
+  if (s.numPar == 0 || s.numRed == 0)
     return success(); // no iterations: nothing to do
-  unsigned numIns = g.getNumDpsInputs();
+  s.numIns = g.getNumDpsInputs();
   // Outputs indexed by a reduction dimension are not reductions we know.
-  for (unsigned o = numIns; o < maps.size(); ++o)
-    for (unsigned d : red)
-      if (maps[o].isFunctionOfDim(d))
+  for (unsigned o = s.numIns; o < s.maps.size(); ++o)
+    for (unsigned d : s.red)
+      if (s.maps[o].isFunctionOfDim(d))
         return mapSerial(g);
-  // Puts parallel and reduction indices back in loop-dimension order.
-  auto merge = [&](ArrayRef<Value> p, ArrayRef<Value> r) {
-    SmallVector<Value> ivs(iters.size());
-    for (auto [d, v] : llvm::zip(par, p))
-      ivs[d] = v;
-    for (auto [d, v] : llvm::zip(red, r))
-      ivs[d] = v;
-    return ivs;
-  };
-  SmallVector<Value> operands(g->getOperands());
-  std::optional<Combiner> combiner;
-  bool trailingReduction = !red.empty() && (par.empty() ||
-                                            par.back() < red.front());
+  s.operands.assign(g->getOperands().begin(), g->getOperands().end());
+  if (s.red.empty())
+    return mapPointwise(s);
+  bool trailingReduction =
+      s.par.empty() || s.par.back() < s.red.front();
   // A warp per row pays when the row is long enough to keep most lanes
   // busy; short rows (a 3x3 convolution window) go one thread per row.
   constexpr int64_t kMinWarpRow = 64;
-  if (trailingReduction && (numRed >= kMinWarpRow || numPar == 1))
-    combiner = findCombiner(g);
+  if (trailingReduction && (s.numRed >= kMinWarpRow || s.numPar == 1))
+    s.combiner = findCombiner(g);
+  if (s.combiner && s.numPar == 1)
+    return mapBlockReduce(s);
+  if (s.combiner)
+    return mapWarpRow(s);
+  return mapThreadRow(s);
+}
 
+/// No reduction: a grid-stride loop over the points. Operands whose map is
+/// the identity over a contiguous buffer move in 128-bit vectors when the
+/// element count allows.
+LogicalResult KernelMapper::mapPointwise(const GenericShape &s) {
+  linalg::GenericOp g = s.g;
+  Location loc = g.getLoc();
+  const SmallVector<AffineMap> &maps = s.maps;
+  const SmallVector<Value> &operands = s.operands;
+  unsigned numIns = s.numIns;
   IRMapping map;
-  if (red.empty()) {
-    // Pointwise. Operands whose map is the identity over a contiguous buffer
-    // move in 128-bit vectors when the element count allows.
-    auto isContiguous = [&](unsigned i) {
-      auto t = dyn_cast<MemRefType>(operands[i].getType());
-      return t && t.getLayout().isIdentity() && maps[i].isIdentity() &&
-             t.getRank() == int64_t(iters.size()) &&
-             llvm::is_contained({16u, 32u, 64u},
-                                t.getElementTypeBitWidth());
-    };
-    bool usesIndex = !g.getBody()->getOps<linalg::IndexOp>().empty();
-    unsigned maxBits = 0;
-    bool vectorizable = true;
-    for (unsigned i = 0; i < operands.size(); ++i) {
-      if (isContiguous(i))
-        maxBits = std::max(
-            maxBits, cast<MemRefType>(operands[i].getType())
-                         .getElementTypeBitWidth());
-      else if (i >= numIns)
-        vectorizable = false; // outputs are stored as vectors
-    }
-    int64_t width = vectorizable && maxBits ? 128 / maxBits : 1;
-    if (width > 1 && numPar % width != 0)
-      width = 1;
-    int64_t units = numPar / width;
-    // An output's old value, or poison where the body does not read it.
-    auto outputArg = [&](unsigned i, ArrayRef<Value> ivs) -> Value {
-      if (g.payloadUsesValueFromOperand(&g->getOpOperand(i)))
-        return load(loc, map.lookup(operands[i]), maps[i], ivs);
-      return ub::PoisonOp::create(
-          b, loc, cast<MemRefType>(operands[i].getType()).getElementType());
-    };
-    std::string strategy =
-        width > 1 ? "pointwise-vec" + std::to_string(width) : "pointwise";
-    if (failed(beginLaunch(g, map, strategy, {gridFor(units, kBlock), 1, 1},
-                           {kBlock, 1, 1})))
-      return failure();
-    scf::ForOp loop = gridStrideLoop(loc, units);
-    Value unit = loop.getInductionVar();
-    if (width == 1) {
-      SmallVector<Value> ivs = delinearize(loc, unit, parRanges);
-      SmallVector<Value> args;
-      for (unsigned i = 0; i < numIns; ++i)
-        args.push_back(load(loc, map.lookup(operands[i]), maps[i], ivs));
-      for (unsigned i = numIns; i < operands.size(); ++i)
-        args.push_back(outputArg(i, ivs));
-      SmallVector<Value> results = evalBody(loc, g, args, ivs, map);
-      for (auto [i, v] : llvm::enumerate(results)) {
-        Value out = map.lookup(operands[numIns + i]);
-        memref::StoreOp::create(b, loc, v, out,
-                                operandIndices(loc, maps[numIns + i], ivs));
-      }
-    } else {
-      Value first = arith::MulIOp::create(b, loc, unit, index(loc, width));
-      // Contiguous operands: one vector each, read through a flat view.
-      DenseMap<unsigned, Value> flat, vectors;
-      for (unsigned i = 0; i < operands.size(); ++i) {
-        if (!isContiguous(i))
-          continue;
-        auto t = cast<MemRefType>(operands[i].getType());
-        SmallVector<ReassociationIndices> all(1);
-        for (int64_t d = 0; d < t.getRank(); ++d)
-          all[0].push_back(d);
-        Value buf = map.lookup(operands[i]);
-        flat[i] = t.getRank() == 1
-                      ? buf
-                      : Value(memref::CollapseShapeOp::create(b, loc, buf,
-                                                              all));
-        int64_t align = width * t.getElementTypeBitWidth() / 8;
-        auto vt = VectorType::get({width}, t.getElementType());
-        // Outputs the body reads are loaded too (they are also inputs then).
-        if (i < numIns || g.payloadUsesValueFromOperand(
-                              &g->getOpOperand(i)))
-          vectors[i] = vector::LoadOp::create(b, loc, vt, flat[i],
-                                              ValueRange{first}, false,
-                                              llvm::MaybeAlign(align));
-      }
-      // Loop indices are needed for linalg.index and for the operands read
-      // one element at a time.
-      bool needIvs = usesIndex;
-      for (unsigned i = 0; i < operands.size(); ++i)
-        needIvs |= !isContiguous(i) && isa<MemRefType>(operands[i].getType());
-      SmallVector<SmallVector<Value>> lanes(g.getNumDpsInits());
-      for (int64_t k = 0; k < width; ++k) {
-        Value linear =
-            k == 0 ? first
-                   : Value(arith::AddIOp::create(b, loc, first,
-                                                 index(loc, k)));
-        SmallVector<Value> ivs;
-        if (needIvs)
-          ivs = delinearize(loc, linear, parRanges);
-        SmallVector<Value> args;
-        for (unsigned i = 0; i < operands.size(); ++i) {
-          if (vectors.count(i))
-            args.push_back(vector::ExtractOp::create(b, loc, vectors[i], k));
-          else if (i >= numIns)
-            args.push_back(outputArg(i, ivs));
-          else
-            args.push_back(load(loc, map.lookup(operands[i]), maps[i], ivs));
-        }
-        SmallVector<Value> results = evalBody(loc, g, args, ivs, map);
-        for (auto [o, v] : llvm::enumerate(results))
-          lanes[o].push_back(v);
-      }
-      for (unsigned o = 0; o < lanes.size(); ++o) {
-        unsigned i = numIns + o;
-        auto t = cast<MemRefType>(operands[i].getType());
-        auto vt = VectorType::get({width}, t.getElementType());
-        Value v = vector::FromElementsOp::create(b, loc, vt, lanes[o]);
-        vector::StoreOp::create(
-            b, loc, v, flat[i], ValueRange{first}, false,
-            llvm::MaybeAlign(width * t.getElementTypeBitWidth() / 8));
-      }
-    }
-    b.setInsertionPointAfter(loop);
-    gpu::ReturnOp::create(b, loc);
-    return success();
+  auto isContiguous = [&](unsigned i) {
+    auto t = dyn_cast<MemRefType>(operands[i].getType());
+    return t && t.getLayout().isIdentity() && maps[i].isIdentity() &&
+           t.getRank() == int64_t(s.iters.size()) &&
+           llvm::is_contained({16u, 32u, 64u},
+                              t.getElementTypeBitWidth());
+  };
+  bool usesIndex = !g.getBody()->getOps<linalg::IndexOp>().empty();
+  unsigned maxBits = 0;
+  bool vectorizable = true;
+  for (unsigned i = 0; i < operands.size(); ++i) {
+    if (isContiguous(i))
+      maxBits = std::max(
+          maxBits, cast<MemRefType>(operands[i].getType())
+                       .getElementTypeBitWidth());
+    else if (i >= numIns)
+      vectorizable = false; // outputs are stored as vectors
   }
-
-  auto loadIns = [&](ArrayRef<Value> ivs, Value acc) {
+  int64_t width = vectorizable && maxBits ? 128 / maxBits : 1;
+  if (width > 1 && s.numPar % width != 0)
+    width = 1;
+  int64_t units = s.numPar / width;
+  // An output's old value, or poison where the body does not read it.
+  auto outputArg = [&](unsigned i, ArrayRef<Value> ivs) -> Value {
+    if (g.payloadUsesValueFromOperand(&g->getOpOperand(i)))
+      return load(loc, map.lookup(operands[i]), maps[i], ivs);
+    return ub::PoisonOp::create(
+        b, loc, cast<MemRefType>(operands[i].getType()).getElementType());
+  };
+  std::string strategy =
+      width > 1 ? "pointwise-vec" + std::to_string(width) : "pointwise";
+  if (failed(beginLaunch(g, map, strategy, {gridFor(units, kBlock), 1, 1},
+                         {kBlock, 1, 1})))
+    return failure();
+  scf::ForOp loop = gridStrideLoop(loc, units);
+  Value unit = loop.getInductionVar();
+  if (width == 1) {
+    SmallVector<Value> ivs = delinearize(loc, unit, s.parRanges);
     SmallVector<Value> args;
     for (unsigned i = 0; i < numIns; ++i)
       args.push_back(load(loc, map.lookup(operands[i]), maps[i], ivs));
-    args.push_back(acc);
-    return args;
-  };
-  auto zeros = [&](size_t n) {
-    return SmallVector<Value>(n, index(loc, 0));
-  };
-
-  // This thread's fold of the row at `pIvs`: the reduction elements from
-  // `first` on, every `step`-th, starting from the neutral element.
-  auto foldRow = [&](ArrayRef<Value> pIvs, Value first, Value step) {
-    Value neutral = arith::ConstantOp::create(b, loc, combiner->neutral);
-    auto loop = scf::ForOp::create(b, loc, first, index(loc, numRed), step,
-                                   ValueRange{neutral});
-    b.setInsertionPointToStart(loop.getBody());
-    SmallVector<Value> ivs =
-        merge(pIvs, delinearize(loc, loop.getInductionVar(), redRanges));
-    Value next = evalBody(loc, g, loadIns(ivs, loop.getRegionIterArg(0)),
-                          ivs, map)[0];
-    scf::YieldOp::create(b, loc, next);
-    b.setInsertionPointAfter(loop);
-    return loop.getResult(0);
-  };
-  // Where `isLeader`: output[pIvs] = combine(initial value, total).
-  auto storeFromLeader = [&](Value isLeader, ArrayRef<Value> pIvs,
-                             Value total) {
-    auto write = scf::IfOp::create(b, loc, isLeader, false);
-    b.setInsertionPointToStart(write.thenBlock());
-    SmallVector<Value> outIvs = merge(pIvs, zeros(red.size()));
-    Value outBuf = map.lookup(operands[numIns]);
-    Value init = foldedInit.lookup(g);
-    Value old = init ? map.lookup(init)
-                     : load(loc, outBuf, maps[numIns], outIvs);
-    memref::StoreOp::create(b, loc, combine(loc, *combiner, old, total),
-                            outBuf, operandIndices(loc, maps[numIns], outIvs));
-  };
-
-  if (combiner && numPar == 1) {
-    // Everything to one value: one block; threads stride, warps shuffle,
-    // warp leaders meet in shared memory.
-    Type et = g.getDpsInits()[0].getType();
-    et = cast<MemRefType>(et).getElementType();
-    auto smemType = MemRefType::get(
-        {kReduceBlock / kWarp}, et, AffineMap(),
-        gpu::AddressSpaceAttr::get(b.getContext(),
-                                   gpu::AddressSpace::Workgroup));
-    FailureOr<gpu::GPUFuncOp> func =
-        beginLaunch(g, map, "block-reduce", {1, 1, 1}, {kReduceBlock, 1, 1},
-                    TypeRange{smemType});
-    if (failed(func))
-      return failure();
-    Value smem = func->getWorkgroupAttributions()[0];
-    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-    SmallVector<Value> pIvs = zeros(par.size());
-    Value partial = warpReduce(
-        loc, *combiner, foldRow(pIvs, tid, index(loc, kReduceBlock)));
-    Value lane = arith::RemUIOp::create(b, loc, tid, index(loc, kWarp));
-    Value warp = arith::DivUIOp::create(b, loc, tid, index(loc, kWarp));
-    Value zero = index(loc, 0);
-    Value isLeader = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                           lane, zero);
-    auto store = scf::IfOp::create(b, loc, isLeader, false);
-    b.setInsertionPointToStart(store.thenBlock());
-    memref::StoreOp::create(b, loc, partial, smem, ValueRange{warp});
-    b.setInsertionPointAfter(store);
-    gpu::BarrierOp::create(b, loc);
-    Value isFirstWarp = arith::CmpIOp::create(
-        b, loc, arith::CmpIPredicate::eq, warp, zero);
-    auto last = scf::IfOp::create(b, loc, isFirstWarp, false);
-    b.setInsertionPointToStart(last.thenBlock());
-    Value mine = memref::LoadOp::create(b, loc, smem, ValueRange{lane});
-    Value total = warpReduce(loc, *combiner, mine);
-    storeFromLeader(isLeader, pIvs, total);
-    b.setInsertionPointAfter(last);
-    gpu::ReturnOp::create(b, loc);
-    return success();
+    for (unsigned i = numIns; i < operands.size(); ++i)
+      args.push_back(outputArg(i, ivs));
+    SmallVector<Value> results = evalBody(loc, g, args, ivs, map);
+    for (auto [i, v] : llvm::enumerate(results)) {
+      Value out = map.lookup(operands[numIns + i]);
+      memref::StoreOp::create(b, loc, v, out,
+                              operandIndices(loc, maps[numIns + i], ivs));
+    }
+  } else {
+    Value first = arith::MulIOp::create(b, loc, unit, index(loc, width));
+    // Contiguous operands: one vector each, read through a flat view.
+    DenseMap<unsigned, Value> flat, vectors;
+    for (unsigned i = 0; i < operands.size(); ++i) {
+      if (!isContiguous(i))
+        continue;
+      auto t = cast<MemRefType>(operands[i].getType());
+      SmallVector<ReassociationIndices> all(1);
+      for (int64_t d = 0; d < t.getRank(); ++d)
+        all[0].push_back(d);
+      Value buf = map.lookup(operands[i]);
+      flat[i] = t.getRank() == 1
+                    ? buf
+                    : Value(memref::CollapseShapeOp::create(b, loc, buf,
+                                                            all));
+      int64_t align = width * t.getElementTypeBitWidth() / 8;
+      auto vt = VectorType::get({width}, t.getElementType());
+      // Outputs the body reads are loaded too (they are also inputs then).
+      if (i < numIns || g.payloadUsesValueFromOperand(
+                            &g->getOpOperand(i)))
+        vectors[i] = vector::LoadOp::create(b, loc, vt, flat[i],
+                                            ValueRange{first}, false,
+                                            llvm::MaybeAlign(align));
+    }
+    // Loop indices are needed for linalg.index and for the operands read
+    // one element at a time.
+    bool needIvs = usesIndex;
+    for (unsigned i = 0; i < operands.size(); ++i)
+      needIvs |= !isContiguous(i) && isa<MemRefType>(operands[i].getType());
+    SmallVector<SmallVector<Value>> lanes(g.getNumDpsInits());
+    for (int64_t k = 0; k < width; ++k) {
+      Value linear =
+          k == 0 ? first
+                 : Value(arith::AddIOp::create(b, loc, first,
+                                               index(loc, k)));
+      SmallVector<Value> ivs;
+      if (needIvs)
+        ivs = delinearize(loc, linear, s.parRanges);
+      SmallVector<Value> args;
+      for (unsigned i = 0; i < operands.size(); ++i) {
+        if (vectors.count(i))
+          args.push_back(vector::ExtractOp::create(b, loc, vectors[i], k));
+        else if (i >= numIns)
+          args.push_back(outputArg(i, ivs));
+        else
+          args.push_back(load(loc, map.lookup(operands[i]), maps[i], ivs));
+      }
+      SmallVector<Value> results = evalBody(loc, g, args, ivs, map);
+      for (auto [o, v] : llvm::enumerate(results))
+        lanes[o].push_back(v);
+    }
+    for (unsigned o = 0; o < lanes.size(); ++o) {
+      unsigned i = numIns + o;
+      auto t = cast<MemRefType>(operands[i].getType());
+      auto vt = VectorType::get({width}, t.getElementType());
+      Value v = vector::FromElementsOp::create(b, loc, vt, lanes[o]);
+      vector::StoreOp::create(
+          b, loc, v, flat[i], ValueRange{first}, false,
+          llvm::MaybeAlign(width * t.getElementTypeBitWidth() / 8));
+    }
   }
+  b.setInsertionPointAfter(loop);
+  gpu::ReturnOp::create(b, loc);
+  return success();
+}
 
-  if (combiner) {
-    // One warp per row: lanes stride the row, then a butterfly of shuffles.
-    int64_t warpsPerBlock = kBlock / kWarp;
-    if (failed(beginLaunch(g, map, "warp-row",
-                           {gridFor(numPar, warpsPerBlock), 1, 1},
-                           {kBlock, 1, 1})))
-      return failure();
-    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-    Value gdim = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
-    Value lane = arith::RemUIOp::create(b, loc, tid, index(loc, kWarp));
-    Value warp = arith::DivUIOp::create(b, loc, tid, index(loc, kWarp));
-    Value wpb = index(loc, warpsPerBlock);
-    Value start = arith::AddIOp::create(
-        b, loc, arith::MulIOp::create(b, loc, bid, wpb), warp);
-    Value stride = arith::MulIOp::create(b, loc, gdim, wpb);
-    auto rows = scf::ForOp::create(b, loc, start, index(loc, numPar), stride);
-    b.setInsertionPointToStart(rows.getBody());
-    SmallVector<Value> pIvs =
-        delinearize(loc, rows.getInductionVar(), parRanges);
-    Value total = warpReduce(
-        loc, *combiner, foldRow(pIvs, lane, index(loc, kWarp)));
-    Value isLeader = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                           lane, index(loc, 0));
-    storeFromLeader(isLeader, pIvs, total);
-    b.setInsertionPointAfter(rows);
-    gpu::ReturnOp::create(b, loc);
-    return success();
-  }
+Value KernelMapper::foldRow(const GenericShape &s, IRMapping &map,
+                            ArrayRef<Value> pIvs, Value first, Value step) {
+  Location loc = s.g->getLoc();
+  Value neutral = arith::ConstantOp::create(b, loc, s.combiner->neutral);
+  auto loop = scf::ForOp::create(b, loc, first, index(loc, s.numRed), step,
+                                 ValueRange{neutral});
+  b.setInsertionPointToStart(loop.getBody());
+  SmallVector<Value> ivs =
+      s.merge(pIvs, delinearize(loc, loop.getInductionVar(), s.redRanges));
+  SmallVector<Value> args;
+  for (unsigned i = 0; i < s.numIns; ++i)
+    args.push_back(load(loc, map.lookup(s.operands[i]), s.maps[i], ivs));
+  args.push_back(loop.getRegionIterArg(0));
+  Value next = evalBody(loc, s.g, args, ivs, map)[0];
+  scf::YieldOp::create(b, loc, next);
+  b.setInsertionPointAfter(loop);
+  return loop.getResult(0);
+}
 
-  // Any other generic: one thread per point of the parallel dimensions, the
-  // reduction dimensions looped over in order (as the CPU does).
-  if (failed(beginLaunch(g, map, "thread-row", {gridFor(numPar, kBlock), 1, 1},
+void KernelMapper::storeFromLeader(const GenericShape &s, IRMapping &map,
+                                   Value isLeader, ArrayRef<Value> pIvs,
+                                   Value total) {
+  Location loc = s.g->getLoc();
+  auto write = scf::IfOp::create(b, loc, isLeader, false);
+  b.setInsertionPointToStart(write.thenBlock());
+  SmallVector<Value> outIvs = s.merge(pIvs, zeros(loc, s.red.size()));
+  Value outBuf = map.lookup(s.operands[s.numIns]);
+  Value init = foldedInit.lookup(s.g);
+  Value old = init ? map.lookup(init)
+                   : load(loc, outBuf, s.maps[s.numIns], outIvs);
+  memref::StoreOp::create(b, loc, combine(loc, *s.combiner, old, total),
+                          outBuf, operandIndices(loc, s.maps[s.numIns], outIvs));
+}
+
+/// Everything to one value: one block; threads stride, warps shuffle, warp
+/// leaders meet in shared memory.
+LogicalResult KernelMapper::mapBlockReduce(const GenericShape &s) {
+  linalg::GenericOp g = s.g;
+  Location loc = g.getLoc();
+  IRMapping map;
+  Type et = g.getDpsInits()[0].getType();
+  et = cast<MemRefType>(et).getElementType();
+  auto smemType = MemRefType::get(
+      {kReduceBlock / kWarp}, et, AffineMap(),
+      gpu::AddressSpaceAttr::get(b.getContext(),
+                                 gpu::AddressSpace::Workgroup));
+  FailureOr<gpu::GPUFuncOp> func =
+      beginLaunch(g, map, "block-reduce", {1, 1, 1}, {kReduceBlock, 1, 1},
+                  TypeRange{smemType});
+  if (failed(func))
+    return failure();
+  Value smem = func->getWorkgroupAttributions()[0];
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  SmallVector<Value> pIvs = zeros(loc, s.par.size());
+  Value partial = warpReduce(
+      loc, *s.combiner, foldRow(s, map, pIvs, tid, index(loc, kReduceBlock)));
+  Value lane = arith::RemUIOp::create(b, loc, tid, index(loc, kWarp));
+  Value warp = arith::DivUIOp::create(b, loc, tid, index(loc, kWarp));
+  Value zero = index(loc, 0);
+  Value isLeader = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                         lane, zero);
+  auto store = scf::IfOp::create(b, loc, isLeader, false);
+  b.setInsertionPointToStart(store.thenBlock());
+  memref::StoreOp::create(b, loc, partial, smem, ValueRange{warp});
+  b.setInsertionPointAfter(store);
+  gpu::BarrierOp::create(b, loc);
+  Value isFirstWarp = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq, warp, zero);
+  auto last = scf::IfOp::create(b, loc, isFirstWarp, false);
+  b.setInsertionPointToStart(last.thenBlock());
+  Value mine = memref::LoadOp::create(b, loc, smem, ValueRange{lane});
+  Value total = warpReduce(loc, *s.combiner, mine);
+  storeFromLeader(s, map, isLeader, pIvs, total);
+  b.setInsertionPointAfter(last);
+  gpu::ReturnOp::create(b, loc);
+  return success();
+}
+
+/// One warp per row: lanes stride the row, then a butterfly of shuffles.
+LogicalResult KernelMapper::mapWarpRow(const GenericShape &s) {
+  linalg::GenericOp g = s.g;
+  Location loc = g.getLoc();
+  IRMapping map;
+  int64_t warpsPerBlock = kBlock / kWarp;
+  if (failed(beginLaunch(g, map, "warp-row",
+                         {gridFor(s.numPar, warpsPerBlock), 1, 1},
                          {kBlock, 1, 1})))
     return failure();
-  scf::ForOp points = gridStrideLoop(loc, numPar);
+  Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value gdim = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
+  Value lane = arith::RemUIOp::create(b, loc, tid, index(loc, kWarp));
+  Value warp = arith::DivUIOp::create(b, loc, tid, index(loc, kWarp));
+  Value wpb = index(loc, warpsPerBlock);
+  Value start = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, bid, wpb), warp);
+  Value stride = arith::MulIOp::create(b, loc, gdim, wpb);
+  auto rows = scf::ForOp::create(b, loc, start, index(loc, s.numPar), stride);
+  b.setInsertionPointToStart(rows.getBody());
   SmallVector<Value> pIvs =
-      delinearize(loc, points.getInductionVar(), parRanges);
-  SmallVector<Value> outIvs = merge(pIvs, zeros(red.size()));
+      delinearize(loc, rows.getInductionVar(), s.parRanges);
+  Value total = warpReduce(
+      loc, *s.combiner, foldRow(s, map, pIvs, lane, index(loc, kWarp)));
+  Value isLeader = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                         lane, index(loc, 0));
+  storeFromLeader(s, map, isLeader, pIvs, total);
+  b.setInsertionPointAfter(rows);
+  gpu::ReturnOp::create(b, loc);
+  return success();
+}
+
+/// Any other generic: one thread per point of the parallel dimensions, the
+/// reduction dimensions looped over in order (as the CPU does).
+LogicalResult KernelMapper::mapThreadRow(const GenericShape &s) {
+  linalg::GenericOp g = s.g;
+  Location loc = g.getLoc();
+  const SmallVector<AffineMap> &maps = s.maps;
+  const SmallVector<Value> &operands = s.operands;
+  unsigned numIns = s.numIns;
+  IRMapping map;
+  if (failed(beginLaunch(g, map, "thread-row", {gridFor(s.numPar, kBlock), 1, 1},
+                         {kBlock, 1, 1})))
+    return failure();
+  scf::ForOp points = gridStrideLoop(loc, s.numPar);
+  SmallVector<Value> pIvs =
+      delinearize(loc, points.getInductionVar(), s.parRanges);
+  SmallVector<Value> outIvs = s.merge(pIvs, zeros(loc, s.red.size()));
   SmallVector<Value> inits;
   for (unsigned i = numIns; i < operands.size(); ++i)
     inits.push_back(foldedInit.count(g)
                         ? map.lookup(foldedInit.lookup(g))
                         : load(loc, map.lookup(operands[i]), maps[i], outIvs));
-  auto loop = scf::ForOp::create(b, loc, index(loc, 0), index(loc, numRed),
+  auto loop = scf::ForOp::create(b, loc, index(loc, 0), index(loc, s.numRed),
                                  index(loc, 1), inits);
   b.setInsertionPointToStart(loop.getBody());
   SmallVector<Value> ivs =
-      merge(pIvs, delinearize(loc, loop.getInductionVar(), redRanges));
+      s.merge(pIvs, delinearize(loc, loop.getInductionVar(), s.redRanges));
   SmallVector<Value> args;
   for (unsigned i = 0; i < numIns; ++i)
     args.push_back(load(loc, map.lookup(operands[i]), maps[i], ivs));
