@@ -654,8 +654,9 @@ def main():
                     "this regular expression")
     ap.add_argument("--target", default="cpu",
                     help="with --compiled: loomc's --target (cpu, or "
-                         "cuda:sm_90 on a GPU, or with --target-flags "
-                         "--cuda-emulator-lib=LIB and the fake CUDA driver)")
+                         "cuda:sm_90 on a GPU, or, with --loomc loomc-emu, "
+                         "--target-flags --cuda-emulator-lib=LIB and the "
+                         "fake CUDA driver)")
     ap.add_argument("--target-flags", default="",
                     help="with --compiled: more loomc flags")
     ap.add_argument("--compiled", action="store_true",

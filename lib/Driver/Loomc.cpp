@@ -108,12 +108,6 @@ struct Options {
                "ptxas, kernels.ptx, params.safetensors, final.mlir; "
                "'cuda' alone means sm_90)"),
       cl::value_desc("cpu|cuda:sm_NN"), cl::init(""), cl::cat(category)};
-  cl::opt<std::string> cudaEmulatorLib{
-      "cuda-emulator-lib",
-      cl::desc("Tests only, with --target=cuda: run the kernels on the host "
-               "through this GPU emulator library (kernels.emu.so, and a "
-               "kernels.cubin for the runtime's fake CUDA driver)"),
-      cl::value_desc("libloom_gpu_emu.so"), cl::Hidden, cl::cat(category)};
   cl::opt<int64_t> cpuParallelMinWork{
       "cpu-parallel-min-work",
       cl::desc("With --target=cpu: a kernel loop runs on all cores (OpenMP, "
@@ -273,15 +267,16 @@ int printOutput(const std::string &output, llvm::raw_ostream &err,
 /// --target: the code-generation phases up to `stopAfter`, then the IR of
 /// that phase printed, the PTX, or the artifact written.
 int compileForTarget(ModuleOp module, Options &opts, loom::Phase stopAfter,
+                     const loom::LoomcExtensions &extensions,
                      llvm::raw_ostream &err) {
   loom::CodegenTarget target = *loom::parseTarget(opts.target);
   loom::CodegenOptions codegen;
   codegen.target = opts.target;
   codegen.minParallelWork = opts.cpuParallelMinWork;
-  // The emulator runs the GPU kernels as mapped (before NVVM).
-  bool emulate = !opts.cudaEmulatorLib.empty();
+  // Another writer of the GPU kernels takes them as mapped (before NVVM).
+  bool otherWriter = target.cuda && extensions.gpuKernelWriter;
   loom::Phase last = stopAfter;
-  if (stopAfter == loom::Phase::Artifact && emulate)
+  if (stopAfter == loom::Phase::Artifact && otherWriter)
     last = loom::Phase::Kernels;
   PassManager pm(module.getContext());
   loom::buildPipeline(pm, nullptr, &codegen, last);
@@ -317,7 +312,8 @@ int compileForTarget(ModuleOp module, Options &opts, loom::Phase stopAfter,
   artifact.sourceModel = std::string(source);
   artifact.cuda = target.cuda;
   artifact.sm = target.sm;
-  artifact.cudaEmulatorLib = opts.cudaEmulatorLib;
+  if (otherWriter)
+    artifact.gpuKernelWriter = extensions.gpuKernelWriter;
   loom::KernelInfoMap info;
   if (failed(loom::writeArtifact(module, artifact, info, error, err))) {
     err << "loomc: error: " << error << "\n";
@@ -329,7 +325,8 @@ int compileForTarget(ModuleOp module, Options &opts, loom::Phase stopAfter,
 }
 } // namespace
 
-int loom::loomcMain(int argc, char **argv) {
+int loom::loomcMain(int argc, char **argv,
+                    const LoomcExtensions &extensions) {
   llvm::InitLLVM init(argc, argv);
   Options opts;
   mlir::registerAsmPrinterCLOptions();
@@ -398,8 +395,9 @@ int loom::loomcMain(int argc, char **argv) {
     return 2;
   }
   bool writeArtifact = !opts.target.empty() && !codegenPhase;
-  if (!opts.cudaEmulatorLib.empty() && !writeArtifact) {
-    err << "loomc: error: --cuda-emulator-lib writes an artifact\n";
+  if (extensions.gpuKernelWriter && !writeArtifact) {
+    err << "loomc: error: " << extensions.gpuKernelWriterFlag
+        << " writes an artifact\n";
     return 2;
   }
   if (writeArtifact && opts.output == "-") {
@@ -511,7 +509,7 @@ int loom::loomcMain(int argc, char **argv) {
   if (!opts.target.empty())
     return compileForTarget(*module, opts,
                             writeArtifact ? loom::Phase::Artifact : *emitPhase,
-                            err);
+                            extensions, err);
 
   std::string error;
   auto out = mlir::openOutputFile(opts.output, &error);

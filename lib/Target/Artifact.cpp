@@ -2,7 +2,6 @@
 
 #include "loom/Target/Artifact.h"
 
-#include "loom/Codegen/Kernels.h"
 #include "loom/Target/Cuda.h"
 #include "loom/Target/Plan.h"
 #include "loom/Target/SharedObject.h"
@@ -34,30 +33,6 @@ struct ArtifactWriter {
     write(out->os());
     out->keep();
     return success();
-  }
-
-  /// kernels.emu.so (the GPU kernels as host code for the emulator) and a
-  /// kernels.cubin in the format of the runtime's fake CUDA driver
-  /// (runtime/tests/fakecuda) that names it.
-  LogicalResult writeEmulated(ModuleOp gpu, const KernelInfoMap &info) {
-    std::vector<EmulatedLaunch> launches;
-    FailureOr<OwningOpRef<ModuleOp>> host =
-        emulateGpuOnHost(gpu, info, launches);
-    std::string lib = inDir("kernels.emu.so");
-    if (failed(host) || failed(lowerHostKernelsToLLVM(**host)) ||
-        failed(emitSharedObject(**host, lib, error, launches,
-                                options.cudaEmulatorLib))) {
-      error = "emulating the GPU kernels failed" +
-              (error.empty() ? std::string() : ": " + error);
-      return failure();
-    }
-    SmallString<256> abs(lib);
-    llvm::sys::fs::make_absolute(abs);
-    return writeFile("kernels.cubin", [&](llvm::raw_ostream &os) {
-      os << "FAKECUBIN sm=" << options.sm << " lib=" << abs << "\n";
-      for (const EmulatedLaunch &l : launches)
-        os << "kernel " << l.name << " " << l.numParams << "\n";
-    });
   }
 
   /// kernels.ptx and, where ptxas is found, kernels.cubin.
@@ -110,10 +85,12 @@ LogicalResult loom::writeArtifact(ModuleOp module,
   } else {
     target.target = "cuda";
     target.sm = options.sm;
-    if (hasKernels && !options.cudaEmulatorLib.empty()) {
-      if (failed(w.writeEmulated(*kernels, info)))
+    if (hasKernels && options.gpuKernelWriter) {
+      FailureOr<std::string> file = options.gpuKernelWriter(
+          *kernels, info, options.dir, options.sm, error);
+      if (failed(file))
         return failure();
-      target.kernels = "kernels.cubin";
+      target.kernels = *file;
     } else if (hasKernels && failed(w.writeCuda(*kernels, target, warnings))) {
       return failure();
     }

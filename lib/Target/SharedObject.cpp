@@ -105,33 +105,6 @@ std::string findLinker() {
 } // namespace
 
 namespace {
-/// `void name(void **buffers)` calling `loom_emu_launch(thread, buffers,
-/// grid, block, synchronizes)`: the emulator runs the per-thread function `thread` for
-/// every thread of the grid.
-void addEmulatedLaunches(llvm::Module &m, ArrayRef<EmulatedLaunch> launches) {
-  llvm::LLVMContext &ctx = m.getContext();
-  llvm::Type *ptr = llvm::PointerType::getUnqual(ctx);
-  llvm::Type *i64 = llvm::Type::getInt64Ty(ctx);
-  llvm::Type *voidTy = llvm::Type::getVoidTy(ctx);
-  llvm::FunctionCallee launch = m.getOrInsertFunction(
-      "loom_emu_launch", voidTy, ptr, ptr, i64, i64, i64);
-  for (const EmulatedLaunch &l : launches) {
-    llvm::Function *thread = m.getFunction(l.threadFunction);
-    if (!thread)
-      continue;
-    auto *wrapper = llvm::Function::Create(
-        llvm::FunctionType::get(voidTy, {ptr}, false),
-        llvm::GlobalValue::ExternalLinkage, l.name, m);
-    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", wrapper));
-    b.CreateCall(launch, {thread, wrapper->getArg(0),
-                          b.getInt64(l.grid), b.getInt64(l.block),
-                          b.getInt64(l.synchronizes)});
-    b.CreateRetVoid();
-  }
-}
-} // namespace
-
-namespace {
 /// A target machine for the host CPU and its features, at -O3.
 std::unique_ptr<llvm::TargetMachine> hostTargetMachine(std::string &error) {
   llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
@@ -271,8 +244,7 @@ LogicalResult emitObjects(llvm::Module &m, llvm::TargetMachine &tm,
 
 LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
                                      std::string &error,
-                                     ArrayRef<EmulatedLaunch> emulated,
-                                     const std::string &emulatorLibrary) {
+                                     const SharedObjectExtras &extras) {
   SmallVector<std::string> names;
   for (auto f : kernels.getOps<LLVM::LLVMFuncOp>())
     if (!f.isExternal())
@@ -299,7 +271,8 @@ LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
   m->setTargetTriple(tm->getTargetTriple());
   m->setDataLayout(tm->createDataLayout());
   addAbiWrappers(*m, names);
-  addEmulatedLaunches(*m, emulated);
+  if (extras.addToModule)
+    extras.addToModule(*m);
 
   std::string vectorMath = findVectorMathLibrary();
   SmallVector<std::string> objects;
@@ -340,10 +313,11 @@ LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
     ompRpath = "-rpath=" + llvm::sys::path::parent_path(omp).str();
     args.push_back(ompRpath);
   }
-  std::string rpath;
-  if (!emulatorLibrary.empty()) {
-    args.push_back(emulatorLibrary);
-    rpath = "-rpath=" + llvm::sys::path::parent_path(emulatorLibrary).str();
+  std::vector<std::string> rpaths;
+  for (const std::string &lib : extras.libraries)
+    rpaths.push_back("-rpath=" + llvm::sys::path::parent_path(lib).str());
+  for (auto [lib, rpath] : llvm::zip(extras.libraries, rpaths)) {
+    args.push_back(lib);
     args.push_back(rpath);
   }
   std::string message;

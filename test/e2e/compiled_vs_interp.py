@@ -268,7 +268,8 @@ def main():
                    help="loomc --target of the artifact (cpu, cuda:sm_90, ...)")
     p.add_argument("--target-flags", default="",
                    help="more loomc flags for the artifact, e.g. "
-                        "--cuda-emulator-lib=LIB (then run with the fake "
+                        "--cuda-emulator-lib=LIB with --loomc loomc-emu "
+                        "(then run with the fake "
                         "CUDA driver: LOOMRT_CUDA_DRIVER and "
                         "LOOMRT_CUBLASLT_LIBRARY in the environment)")
     p.add_argument("models", nargs="*")

@@ -1278,8 +1278,9 @@ def main():
     p.add_argument("--timeout", type=int, default=120)
     p.add_argument("--target", default="cpu",
                    help="loomc --target of the compiled side (cpu, "
-                        "cuda:sm_90 with a GPU or with --target-flags "
-                        "--cuda-emulator-lib=LIB and the fake CUDA driver)")
+                        "cuda:sm_90 with a GPU or, with --loomc loomc-emu, "
+                        "--target-flags --cuda-emulator-lib=LIB and the "
+                        "fake CUDA driver)")
     p.add_argument("--target-flags", default="",
                    help="more loomc flags for the compiled side")
     p.add_argument("-v", "--verbose", action="store_true")

@@ -93,26 +93,6 @@ void addNVVMLoweringInterfaces(mlir::DialectRegistry &registry);
 mlir::LogicalResult lowerGpuToNVVM(mlir::ModuleOp kernels,
                                    PipelineRunner run = nullptr);
 
-/// A GPU launch run on the host by the GPU emulator (tests only): `name`
-/// runs `threadFunction` (a kernel of the module, one GPU thread) over
-/// `grid` blocks of `block` threads (as coroutines when the kernel
-/// `synchronizes`: shuffles or barriers).
-struct EmulatedLaunch {
-  std::string name, threadFunction;
-  int64_t grid, block;
-  bool synchronizes;
-  unsigned numParams; // buffers the launch takes
-};
-
-/// Tests only: turns the gpu.funcs of `gpuKernels` (the kernel module after
-/// loom-map-kernels-to-gpu, before NVVM) into host functions of a new
-/// module, one GPU thread each (`<launch>_thread`), whose thread ids,
-/// shuffles and barriers call the GPU emulator (test/lib/GpuEmulator);
-/// `launches` tells emitSharedObject how to run each launch's grid.
-mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
-emulateGpuOnHost(mlir::ModuleOp gpuKernels, const KernelInfoMap &kernels,
-                 std::vector<EmulatedLaunch> &launches);
-
 } // namespace loom
 
 #endif // LOOM_CODEGEN_KERNELS_H

@@ -16,19 +16,28 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <functional>
 #include <string>
 
 namespace loom {
+
+/// Writes the GPU kernels otherwise than as PTX and a cubin (the tests' GPU
+/// emulator, test/lib/GpuEmulator): given the kernel module as
+/// loom-map-kernels-to-gpu left it (Phase::Kernels) and what the kernels
+/// recorded, writes its files into `dir` and returns the file plan.json
+/// names as "kernels".
+using GpuKernelWriter = std::function<mlir::FailureOr<std::string>(
+    mlir::ModuleOp kernels, const KernelInfoMap &info, const std::string &dir,
+    int sm, std::string &error)>;
 
 struct ArtifactOptions {
   std::string dir;         // the artifact directory (it exists)
   std::string sourceModel; // recorded in plan.json (absolute path)
   bool cuda = false;
   int sm = 0;
-  /// Tests only, cuda: the kernel module is at Phase::Kernels (gpu
-  /// dialect) and runs on the host through this GPU emulator library
-  /// (kernels.emu.so, and a kernels.cubin for the runtime's fake driver).
-  std::string cudaEmulatorLib;
+  /// cuda: when set, the kernel module is at Phase::Kernels (gpu dialect)
+  /// and this writes it.
+  GpuKernelWriter gpuKernelWriter;
 };
 
 /// Writes the artifact of `module`; warnings (no ptxas: PTX only) go to

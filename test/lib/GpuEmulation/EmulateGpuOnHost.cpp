@@ -1,19 +1,28 @@
 //===- EmulateGpuOnHost.cpp - GPU kernels as host code, for the tests -----===//
 //
-// Tests only (loomc --cuda-emulator-lib): each gpu.func of the kernel module
-// becomes a host function computing one GPU thread, whose thread and block
-// ids, shuffles and barriers call the GPU emulator (test/lib/GpuEmulator).
+// Tests only (loomc-emu --cuda-emulator-lib): each gpu.func of the kernel
+// module becomes a host function computing one GPU thread, whose thread and
+// block ids, shuffles and barriers call the GPU emulator (test/lib/GpuEmulator).
 //
 //===----------------------------------------------------------------------===//
 
+#include "EmulateGpuOnHost.h"
+
 #include "loom/Codegen/Kernels.h"
+#include "loom/Target/SharedObject.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
 using namespace loom;
@@ -124,3 +133,66 @@ loom::emulateGpuOnHost(ModuleOp gpuKernels, const KernelInfoMap &kernels,
   return host;
 }
 
+
+namespace {
+/// `void name(void **buffers)` calling `loom_emu_launch(thread, buffers,
+/// grid, block, synchronizes)`: the emulator runs the per-thread function `thread` for
+/// every thread of the grid.
+void addEmulatedLaunches(llvm::Module &m, ArrayRef<EmulatedLaunch> launches) {
+  llvm::LLVMContext &ctx = m.getContext();
+  llvm::Type *ptr = llvm::PointerType::getUnqual(ctx);
+  llvm::Type *i64 = llvm::Type::getInt64Ty(ctx);
+  llvm::Type *voidTy = llvm::Type::getVoidTy(ctx);
+  llvm::FunctionCallee launch = m.getOrInsertFunction(
+      "loom_emu_launch", voidTy, ptr, ptr, i64, i64, i64);
+  for (const EmulatedLaunch &l : launches) {
+    llvm::Function *thread = m.getFunction(l.threadFunction);
+    if (!thread)
+      continue;
+    auto *wrapper = llvm::Function::Create(
+        llvm::FunctionType::get(voidTy, {ptr}, false),
+        llvm::GlobalValue::ExternalLinkage, l.name, m);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", wrapper));
+    b.CreateCall(launch, {thread, wrapper->getArg(0),
+                          b.getInt64(l.grid), b.getInt64(l.block),
+                          b.getInt64(l.synchronizes)});
+    b.CreateRetVoid();
+  }
+}
+} // namespace
+
+
+FailureOr<std::string> loom::writeEmulatedKernels(
+    ModuleOp kernels, const KernelInfoMap &info, const std::string &dir,
+    int sm, const std::string &emulatorLibrary, std::string &error) {
+  auto inDir = [&](StringRef name) {
+    SmallString<256> path(dir);
+    llvm::sys::path::append(path, name);
+    return std::string(path);
+  };
+  std::vector<EmulatedLaunch> launches;
+  FailureOr<OwningOpRef<ModuleOp>> host =
+      emulateGpuOnHost(kernels, info, launches);
+  std::string lib = inDir("kernels.emu.so");
+  SharedObjectExtras extras;
+  extras.addToModule = [&](llvm::Module &m) {
+    addEmulatedLaunches(m, launches);
+  };
+  extras.libraries.push_back(emulatorLibrary);
+  if (failed(host) || failed(lowerHostKernelsToLLVM(**host)) ||
+      failed(emitSharedObject(**host, lib, error, extras))) {
+    error = "emulating the GPU kernels failed" +
+            (error.empty() ? std::string() : ": " + error);
+    return failure();
+  }
+  SmallString<256> abs(lib);
+  llvm::sys::fs::make_absolute(abs);
+  auto out = openOutputFile(inDir("kernels.cubin"), &error);
+  if (!out)
+    return failure();
+  out->os() << "FAKECUBIN sm=" << sm << " lib=" << abs << "\n";
+  for (const EmulatedLaunch &l : launches)
+    out->os() << "kernel " << l.name << " " << l.numParams << "\n";
+  out->keep();
+  return std::string("kernels.cubin");
+}
