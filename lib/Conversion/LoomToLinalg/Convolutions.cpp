@@ -301,3 +301,33 @@ Rewrite lowerPool(Lowerer &l, Operation *op, Value x, ArrayRef<int64_t> kernel,
 }
 
 } // namespace loom::lowering
+
+void loom::lowering::populateConvolutionRules(RewritePatternSet &patterns) {
+  addRule<Conv2DOp>(patterns, [](Lowerer &l, Conv2DOp c) {
+    return lowerConv2D(l, c, c->getOperand(0), c->getOperand(1));
+  });
+  addRule<Conv2DFilterGradOp>(patterns, [](Lowerer &l, Conv2DFilterGradOp c) {
+    return lowerConv2DFilterGrad(l, c, c->getOperand(0), c->getOperand(1));
+  });
+  addRule<Conv2DInputGradOp>(patterns, [](Lowerer &l, Conv2DInputGradOp c) {
+    return lowerConv2DInputGrad(l, c, c->getOperand(0), c->getOperand(1));
+  });
+  addRule<Im2ColOp>(patterns, [](Lowerer &l, Im2ColOp c) {
+    return lowerIm2Col(l, c, c->getOperand(0));
+  });
+  addRule<Col2ImOp>(patterns, [](Lowerer &l, Col2ImOp c) {
+    return lowerCol2Im(l, c, c->getOperand(0));
+  });
+  addRule<MaxPool2DOp>(patterns, [](Lowerer &l, MaxPool2DOp p) {
+    return lowerPool(l, p, p->getOperand(0), p.getKernel(), p.getStrides(),
+                     p.getPadding(), false);
+  });
+  addRule<AvgPool2DOp>(patterns, [](Lowerer &l, AvgPool2DOp p) {
+    return lowerPool(l, p, p->getOperand(0), p.getKernel(), p.getStrides(),
+                     p.getPadding(), p.getCountIncludePad());
+  });
+  addRule<MaxPool2DArgmaxOp>(patterns, [](Lowerer &l, MaxPool2DArgmaxOp p) {
+    return lowerPool(l, p, p->getOperand(0), p.getKernel(), p.getStrides(),
+                     p.getPadding(), false);
+  });
+}

@@ -1,8 +1,8 @@
 //===- Lowerer.h - What the loom-to-linalg rules share ----------*- C++ -*-===//
 //
 // The builder every rule of convert-loom-to-linalg uses (scalars, generics,
-// reshapes, reductions, slices), and the rules that live in files of their
-// own (Convolutions.cpp). Private to lib/Conversion/LoomToLinalg.
+// reshapes, reductions, slices), the pattern that applies a rule, and the
+// families of rules, one file each. Private to lib/Conversion/LoomToLinalg.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +18,9 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <functional>
 
 #include <cmath>
 #include <limits>
@@ -308,6 +311,50 @@ struct Lowerer {
 using Rewrite = FailureOr<SmallVector<Value>>;
 
 inline SmallVector<Value> one(Value v) { return {v}; }
+
+/// The pattern of one op's rule: the rule builds the replacement at the op
+/// with a Lowerer over the rewriter; a rule that fails (before building
+/// anything) leaves the op, which lowerLoomToLinalg then reports.
+template <typename OpT>
+class RulePattern : public OpRewritePattern<OpT> {
+public:
+  using Rule = std::function<Rewrite(Lowerer &, OpT)>;
+  RulePattern(MLIRContext *context, Rule rule)
+      : OpRewritePattern<OpT>(context), rule(std::move(rule)) {}
+  LogicalResult matchAndRewrite(OpT op,
+                                PatternRewriter &rewriter) const override {
+    Lowerer l{rewriter, op->getLoc()};
+    Rewrite values = rule(l, op);
+    if (failed(values))
+      return rewriter.notifyMatchFailure(op, "no lowering for this form");
+    rewriter.replaceOp(op, *values);
+    return success();
+  }
+
+private:
+  Rule rule;
+};
+
+/// Adds the rule of OpT.
+template <typename OpT, typename Fn>
+void addRule(RewritePatternSet &patterns, Fn rule) {
+  patterns.add(std::make_unique<RulePattern<OpT>>(
+      patterns.getContext(), [rule](Lowerer &l, OpT op) -> Rewrite {
+        return rule(l, op);
+      }));
+}
+
+/// Adds one rule for several ops (called with each op's own class).
+template <typename... OpTs, typename Fn>
+void addRules(RewritePatternSet &patterns, Fn rule) {
+  (addRule<OpTs>(patterns, rule), ...);
+}
+
+/// The rules, one file per family of ops.
+void populateElementwiseRules(RewritePatternSet &patterns);  // Elementwise.cpp
+void populateShapeRules(RewritePatternSet &patterns);        // Shape.cpp
+void populateReductionRules(RewritePatternSet &patterns);    // Reductions.cpp
+void populateConvolutionRules(RewritePatternSet &patterns);  // Convolutions.cpp
 
 //===--- Convolutions.cpp ------------------------------------------------===//
 

@@ -1,0 +1,199 @@
+//===- Elementwise.cpp - Pointwise loom ops to linalg ---------------------===//
+//
+// Pointwise ops (unary and binary math, select, compare, cast), constants,
+// stop_gradient and dropout: each one `linalg.generic` over the result's
+// shape, its body the scalar rule the interpreter applies.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Lowerer.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::lowering;
+
+namespace {
+Value unaryScalar(Lowerer &l, Operation *op, Value x) {
+  Type t = x.getType();
+  bool isFloat = isa<FloatType>(t);
+  return llvm::TypeSwitch<Operation *, Value>(op)
+      .Case([&](NegOp) {
+        return isFloat ? Value(arith::NegFOp::create(l.b, l.loc, x))
+                       : l.sub(l.constant(t, 0), x);
+      })
+      .Case([&](AbsOp) {
+        return isFloat ? Value(math::AbsFOp::create(l.b, l.loc, x))
+                       : Value(math::AbsIOp::create(l.b, l.loc, x));
+      })
+      .Case([&](ExpOp) { return l.exp(x); })
+      .Case([&](LogOp) { return l.log(x); })
+      .Case([&](TanhOp) { return math::TanhOp::create(l.b, l.loc, x); })
+      .Case([&](SigmoidOp) {
+        Value one = l.constant(t, 1);
+        Value e = l.exp(arith::NegFOp::create(l.b, l.loc, x));
+        return l.div(one, l.add(one, e));
+      })
+      .Case([&](ReluOp) { return l.max(x, l.constant(t, 0)); })
+      .Case([&](ErfOp) { return math::ErfOp::create(l.b, l.loc, x); })
+      .Case([&](SqrtOp) { return l.sqrt(x); })
+      .Case([&](RsqrtOp) { return l.div(l.constant(t, 1), l.sqrt(x)); })
+      .Case([&](FloorOp) { return math::FloorOp::create(l.b, l.loc, x); })
+      .Case([&](CosOp) { return math::CosOp::create(l.b, l.loc, x); })
+      .Case([&](SinOp) { return math::SinOp::create(l.b, l.loc, x); })
+      .Case([&](GeluOp g) -> Value {
+        Value half = l.constant(t, 0.5), one = l.constant(t, 1);
+        Value inner;
+        if (g.getApproximate() == GeluApproximation::Tanh) {
+          Value x3 = l.mul(l.mul(x, x), x);
+          Value u = l.mul(l.constant(t, std::sqrt(2.0 / M_PI)),
+                          l.add(x, l.mul(l.constant(t, 0.044715), x3)));
+          inner = math::TanhOp::create(l.b, l.loc, u);
+        } else {
+          inner = math::ErfOp::create(
+              l.b, l.loc, l.mul(x, l.constant(t, 1.0 / std::sqrt(2.0))));
+        }
+        return l.mul(l.mul(half, x), l.add(one, inner));
+      })
+      .Default([](Operation *) { return Value(); });
+}
+
+Value binaryScalar(Lowerer &l, Operation *op, Value x, Value y) {
+  return llvm::TypeSwitch<Operation *, Value>(op)
+      .Case([&](AddOp) { return l.add(x, y); })
+      .Case([&](SubOp) { return l.sub(x, y); })
+      .Case([&](MulOp) { return l.mul(x, y); })
+      .Case([&](DivOp) { return l.div(x, y); })
+      .Case([&](PowOp) { return math::PowFOp::create(l.b, l.loc, x, y); })
+      .Case([&](MaxOp) { return l.max(x, y); })
+      .Case([&](MinOp) { return l.min(x, y); })
+      .Default([](Operation *) { return Value(); });
+}
+
+Value compareScalar(Lowerer &l, ComparePredicate p, Value x, Value y) {
+  if (isa<FloatType>(x.getType())) {
+    arith::CmpFPredicate fp = arith::CmpFPredicate::OEQ;
+    switch (p) {
+    case ComparePredicate::EQ: fp = arith::CmpFPredicate::OEQ; break;
+    case ComparePredicate::NE: fp = arith::CmpFPredicate::UNE; break;
+    case ComparePredicate::LT: fp = arith::CmpFPredicate::OLT; break;
+    case ComparePredicate::LE: fp = arith::CmpFPredicate::OLE; break;
+    case ComparePredicate::GT: fp = arith::CmpFPredicate::OGT; break;
+    case ComparePredicate::GE: fp = arith::CmpFPredicate::OGE; break;
+    }
+    return arith::CmpFOp::create(l.b, l.loc, fp, x, y);
+  }
+  // i1 holds 0 and 1: compare unsigned so that true > false.
+  bool u = x.getType().isInteger(1);
+  arith::CmpIPredicate ip = arith::CmpIPredicate::eq;
+  switch (p) {
+  case ComparePredicate::EQ: ip = arith::CmpIPredicate::eq; break;
+  case ComparePredicate::NE: ip = arith::CmpIPredicate::ne; break;
+  case ComparePredicate::LT: ip = u ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt; break;
+  case ComparePredicate::LE: ip = u ? arith::CmpIPredicate::ule : arith::CmpIPredicate::sle; break;
+  case ComparePredicate::GT: ip = u ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt; break;
+  case ComparePredicate::GE: ip = u ? arith::CmpIPredicate::uge : arith::CmpIPredicate::sge; break;
+  }
+  return l.cmpi(ip, x, y);
+}
+
+/// splitmix64 finalizer on i64 (wrapping arithmetic, logical shifts).
+Value splitmix(Lowerer &l, Value x) {
+  Type i64 = l.b.getI64Type();
+  auto c = [&](uint64_t v) {
+    return arith::ConstantOp::create(
+        l.b, l.loc, l.b.getIntegerAttr(i64, static_cast<int64_t>(v)));
+  };
+  auto xorShift = [&](Value z, int64_t k) {
+    return arith::XOrIOp::create(
+        l.b, l.loc, z, arith::ShRUIOp::create(l.b, l.loc, z, c(k)));
+  };
+  Value z = l.add(x, c(0x9E3779B97F4A7C15ull));
+  z = l.mul(xorShift(z, 30), c(0xBF58476D1CE4E5B9ull));
+  z = l.mul(xorShift(z, 27), c(0x94D049BB133111EBull));
+  return xorShift(z, 31);
+}
+
+Rewrite lowerDropout(Lowerer &l, DropoutOp op, Value x, Value seed) {
+  RankedTensorType xt = tensorType(x);
+  int64_t rank = xt.getRank();
+  Type et = xt.getElementType(), i64 = l.b.getI64Type();
+  double ratio = op.getRatio().convertToFloat();
+  int64_t stream = static_cast<int64_t>(op.getStream());
+  Value seedV = tensor::ExtractOp::create(l.b, l.loc, seed, ValueRange{});
+  return one(l.elementwise(x, xt, [&](ValueRange a) {
+    Value linear = l.index(0);
+    for (int64_t d = 0; d < rank; ++d)
+      linear = l.add(l.mul(linear, l.index(xt.getDimSize(d))), l.linalgIndex(d));
+    Value i = arith::IndexCastOp::create(l.b, l.loc, i64, linear);
+    // splitmix64(splitmix64(seed ^ stream * golden) + index), the
+    // interpreter's dropoutUniform; the stream mix folds at compile time.
+    uint64_t streamMix = static_cast<uint64_t>(stream) * 0x9E3779B97F4A7C15ull;
+    Value mixed = arith::XOrIOp::create(
+        l.b, l.loc, seedV,
+        arith::ConstantOp::create(
+            l.b, l.loc,
+            l.b.getIntegerAttr(i64, static_cast<int64_t>(streamMix))));
+    Value h2 = splitmix(l, l.add(splitmix(l, mixed), i));
+    Value top = arith::ShRUIOp::create(l.b, l.loc, h2, l.constant(i64, 40));
+    Value u = l.mul(arith::SIToFPOp::create(l.b, l.loc, l.b.getF64Type(), top),
+                    l.constant(l.b.getF64Type(), std::ldexp(1.0, -24)));
+    Value drop = arith::CmpFOp::create(l.b, l.loc, arith::CmpFPredicate::OLT,
+                                       u, l.constant(l.b.getF64Type(), ratio));
+    Value kept = l.mul(a[0], l.constant(et, 1.0 / (1.0 - ratio)));
+    return l.select(drop, l.constant(et, 0), kept);
+  }));
+}
+} // namespace
+
+void loom::lowering::populateElementwiseRules(RewritePatternSet &patterns) {
+  addRules<NegOp, AbsOp, ExpOp, LogOp, TanhOp, SigmoidOp, ReluOp, ErfOp,
+           SqrtOp, RsqrtOp, FloorOp, CosOp, SinOp, GeluOp>(
+      patterns, [](Lowerer &l, Operation *op) -> Rewrite {
+        return one(l.elementwise(op->getOperands(),
+                                 tensorType(op->getResult(0)),
+                                 [&](ValueRange a) {
+                                   return unaryScalar(l, op, a[0]);
+                                 }));
+      });
+  addRules<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp>(
+      patterns, [](Lowerer &l, Operation *op) -> Rewrite {
+        return one(l.elementwise(op->getOperands(),
+                                 tensorType(op->getResult(0)),
+                                 [&](ValueRange a) {
+                                   return binaryScalar(l, op, a[0], a[1]);
+                                 }));
+      });
+  addRule<StopGradientOp>(patterns, [](Lowerer &l, StopGradientOp op) {
+    return Rewrite(one(op.getX()));
+  });
+  addRule<SelectOp>(patterns, [](Lowerer &l, SelectOp op) -> Rewrite {
+    return one(l.elementwise(op->getOperands(), tensorType(op.getResult()),
+                             [&](ValueRange a) {
+                               return l.select(a[0], a[1], a[2]);
+                             }));
+  });
+  addRule<CompareOp>(patterns, [](Lowerer &l, CompareOp c) -> Rewrite {
+    return one(l.elementwise(c->getOperands(), tensorType(c.getResult()),
+                             [&](ValueRange a) {
+                               return compareScalar(l, c.getPredicate(), a[0],
+                                                    a[1]);
+                             }));
+  });
+  addRule<CastOp>(patterns, [](Lowerer &l, CastOp c) -> Rewrite {
+    RankedTensorType t = tensorType(c.getResult());
+    return one(l.elementwise(c->getOperands(), t, [&](ValueRange a) {
+      return l.convert(a[0], t.getElementType());
+    }));
+  });
+  addRule<ConstantOp>(patterns, [](Lowerer &l, ConstantOp c) -> Rewrite {
+    auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (!attr)
+      return failure();
+    return one(arith::ConstantOp::create(l.b, l.loc, attr));
+  });
+  addRule<DropoutOp>(patterns, [](Lowerer &l, DropoutOp d) {
+    return lowerDropout(l, d, d->getOperand(0), d->getOperand(1));
+  });
+}
