@@ -14,9 +14,11 @@ PACKAGES=(
   # libonnx-testdata is the old release's node tests, kept as a regression set.
   libonnx-testdata libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev
-  # Runtime: BLAS and collectives; LLVM's OpenMP runtime, which the CPU
-  # kernels' thread teams run on (loomc links kernels.so against it).
-  libopenblas-dev libopenmpi-dev openmpi-bin libomp-22-dev
+  # Runtime: BLAS (OpenBLAS; oneDNN's sgemm, opened by loom-run where it is
+  # installed, for f32 GEMMs: runtime/src/cpu/CpuGemm.h) and collectives;
+  # LLVM's OpenMP runtime, which the CPU kernels' thread teams run on (loomc
+  # links kernels.so against it).
+  libopenblas-dev libdnnl2 libopenmpi-dev openmpi-bin libomp-22-dev
   # Tests: GoogleTest and the Python used by model scripts.
   libgtest-dev python3 python3-numpy python3-onnx python3-venv
   # Fuzzing (scripts/fuzz.sh): libFuzzer and the sanitizer runtimes of clang-22.

@@ -88,6 +88,7 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
   pm.addPass(createInlinerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createConvToGemmPass());
+  pm.addPass(createFoldTransposesPass());
   pm.addPass(createFusePass());
   if (stopAfter == Phase::Fuse)
     return;

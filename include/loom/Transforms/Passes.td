@@ -155,6 +155,29 @@ def ConvToGemmPass : Pass<"loom-conv-to-gemm", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def FoldTransposesPass : Pass<"loom-fold-transposes", "mlir::ModuleOp"> {
+  let summary = "Folds transposes of the innermost dimensions into matmuls.";
+  let description = [{
+    A `loom.transpose` that swaps the two innermost dimensions (and keeps
+    the others) and feeds a `loom.matmul` becomes that matmul's
+    `transpose_a` / `transpose_b` flag; a transpose that is the only reader
+    of a matmul (operands of equal rank) is replaced by the transposed
+    product, `(A B)^T = B^T A^T`: the operands swapped and both flags
+    flipped. A library GEMM reads either layout, where the transpose is a
+    kernel writing the whole matrix (a tied language-model head transposes
+    its embedding table forward and its gradient backward at every step
+    otherwise). Transposes left without readers are removed. Runs after
+    inlining and CSE, before `loom-fuse`; repeats until nothing changes.
+  }];
+  let statistics = [
+    Statistic<"numOperands", "num-operands",
+              "Transposed matmul operands read in place">,
+    Statistic<"numResults", "num-results",
+              "Transposed matmul results computed directly">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def FusePass : Pass<"loom-fuse", "mlir::ModuleOp"> {
   let summary = "Groups ops into loom.fusion regions, one kernel each.";
   let description = [{

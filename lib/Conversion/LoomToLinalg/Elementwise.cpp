@@ -8,6 +8,7 @@
 
 #include "Lowerer.h"
 
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -157,7 +158,7 @@ void loom::lowering::populateElementwiseRules(RewritePatternSet &patterns) {
                                    return unaryScalar(l, op, a[0]);
                                  }));
       });
-  addRules<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp>(
+  addRules<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp>(
       patterns, [](Lowerer &l, Operation *op) -> Rewrite {
         return one(l.elementwise(op->getOperands(),
                                  tensorType(op->getResult(0)),
@@ -165,6 +166,30 @@ void loom::lowering::populateElementwiseRules(RewritePatternSet &patterns) {
                                    return binaryScalar(l, op, a[0], a[1]);
                                  }));
       });
+  addRule<PowOp>(patterns, [](Lowerer &l, PowOp op) -> Rewrite {
+    RankedTensorType t = tensorType(op.getResult());
+    // x^n for a constant exponent n in {0.5, 1, 2, 3, 4} (GELU's x^3 and its
+    // gradient's x^2): multiplications, or a square root, where powf is a
+    // scalar libm call per element that does not vectorize.
+    DenseFPElementsAttr exponent;
+    if (matchPattern(op.getY(), m_Constant(&exponent)) &&
+        exponent.isSplat()) {
+      double n = exponent.getSplatValue<APFloat>().convertToDouble();
+      if (n == 0.5 || n == 1 || n == 2 || n == 3 || n == 4)
+        return one(l.elementwise(op.getX(), t, [&](ValueRange a) {
+          Value x = a[0];
+          if (n == 0.5)
+            return l.sqrt(x);
+          Value y = x;
+          for (int i = 1; i < static_cast<int>(n); ++i)
+            y = l.mul(y, x);
+          return y;
+        }));
+    }
+    return one(l.elementwise(op->getOperands(), t, [&](ValueRange a) {
+      return binaryScalar(l, op, a[0], a[1]);
+    }));
+  });
   addRule<StopGradientOp>(patterns, [](Lowerer &l, StopGradientOp op) {
     return Rewrite(one(op.getX()));
   });

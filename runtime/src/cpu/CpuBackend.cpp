@@ -4,7 +4,8 @@
 // fill for free). Kernels come from kernels.so, opened RTLD_NOW (every
 // undefined symbol resolved at load, not at the first call) and RTLD_LOCAL
 // (two artifacts' kernels may share names).
-// GEMMs go to OpenBLAS's cblas_sgemm/cblas_dgemm, row-major, one call per
+// GEMMs go to oneDNN's dnnl_sgemm where it is installed (f32; CpuGemm.h says
+// why), else to OpenBLAS's cblas_sgemm/cblas_dgemm, row-major, one call per
 // batch element.
 //
 //===----------------------------------------------------------------------===//
@@ -13,6 +14,7 @@
 
 #include "../Backends.h"
 #include "../Support.h"
+#include "CpuGemm.h"
 
 #include <cblas.h>
 #include <cerrno>
@@ -119,6 +121,8 @@ public:
         ::dlclose(library);
       library = handle;
       kernels = std::move(resolvedKernels);
+      // After the kernels: oneDNN shares their OpenMP runtime.
+      dnnl.open();
       sink.ok();
       return true;
     } catch (...) {
@@ -225,9 +229,13 @@ public:
       auto *a = reinterpret_cast<float *>(base + call.offsetA);
       auto *b = reinterpret_cast<float *>(base + call.offsetB);
       auto *c = reinterpret_cast<float *>(base + call.offsetC);
+      dnnl.open(); // no-op once done; plans without kernels open it here
       for (int64_t i = 0; i < g.batch; ++i)
-        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a + i * g.strideA,
-                    lda, b + i * g.strideB, ldb, 0.0f, c + i * g.strideC, ldc);
+        if (!dnnl.run(g.transA, g.transB, m, n, k, a + i * g.strideA, lda,
+                      b + i * g.strideB, ldb, c + i * g.strideC, ldc))
+          cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f,
+                      a + i * g.strideA, lda, b + i * g.strideB, ldb, 0.0f,
+                      c + i * g.strideC, ldc);
       applyEpilogue(g, c,
                     reinterpret_cast<const float *>(base + call.offsetBias));
       return true;
@@ -317,6 +325,7 @@ private:
 
   void *library = nullptr;
   std::vector<KernelFn> kernels;
+  DnnlGemm dnnl;
 };
 
 } // namespace

@@ -78,3 +78,28 @@ func.func @not_iota(%labels: tensor<3xi64>) -> tensor<3x4xi64> {
   %c = loom.broadcast_in_dim %ids dims = [1] : tensor<4xi64> -> tensor<3x4xi64>
   return %c : tensor<3x4xi64>
 }
+
+// -----
+
+// Tests that a power with a constant exponent of 3 (GELU's x^3) or 0.5 is
+// multiplications or a square root, not powf, and that any other exponent
+// stays powf.
+// CHECK-LABEL: func.func @pow_constant(
+// CHECK:         linalg.generic
+// CHECK:         ^bb0(%[[X:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT:      %[[X2:.*]] = arith.mulf %[[X]], %[[X]]
+// CHECK-NEXT:      %[[X3:.*]] = arith.mulf %[[X2]], %[[X]]
+// CHECK-NEXT:      linalg.yield %[[X3]]
+// CHECK:         linalg.generic
+// CHECK:           math.sqrt
+// CHECK:         linalg.generic
+// CHECK:           math.powf
+func.func @pow_constant(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %c3 = loom.constant dense<3.0> : tensor<8xf32>
+  %half = loom.constant dense<0.5> : tensor<8xf32>
+  %other = loom.constant dense<2.5> : tensor<8xf32>
+  %a = loom.pow %x, %c3 : tensor<8xf32>
+  %b = loom.pow %x, %half : tensor<8xf32>
+  %c = loom.pow %x, %other : tensor<8xf32>
+  return %a, %b, %c : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+}

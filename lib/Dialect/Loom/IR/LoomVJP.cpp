@@ -27,6 +27,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "mlir/IR/Matchers.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -255,7 +256,19 @@ LogicalResult PowOp::buildVJP(OpBuilder &b, ValueRange cts,
   Value x = getX(), y = getY();
   // d/dx = y * x^(y-1); d/dy = x^y * log(x), taken as 0 where x == 0 (the
   // limit for y > 0) instead of 0 * -inf.
-  Value gx = e.mul(g, e.mul(y, e.pow(x, e.addScalar(y, -1.0))));
+  // A constant exponent (GELU's x^3) gives a constant y - 1, not a tensor
+  // computed at every step, and the lowering then turns x^(y-1) into
+  // multiplications.
+  // (The importers broadcast a scalar exponent: look through that.)
+  Value scalar = y;
+  while (auto bc = scalar.getDefiningOp<BroadcastInDimOp>())
+    scalar = bc.getX();
+  DenseFPElementsAttr c;
+  Value yMinus1 =
+      matchPattern(scalar, m_Constant(&c)) && c.isSplat()
+          ? e.splatLike(y, c.getSplatValue<APFloat>().convertToDouble() - 1.0)
+          : e.addScalar(y, -1.0);
+  Value gx = e.mul(g, e.mul(y, e.pow(x, yMinus1)));
   Value xIsZero = e.cmp(ComparePredicate::EQ, x, e.zerosLike(x));
   Value gy =
       e.select(xIsZero, e.zerosLike(g), e.mul(g, e.mul(getZ(), e.log(x))));

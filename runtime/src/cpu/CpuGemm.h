@@ -1,0 +1,49 @@
+//===- CpuGemm.h - The CPU backend's GEMM library ---------------*- C++ -*-===//
+//
+// f32 GEMMs go to oneDNN's dnnl_sgemm where libdnnl is installed (reached by
+// dlopen, like CUDA: one runtime binary, with or without it), else to the
+// CBLAS the runtime links (OpenBLAS). oneDNN picks its kernels from the
+// CPU's features (cpuid); Debian's OpenBLAS 0.3.21 picks them from the CPU
+// model, which it does not know on recent CPUs (it then runs SSE3 or AVX2
+// code on an AVX-512 machine: half the speed or less, docs/performance.md).
+// LOOMRT_CPU_GEMM=openblas chooses OpenBLAS; LOOMRT_DNNL_LIBRARY names the
+// library to open.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOMRT_SRC_CPU_CPUGEMM_H
+#define LOOMRT_SRC_CPU_CPUGEMM_H
+
+#include <cstdint>
+
+namespace loomrt {
+
+/// Row-major C = op(A) op(B) for f32, with the leading dimensions as
+/// stored; false if oneDNN is not in use (the caller uses CBLAS).
+class DnnlGemm {
+public:
+  /// Opens oneDNN unless LOOMRT_CPU_GEMM says otherwise. Call after the
+  /// kernels are loaded: where they brought LLVM's OpenMP runtime, that
+  /// runtime is made global first, so that oneDNN's OpenMP calls (GNU ABI,
+  /// which libomp also serves) use the kernels' thread team instead of a
+  /// second one competing for the same cores.
+  void open() noexcept;
+  bool available() const noexcept { return sgemm != nullptr; }
+  bool run(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+           const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
+           int64_t ldc) const noexcept;
+
+private:
+  using Sgemm = int (*)(char, char, int64_t, int64_t, int64_t, float,
+                        const float *, int64_t, const float *, int64_t, float,
+                        float *, int64_t);
+  Sgemm sgemm = nullptr;
+  bool opened = false;
+};
+
+/// "onednn" or "openblas": the library f32 GEMMs go to.
+const char *cpuGemmLibrary(const DnnlGemm &dnnl) noexcept;
+
+} // namespace loomrt
+
+#endif // LOOMRT_SRC_CPU_CPUGEMM_H
