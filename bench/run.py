@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
 """Benchmarks one training step (forward, backward, AdamW update) of the
-example models in Loom, JAX and PyTorch on the CPU.
+example models in Loom, JAX and PyTorch on the CPU; with --suite real, of
+real-size models exported by PyTorch.
 
 Usage (from the repository root, with the set-up script's .venv):
   .venv/bin/python bench/run.py [--quick] [--models mlp,cnn,transformer_block]
       [--frameworks loom,jax,torch] [--steps N] [--warmup W] [--repeat R]
       [--loomc build/bin/loomc] [--loom-run build/bin/loom-run]
       [--workdir out/bench] [--json FILE] [--markdown]
+  PY bench/run.py --suite real [--quick] [--models resnet18,mobilenet_v3_small,
+      gpt2,llama] [--frameworks loom,torch,torch_compile,jax] [--threads 1,2]
+      [--batch 8] [--image-size 224] [--classes 1000] [--steps 10] [--warmup 3]
+      [--workdir out/bench_real] [--json FILE] [--markdown]
+  (PY: a Python with torch, torchvision, transformers, onnxscript, onnx, jax
+  and threadpoolctl, not the project's .venv; see docs/performance.md.)
 
 Every framework trains the same ONNX model (examples/onnx/NAME.onnx: same
 shapes, same initial weights, read from the ONNX initializers) with mean
@@ -34,7 +41,41 @@ check that they train the same thing. Frameworks that are not installed
 (e.g. torch, or loomc/loom-run not built or without --train) are reported as
 skipped, not failed.
 
-Internal: `run.py --worker jax|torch ...` is the subprocess side.
+--suite real (bench/real_suite.py; docs/performance.md, "CPU at real sizes")
+trains torchvision's ResNet-18 and MobileNetV3-small (dropout removed,
+training mode: BatchNormalization on batch statistics; batch 8 x 3 x 224 x 224,
+1000 classes) and transformers' GPT2LMHeadModel (4 layers, d 256, 4 heads,
+T 128, vocabulary 50304, tied head) and LlamaForCausalLM (4 layers, d 256,
+4 heads, MLP 704, vocabulary 32000), batch 8 x 128 tokens, with random weights
+from seed 0, each exported once by torch.onnx.export(optimize=False), with
+mean cross-entropy and AdamW as above, on one random batch:
+
+- loom:          loomc --train --target=cpu --report (its wall time is the
+                 compile time), loom-run --train --threads N.
+- torch:         the PyTorch module itself (same weights), eager,
+                 torch.optim.AdamW, torch.set_num_threads(N).
+- torch_compile: torch.compile(module) (loss and AdamW eager), cold caches;
+                 compile time = the first step's wall time.
+- jax:           the exported graph through bench/onnx_jax.py (the evaluator
+                 of test/e2e/train_vs_jax.py plus the ops PyTorch's exporter
+                 writes), value_and_grad + AdamW in one jax.jit; compile time =
+                 the first call's wall time.
+
+Every (model, framework, thread count) runs once, in a process of its own;
+N threads means pinned to N CPUs (sched_setaffinity) and told to use N
+threads (loom-run --threads N, torch.set_num_threads(N); XLA takes no thread
+count: the pinning limits it, plus --xla_cpu_multi_thread_eigen=false for
+1 thread). Reported: the median ms/step, samples/s, GFLOP/s (3 x
+the forward FLOPs of the exported graph's MatMul/Gemm/Conv nodes, the same
+count for every framework, over the median step) and its share of the
+machine's f32 GEMM peak at that thread count (measured first: the best of
+torch.matmul and numpy's OpenBLAS, the latter with OPENBLAS_CORETYPE and
+OPENBLAS_L2_SIZE unset in its process only, on a 2048^3 GEMM), peak RSS
+(wait4), compile time and the first loss (equal across frameworks to ~6
+digits: same weights, same batch).
+
+Internal: `run.py --worker jax|torch ...` is the subprocess side (real:
+`real_suite.py --worker ...`).
 """
 import argparse
 import datetime
@@ -53,6 +94,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MODELS = ["mlp", "cnn", "transformer_block"]
 FRAMEWORKS = ["loom", "jax", "torch"]
+# --suite real (bench/real_suite.py): the models and frameworks, and the
+# vision models' input (ImageNet's 224 x 224 images, 1000 classes).
+REAL_MODELS = ["resnet18", "mobilenet_v3_small", "gpt2", "llama"]
+REAL_FRAMEWORKS = ["loom", "torch", "torch_compile", "jax"]
+REAL_IMAGE_SIZE, REAL_CLASSES = 224, 1000
 LR, BETA1, BETA2, EPS, WD = 1e-3, 0.9, 0.999, 1e-8, 0.01
 # Random batches in the data file, cycled. One: loom-run shuffles the samples
 # of its data file (docs/loom-run.md), and the mean loss of one batch does not
@@ -123,13 +169,70 @@ def peak_rss_mib(usage):
 # --------------------------------------------------------------------------
 
 
+def timed_steps(step, total, warmup, sync=lambda loss: loss):
+    """Calls STEP(i) for i < TOTAL, each call timed up to SYNC(its loss)
+    (JAX: block_until_ready). Returns (seconds of the calls from WARMUP on,
+    first loss, last loss, seconds of the first call)."""
+    times, losses = [], []
+    for i in range(total):
+        t0 = time.perf_counter()
+        loss = sync(step(i))
+        times.append(time.perf_counter() - t0)
+        if i == 0 or i == total - 1:
+            losses.append(float(loss))
+    return times[warmup:], losses[0], losses[-1], times[0]
+
+
+def jax_train_step(model, evaluate, consts, input_names):
+    """The training step of the ONNX MODEL as one jax.jit: EVALUATE (an ONNX
+    evaluator on JAX) with CONSTS and the batch's INPUT_NAMES, mean softmax
+    cross-entropy against the batch's `labels`, jax.value_and_grad, and the
+    PyTorch AdamW rule of test/e2e/train_vs_jax.py. (params, state, step,
+    batch) -> (loss, params, state)."""
+    import jax
+    from train_vs_jax import adamw, cross_entropy
+
+    def loss_fn(p, feed):
+        env = {**consts, **{n: feed[n] for n in input_names}, **p}
+        return cross_entropy(evaluate(model, env)[0], feed["labels"])
+
+    @jax.jit
+    def train_step(p, s, step, feed):
+        loss, g = jax.value_and_grad(loss_fn)(p, feed)
+        p, s = adamw(p, g, s, step, LR, BETA1, BETA2, EPS, WD)
+        return loss, p, s
+
+    return train_step
+
+
+def run_jax_steps(train_step, params, batches, steps, warmup, batch):
+    """WARMUP + STEPS calls of TRAIN_STEP (jax_train_step) from PARAMS (JAX
+    arrays) on BATCHES (cycled); the first call compiles. Returns the
+    summary, with the first call's seconds as first_call_s."""
+    import jax
+    import jax.numpy as jnp
+    cur = {"p": params,
+           "s": {k: (jnp.zeros_like(v), jnp.zeros_like(v)) for k, v in params.items()}}
+
+    def step(i):
+        loss, cur["p"], cur["s"] = train_step(cur["p"], cur["s"], jnp.float32(i),
+                                              batches[i % len(batches)])
+        return loss
+
+    times, first, last, first_s = timed_steps(
+        step, warmup + steps, warmup, lambda loss: loss.block_until_ready())
+    res = summarize(times, batch)
+    res.update(first_loss=first, last_loss=last, first_call_s=first_s,
+               version=jax.__version__, backend=jax.default_backend())
+    return res
+
+
 def worker_jax(model_path, data_path, steps, warmup):
     sys.path.insert(0, os.path.join(ROOT, "test", "e2e"))
-    import jax
     import jax.numpy as jnp
     import onnx
     from onnx import numpy_helper
-    from train_vs_jax import adamw, cross_entropy, evaluate
+    from train_vs_jax import evaluate
 
     model = onnx.load(model_path)
     inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
@@ -150,35 +253,8 @@ def worker_jax(model_path, data_path, steps, warmup):
     batch = ins[0][1][0]
     batches = [{k: jnp.asarray(v) for k, v in b.items()}
                for b in batch_slices(dict(np.load(data_path)), batch)]
-
-    def loss_fn(p, feed):
-        env = {**consts, **{n: feed[n] for n, _, _ in ins}, **p}
-        return cross_entropy(evaluate(model, env)[0], feed["labels"])
-
-    @jax.jit
-    def train_step(p, s, step, feed):
-        loss, g = jax.value_and_grad(loss_fn)(p, feed)
-        p, s = adamw(p, g, s, step, LR, BETA1, BETA2, EPS, WD)
-        return loss, p, s
-
-    state = {k: (jnp.zeros_like(v), jnp.zeros_like(v)) for k, v in params.items()}
-    t0 = time.perf_counter()
-    loss, params, state = train_step(params, state, jnp.float32(0), batches[0])
-    first_loss = float(loss)
-    compile_s = time.perf_counter() - t0
-    times = []
-    for i in range(1, warmup + steps):
-        t0 = time.perf_counter()
-        loss, params, state = train_step(params, state, jnp.float32(i),
-                                          batches[i % N_BATCHES])
-        loss.block_until_ready()
-        if i >= warmup:
-            times.append(time.perf_counter() - t0)
-    res = summarize(times, batch)
-    res.update(first_loss=first_loss, last_loss=float(loss),
-               first_call_s=compile_s, version=jax.__version__,
-               backend=jax.default_backend())
-    return res
+    train_step = jax_train_step(model, evaluate, consts, [n for n, _, _ in ins])
+    return run_jax_steps(train_step, params, batches, steps, warmup, batch)
 
 
 def worker_torch(model_path, data_path, steps, warmup):
@@ -207,17 +283,10 @@ def worker_torch(model_path, data_path, steps, warmup):
         opt.step()
         return loss.detach()
 
-    times, first_loss, loss = [], None, None
-    for i in range(warmup + steps):
-        t0 = time.perf_counter()
-        loss = train_step(batches[i % N_BATCHES])
-        dt = time.perf_counter() - t0
-        if i == 0:
-            first_loss = float(loss)
-        if i >= warmup:
-            times.append(dt)
+    times, first_loss, last_loss, _ = timed_steps(
+        lambda i: train_step(batches[i % N_BATCHES]), warmup + steps, warmup)
     res = summarize(times, batch)
-    res.update(first_loss=first_loss, last_loss=float(loss), version=torch.__version__,
+    res.update(first_loss=first_loss, last_loss=last_loss, version=torch.__version__,
                threads=torch.get_num_threads(),
                interop_threads=torch.get_num_interop_threads())
     return res
@@ -257,12 +326,15 @@ def best_of(prev, res):
     return best
 
 
-def run_child(cmd, log_path, env=None):
-    """Runs CMD with stdout+stderr to LOG_PATH; returns (rc, output, peak RSS
-    MiB of that process and its waited-for children, wall s)."""
+def run_child(cmd, log_path, env=None, cpus=None):
+    """Runs CMD with stdout+stderr to LOG_PATH (pinned to the CPUs of the set
+    CPUS, if given); returns (rc, output, peak RSS MiB of that process and
+    its waited-for children, wall s)."""
     t0 = time.perf_counter()
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     with open(log_path, "w") as log:
-        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                             preexec_fn=pin)
         _, status, usage = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
     with open(log_path) as f:
@@ -369,26 +441,33 @@ def loom_step_times(metrics_path, batch, warmup):
     return times, float(recs[0]["loss"]), float(recs[-1]["loss"])
 
 
-def run_loom(name, model_path, data_path, batch, args, work):
-    art = os.path.join(work, name + ".loom")
+def compile_loom(loomc, model_path, art, log, extra=()):
+    """LOOMC --train (cross-entropy, AdamW) of MODEL_PATH into ART; returns
+    (None, loomc's output, wall s) or (failure dict, None, None)."""
     shutil.rmtree(art, ignore_errors=True)
-    cmd = [args.loomc, model_path, "--train", "--loss=cross_entropy",
+    cmd = [loomc, model_path, "--train", "--loss=cross_entropy",
            "--labels=labels", "--optimizer=adamw", "--lr=%r" % LR,
-           "--weight-decay=%r" % WD, "--target=cpu", "-o", art]
-    log = os.path.join(work, name + ".loomc.log")
-    t0 = time.perf_counter()
-    rc, out, _, _ = run_child(cmd, log)
-    compile_s = time.perf_counter() - t0
+           "--weight-decay=%r" % WD, "--target=cpu", "-o", art] + list(extra)
+    rc, out, _, compile_s = run_child(cmd, log)
     if rc != 0:
-        return failure("loomc", rc, log, out)
-    metrics = os.path.join(work, name + ".loom.metrics.jsonl")
+        return failure("loomc", rc, log, out), None, None
+    return None, out, compile_s
+
+
+def run_loom_artifact(art, data_path, batch, args, stem, threads=None, cpus=None):
+    """loom-run --train of ART for --warmup + --steps steps (with --threads
+    THREADS, pinned to CPUS, when given); the summary of its metrics. Its
+    files are STEM.metrics.jsonl and STEM.log."""
+    metrics = stem + ".metrics.jsonl"
     if os.path.exists(metrics):
         os.remove(metrics)
     cmd = [args.loom_run, art, "--train", "--data", data_path,
            "--steps", str(args.warmup + args.steps), "--batch-size", str(batch),
            "--metrics", metrics]
-    log = os.path.join(work, name + ".loom-run.log")
-    rc, out, rss, wall = run_child(cmd, log)
+    if threads is not None:
+        cmd += ["--threads", str(threads), "--quiet"]
+    log = stem + ".log"
+    rc, out, rss, wall = run_child(cmd, log, cpus=cpus)
     if rc != 0:
         return failure("loom-run", rc, log, out)
     try:
@@ -396,8 +475,19 @@ def run_loom(name, model_path, data_path, batch, args, work):
     except (OSError, ValueError) as e:
         return {"error": "%s (see %s)" % (e, metrics)}
     res = summarize(times, batch)
-    res.update(first_loss=first, last_loss=last, compile_s=compile_s,
-               peak_rss_mib=rss, wall_s=wall)
+    res.update(first_loss=first, last_loss=last, peak_rss_mib=rss, wall_s=wall)
+    return res
+
+
+def run_loom(name, model_path, data_path, batch, args, work):
+    art = os.path.join(work, name + ".loom")
+    fail, _, compile_s = compile_loom(args.loomc, model_path, art,
+                                      os.path.join(work, name + ".loomc.log"))
+    if fail:
+        return fail
+    res = run_loom_artifact(art, data_path, batch, args,
+                            os.path.join(work, name + ".loom-run"))
+    res["compile_s"] = compile_s
     return res
 
 
@@ -476,18 +566,34 @@ def check_losses(results):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--suite", choices=["toy", "real"], default="toy",
+                    help="toy: the example models (default); real: ResNet-18, "
+                    "MobileNetV3-small, GPT-2 and Llama exported by PyTorch "
+                    "(needs torch, torchvision, transformers, onnxscript)")
     ap.add_argument("--quick", action="store_true",
-                    help="short run: 20 timed steps after 3 warm-up steps")
-    ap.add_argument("--steps", type=int, help="timed steps (default 300; --quick 20)")
-    ap.add_argument("--warmup", type=int, help="untimed first steps (default 20; "
-                    "--quick 3)")
+                    help="short run: 20 timed steps after 3 warm-up steps (real: 3 "
+                    "after 1)")
+    ap.add_argument("--steps", type=int, help="timed steps (default 300, real 10; "
+                    "--quick 20, real 3)")
+    ap.add_argument("--warmup", type=int, help="untimed first steps (default 20, "
+                    "real 3; --quick 3, real 1)")
     ap.add_argument("--repeat", type=int, help="runs per model and framework, "
-                    "the fastest kept (default 3; --quick 1)")
-    ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+                    "the fastest kept (default 3; --quick 1; real: always 1)")
+    ap.add_argument("--models", help="default: %s; real: %s"
+                    % (",".join(MODELS), ",".join(REAL_MODELS)))
+    ap.add_argument("--frameworks", help="default: %s; real: %s"
+                    % (",".join(FRAMEWORKS), ",".join(REAL_FRAMEWORKS)))
+    ap.add_argument("--threads", default="1,2",
+                    help="real: thread counts to run each framework with (default 1,2)")
+    ap.add_argument("--batch", type=int, default=8, help="real: samples per step "
+                    "(images, or sequences of 128 tokens; default 8)")
+    ap.add_argument("--image-size", type=int, default=REAL_IMAGE_SIZE,
+                    help="real: image side (default %d)" % REAL_IMAGE_SIZE)
+    ap.add_argument("--classes", type=int, default=REAL_CLASSES,
+                    help="real: classes of the vision models (default %d)" % REAL_CLASSES)
     ap.add_argument("--loomc", default=os.path.join(ROOT, "build", "bin", "loomc"))
     ap.add_argument("--loom-run", default=os.path.join(ROOT, "build", "bin", "loom-run"))
-    ap.add_argument("--workdir", default=os.path.join(ROOT, "out", "bench"))
+    ap.add_argument("--workdir", help="default out/bench (real: out/bench_real)")
     ap.add_argument("--json", help="also write the results and the machine here")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     # Worker mode (internal).
@@ -495,14 +601,27 @@ def main(argv=None):
     ap.add_argument("--model", help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    real = args.suite == "real"
     if args.steps is None:
-        args.steps = 20 if args.quick else 300
+        args.steps = (3 if real else 20) if args.quick else (10 if real else 300)
     if args.warmup is None:
-        args.warmup = 3 if args.quick else 20
+        args.warmup = (1 if real else 3) if args.quick else (3 if real else 20)
     if args.repeat is None:
         args.repeat = 1 if args.quick else 3
+    if args.models is None:
+        args.models = ",".join(REAL_MODELS if real else MODELS)
+    if args.frameworks is None:
+        args.frameworks = ",".join(REAL_FRAMEWORKS if real else FRAMEWORKS)
+    if args.workdir is None:
+        args.workdir = os.path.join(ROOT, "out", "bench_real" if real else "bench")
     if args.worker:
         return worker_main(args)
+    if real:
+        if args.warmup < 1 or args.steps < 1:
+            ap.error("--steps and --warmup must be at least 1 (the first step is "
+                     "never timed)")
+        import real_suite
+        return real_suite.main(args)
 
     import onnx
     os.makedirs(args.workdir, exist_ok=True)
