@@ -114,7 +114,8 @@ struct Options {
                "loom-run --threads) when its work (iterations times inner "
                "trip counts) is at least this; 0: every kernel "
                "single-threaded, no OpenMP"),
-      cl::value_desc("N"), cl::init(32768), cl::cat(category)};
+      cl::value_desc("N"), cl::init(loom::kDefaultMinParallelWork),
+      cl::cat(category)};
   cl::opt<bool> report{"report",
                        cl::desc("With --target: print the kernels, steps and "
                                 "arena bytes of each entry point"),

@@ -3,6 +3,7 @@
 #ifndef LOOM_CODEGEN_PASSES_H
 #define LOOM_CODEGEN_PASSES_H
 
+#include "loom/Conversion/CpuParallelLoops/CpuParallelLoops.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -66,7 +66,8 @@ def LowerKernelsToLLVMPass : Pass<"loom-lower-kernels-to-llvm", "mlir::ModuleOp"
     convention the runtime's kernel ABI needs.
   }];
   let options = [
-    Option<"minParallelWork", "min-parallel-work", "int64_t", "32768",
+    Option<"minParallelWork", "min-parallel-work", "int64_t",
+           "::loom::kDefaultMinParallelWork",
            "A kernel loop runs on all cores (OpenMP) when its work "
            "(iterations times inner trip counts) is at least this; 0: every "
            "loop sequential, no OpenMP">,

@@ -44,7 +44,8 @@ def LoomCpuParallelLoopsPass : Pass<"loom-cpu-parallel-loops", "mlir::ModuleOp">
     the innermost loop from vectorizing.
   }];
   let options = [
-    Option<"minWork", "min-work", "int64_t", /*default=*/"32768",
+    Option<"minWork", "min-work", "int64_t",
+           /*default=*/"::loom::kDefaultMinParallelWork",
            "Parallel loops with less work than this (iterations times the "
            "trip counts of the loops inside) run on one thread">
   ];

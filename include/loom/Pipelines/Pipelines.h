@@ -10,6 +10,7 @@
 #ifndef LOOM_PIPELINES_PIPELINES_H
 #define LOOM_PIPELINES_PIPELINES_H
 
+#include "loom/Conversion/CpuParallelLoops/CpuParallelLoops.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
@@ -82,7 +83,7 @@ struct CodegenOptions : public mlir::PassPipelineOptions<CodegenOptions> {
       llvm::cl::desc("cpu: a kernel loop runs on all cores (OpenMP) when its "
                      "work (iterations times inner trip counts) is at least "
                      "this; 0: every loop sequential, no OpenMP"),
-      llvm::cl::init(32768)};
+      llvm::cl::init(kDefaultMinParallelWork)};
   Option<std::string> stopAfter{
       *this, "stop-after",
       llvm::cl::desc("Last phase to run: fuse, plan-memory, outline, "
