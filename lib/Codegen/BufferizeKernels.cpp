@@ -1,7 +1,8 @@
 //===- BufferizeKernels.cpp - loom-bufferize-kernels ---------------------===//
 //
 // The outlined kernels (loom ops on tensors) become linalg on buffers:
-// convert-loom-to-linalg per kernel, elementwise fusion, one-shot
+// convert-loom-to-linalg per kernel, elementwise fusion (broadcasts and
+// fills into every reader), one-shot
 // bufferization across function boundaries, then results as out-params the
 // caller provides (inputs first, then outputs: the runtime's kernel ABI).
 // Temporaries stay memref.allocs: the next pass places them (arena scratch)
@@ -13,8 +14,13 @@
 #include "loom/Codegen/Passes.h"
 #include "loom/Conversion/LoomToLinalg/LoomToLinalg.h"
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Tensor/Transforms/Transforms.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
 
@@ -58,9 +64,64 @@ void unifyInPlaceBuffers(func::FuncOp kernel) {
 }
 } // namespace
 
+namespace {
+/// Whether `op` only broadcasts its inputs, or fills its output with a value
+/// from outside: a generic whose body yields an input's element or an outer
+/// value, and which reads fewer elements than it writes. Fusing it into each
+/// reader costs nothing (an indexing map), where materializing it writes a
+/// whole tensor: the AdamW update of a model's same-shaped parameters reads
+/// one broadcast of each bias correction, which CSE made shared.
+bool isBroadcastOrFill(Operation *op) {
+  auto g = dyn_cast<linalg::GenericOp>(op);
+  if (!g || g.getNumDpsInits() != 1 || !g.getBody()->without_terminator().empty())
+    return false;
+  Value yielded = cast<linalg::YieldOp>(g.getBody()->getTerminator())
+                      .getValues()[0];
+  if (auto arg = dyn_cast<BlockArgument>(yielded)) {
+    if (arg.getOwner() == g.getBody() &&
+        arg.getArgNumber() >= g.getNumDpsInputs())
+      return false; // yields the output's old value
+  }
+  auto out = dyn_cast<ShapedType>(g.getDpsInits()[0].getType());
+  if (!out || !out.hasStaticShape())
+    return false;
+  return llvm::all_of(g.getDpsInputs(), [&](Value in) {
+    auto t = dyn_cast<ShapedType>(in.getType());
+    return t && t.hasStaticShape() && t.getNumElements() < out.getNumElements();
+  });
+}
+
+/// linalg-fuse-elementwise-ops, but a broadcast or fill is fused into every
+/// reader, not only into a single one (the upstream pass's rule).
+void fuseElementwise(func::FuncOp func) {
+  MLIRContext *context = func.getContext();
+  linalg::ControlFusionFn control = [](OpOperand *fused) {
+    Operation *producer = fused->get().getDefiningOp();
+    return producer && (producer->hasOneUse() || isBroadcastOrFill(producer));
+  };
+  linalg::ControlFusionFn singleUse = [](OpOperand *fused) {
+    Operation *producer = fused->get().getDefiningOp();
+    return producer && producer->hasOneUse();
+  };
+  RewritePatternSet patterns(context);
+  linalg::populateElementwiseOpsFusionPatterns(patterns, control);
+  linalg::populateFoldReshapeOpsByExpansionPatterns(patterns, singleUse);
+  tensor::populateBubbleUpExpandShapePatterns(patterns);
+  affine::AffineApplyOp::getCanonicalizationPatterns(patterns, context);
+  linalg::GenericOp::getCanonicalizationPatterns(patterns, context);
+  tensor::ExpandShapeOp::getCanonicalizationPatterns(patterns, context);
+  tensor::CollapseShapeOp::getCanonicalizationPatterns(patterns, context);
+  context->getLoadedDialect<linalg::LinalgDialect>()
+      ->getCanonicalizationPatterns(patterns);
+  linalg::populateConstantFoldLinalgOperations(patterns, singleUse);
+  GreedyRewriteConfig config;
+  config.setUseTopDownTraversal(true);
+  (void)applyPatternsGreedily(func, std::move(patterns), config);
+}
+} // namespace
+
 StringRef loom::bufferizationPipeline() {
-  return "func.func(linalg-fuse-elementwise-ops),"
-         "canonicalize,cse,eliminate-empty-tensors,"
+  return "canonicalize,cse,eliminate-empty-tensors,"
          "one-shot-bufferize{bufferize-function-boundaries "
          "function-boundary-type-conversion=identity-layout-map},"
          "buffer-results-to-out-params{hoist-static-allocs "
@@ -72,9 +133,11 @@ StringRef loom::bufferizationPipeline() {
 }
 
 LogicalResult loom::bufferizeKernels(ModuleOp kernels, PipelineRunner run) {
-  for (auto func : kernels.getOps<func::FuncOp>())
+  for (auto func : kernels.getOps<func::FuncOp>()) {
     if (failed(lowerLoomToLinalg(func)))
       return failure();
+    fuseElementwise(func);
+  }
   if (failed(runKernelPipeline(kernels, bufferizationPipeline(), run)))
     return failure();
   for (auto kernel : kernels.getOps<func::FuncOp>())

@@ -36,3 +36,25 @@ func.func @forward(%x: tensor<4x8xf32> {loom.input = "x"})
   %y = loom.softmax %x axis = 1 : tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that a broadcast read by several ops (after CSE, AdamW's bias
+// corrections are one broadcast per parameter shape, shared by every
+// parameter of that shape) is fused into each reader instead of being
+// written out as a temporary the size of a parameter.
+// CHECK-LABEL: module @loom_kernels
+// CHECK:         func.func @loom_scale_k0(
+// CHECK-NOT:       memref.alloc
+// CHECK-COUNT-2:   linalg.generic
+// CHECK-NOT:       linalg.generic
+// CHECK:           return
+func.func @scale(%a: tensor<64x64xf32> {loom.input = "a"},
+                 %b: tensor<64x64xf32> {loom.input = "b"},
+                 %s: tensor<f32> {loom.input = "s"})
+    -> (tensor<64x64xf32> {loom.output = "x"}, tensor<64x64xf32> {loom.output = "y"}) {
+  %bs = loom.broadcast_in_dim %s dims = [] : tensor<f32> -> tensor<64x64xf32>
+  %x = loom.mul %a, %bs : tensor<64x64xf32>
+  %y = loom.mul %b, %bs : tensor<64x64xf32>
+  return %x, %y : tensor<64x64xf32>, tensor<64x64xf32>
+}
