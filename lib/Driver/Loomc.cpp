@@ -250,7 +250,7 @@ void printReport(ModuleOp module, const loom::KernelInfoMap *gpu,
   }
 }
 
-/// Prints `op` (or, with `text`, that text) to -o.
+/// Writes what `print` prints, and a newline, to `output` (-o).
 int printOutput(const std::string &output, llvm::raw_ostream &err,
                 llvm::function_ref<void(llvm::raw_ostream &)> print) {
   std::string error;
@@ -267,10 +267,10 @@ int printOutput(const std::string &output, llvm::raw_ostream &err,
 
 /// --target: the code-generation phases up to `stopAfter`, then the IR of
 /// that phase printed, the PTX, or the artifact written.
-int compileForTarget(ModuleOp module, Options &opts, loom::Phase stopAfter,
+int compileForTarget(ModuleOp module, Options &opts,
+                     const loom::CodegenTarget &target, loom::Phase stopAfter,
                      const loom::LoomcExtensions &extensions,
                      llvm::raw_ostream &err) {
-  loom::CodegenTarget target = *loom::parseTarget(opts.target);
   loom::CodegenOptions codegen;
   codegen.target = opts.target;
   codegen.minParallelWork = opts.cpuParallelMinWork;
@@ -508,7 +508,7 @@ int loom::loomcMain(int argc, char **argv,
   }
 
   if (!opts.target.empty())
-    return compileForTarget(*module, opts,
+    return compileForTarget(*module, opts, *target,
                             writeArtifact ? loom::Phase::Artifact : *emitPhase,
                             extensions, err);
 

@@ -138,7 +138,8 @@ void loom::registerPipelines() {
       });
   PassPipelineRegistration<>(
       "loom-prepare-codegen",
-      "Inline, CSE, loom-conv-to-gemm, loom-fuse and loom-plan-memory "
+      "Inline, CSE, loom-conv-to-gemm, loom-fold-transposes, loom-fuse and "
+      "loom-plan-memory "
       "(loomc --target --emit=plan-memory)",
       [](OpPassManager &pm) {
         CodegenOptions options;

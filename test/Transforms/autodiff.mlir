@@ -210,3 +210,20 @@ func.func @forward(%w: tensor<2x2xf32> {loom.param = "w"}) -> (tensor<f32> {loom
   %l = loom.reduce_sum %m dims = [0, 1] : tensor<2x2xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests that the gradient of x^3, with the exponent a broadcast scalar
+// constant (as the importers write GELU's Pow(x, 3)), raises x to a
+// constant 2 rather than computing 3 - 1 at every step (the lowering then
+// makes x^2 a multiplication).
+// CHECK-LABEL: func.func @forward_backward(
+// CHECK:         %[[TWO:.+]] = loom.constant dense<2.000000e+00> : tensor<4xf32>
+// CHECK:         loom.pow %{{.+}}, %[[TWO]]
+func.func @forward(%w: tensor<4xf32> {loom.param = "w"}) -> (tensor<f32> {loom.output = "loss"}) {
+  %c = loom.constant dense<3.0> : tensor<f32>
+  %e = loom.broadcast_in_dim %c dims = [] : tensor<f32> -> tensor<4xf32>
+  %p = loom.pow %w, %e : tensor<4xf32>
+  %l = loom.reduce_sum %p dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
