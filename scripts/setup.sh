@@ -18,7 +18,7 @@ PACKAGES=(
   # installed, for f32 GEMMs: runtime/src/cpu/CpuGemm.h) and collectives;
   # LLVM's OpenMP runtime, which the CPU kernels' thread teams run on (loomc
   # links kernels.so against it).
-  libopenblas-dev libdnnl2 libopenmpi-dev openmpi-bin libomp-22-dev
+  libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin libomp-22-dev
   # Tests: GoogleTest and the Python used by model scripts.
   libgtest-dev python3 python3-numpy python3-onnx python3-venv
   # Fuzzing (scripts/fuzz.sh): libFuzzer and the sanitizer runtimes of clang-22.

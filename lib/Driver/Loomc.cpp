@@ -232,19 +232,22 @@ void printReport(ModuleOp module, const loom::KernelInfoMap *gpu,
     os << "); largest kernel scratch " << scratch << " bytes\n";
   }
   for (auto func : module.getOps<func::FuncOp>()) {
-    int64_t kernelSteps = 0, gemms = 0, views = 0, flops = 0;
+    int64_t kernelSteps = 0, gemms = 0, convs = 0, views = 0, flops = 0;
     for (Operation &op : func.getBody().front()) {
       if (isa<loom::FusionOp>(op))
         ++kernelSteps;
       else if (isa<loom::MatmulOp>(op))
         ++gemms;
+      else if (loom::isLibraryCall(&op))
+        ++convs;
       else if (isa<loom::ReshapeOp>(op))
         ++views;
     }
     func.walk([&](loom::CostOpInterface c) { flops += c.getFlopCount(); });
     auto arena = func->getAttrOfType<IntegerAttr>("loom.arena_bytes");
     os << "  @" << func.getName() << ": " << kernelSteps << " kernel steps, "
-       << gemms << " GEMMs, " << views << " views; arena "
+       << gemms << " GEMMs, " << convs << " convolutions, " << views
+       << " views; arena "
        << (arena ? arena.getInt() : 0) << " bytes (peak); " << flops
        << " FLOPs (estimate)\n";
   }

@@ -85,9 +85,13 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
 
 void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
                       Phase stopAfter) {
+  std::optional<CodegenTarget> target = parseTarget(options.target);
+  bool cuda = target && target->cuda;
   pm.addPass(createInlinerPass());
   pm.addPass(createCSEPass());
-  pm.addPass(createConvToGemmPass());
+  ConvToGemmPassOptions convs;
+  convs.libraryConvs = !cuda; // oneDNN's primitives on the CPU
+  pm.addPass(createConvToGemmPass(convs));
   pm.addPass(createFoldTransposesPass());
   pm.addPass(createFusePass());
   if (stopAfter == Phase::Fuse)
@@ -101,8 +105,7 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
   pm.addPass(createBufferizeKernelsPass());
   if (stopAfter == Phase::Bufferize)
     return;
-  std::optional<CodegenTarget> target = parseTarget(options.target);
-  if (!target || !target->cuda) {
+  if (!cuda) {
     LowerKernelsToLLVMPassOptions lower;
     lower.minParallelWork = options.minParallelWork;
     pm.addPass(createLowerKernelsToLLVMPass(lower));

@@ -3,7 +3,7 @@
 // The host side is not generated code. Each entry function, after loom-fuse
 // and loom-plan-memory, is a sequence of steps: a fusion is a `kernel` step
 // (its launches on the GPU), a matmul a `gemm` step (BLAS or cuBLASLt in the
-// runtime), a reshape a view (a second buffer at the same offset, no step).
+// runtime), a library convolution a `conv` step (oneDNN), a reshape a view (a second buffer at the same offset, no step).
 // docs/plan-format.md is the schema, owned by the runtime.
 //
 //===----------------------------------------------------------------------===//
@@ -75,6 +75,41 @@ struct EntryWriter {
                            {"dtype", dtypeName(t.getElementType())},
                            {"shape", std::move(shape)}});
     return buffers.size() - 1;
+  }
+
+  /// A library convolution as a `conv` step over its x, w and y.
+  FailureOr<llvm::json::Object> convStep(Operation *op) {
+    if (target->target != "cpu")
+      return op->emitError("plan: conv steps run on the CPU target only");
+    Value x, w, y;
+    StringRef direction;
+    if (auto c = dyn_cast<Conv2DOp>(op))
+      x = c.getInput(), w = c.getFilter(), y = c.getResult(),
+      direction = "forward";
+    else if (auto c = dyn_cast<Conv2DInputGradOp>(op))
+      x = c.getResult(), w = c.getFilter(), y = c.getDy(),
+      direction = "backward_data";
+    else if (auto c = dyn_cast<Conv2DFilterGradOp>(op))
+      x = c.getX(), w = c.getResult(), y = c.getDy(),
+      direction = "backward_weights";
+    if (!getElementTypeOrSelf(y.getType()).isF32())
+      return op->emitError("plan: conv steps take f32 tensors only");
+    auto ints = [&](StringRef name) {
+      llvm::json::Array list;
+      for (int64_t v : op->getAttrOfType<DenseI64ArrayAttr>(name).asArrayRef())
+        list.push_back(v);
+      return list;
+    };
+    return llvm::json::Object{
+        {"kind", "conv"},
+        {"direction", direction},
+        {"x", ids.lookup(x)},
+        {"w", ids.lookup(w)},
+        {"y", ids.lookup(y)},
+        {"strides", ints("strides")},
+        {"padding", ints("padding")},
+        {"dilations", ints("dilations")},
+        {"groups", op->getAttrOfType<IntegerAttr>("groups").getInt()}};
   }
 
   FailureOr<llvm::json::Object> write() {
@@ -220,6 +255,12 @@ struct EntryWriter {
             {"stride_a", M * K},
             {"stride_b", sharedRhs ? 0 : K * N},
             {"stride_c", M * N}});
+      } else if (isa<Conv2DOp, Conv2DInputGradOp, Conv2DFilterGradOp>(op) &&
+                 isLibraryCall(&op)) {
+        FailureOr<llvm::json::Object> step = convStep(&op);
+        if (failed(step))
+          return failure();
+        steps.push_back(std::move(*step));
       } else if (!isa<ReshapeOp>(op)) {
         return op.emitError("plan: '")
                << op.getName() << "' is not a step the plan can hold";

@@ -5,7 +5,8 @@
 // as a BLAS / cuBLASLt GEMM, around `loom.im2col` and `loom.col2im` kernels.
 // With the columns laid out `[C*KH*KW, N*OH*OW]`, every convolution of a
 // batch is one GEMM (not one per image), which matters when the images are
-// small (a 32x32 ResNet ends at 1x1).
+// small (a 32x32 ResNet ends at 1x1). With `library-convs` (the CPU
+// target), f32 convolutions stay whole, marked for the plan's conv steps.
 //
 //===----------------------------------------------------------------------===//
 
@@ -84,6 +85,7 @@ template <typename ConvOp> bool rewritable(ConvOp op) {
 
 struct ConvToGemmPass
     : public loom::impl::ConvToGemmPassBase<ConvToGemmPass> {
+  using Base::Base;
   void runOnOperation() override {
     getOperation().walk([&](func::FuncOp func) { rewrite(func); });
   }
@@ -102,6 +104,16 @@ struct ConvToGemmPass
     };
     SmallVector<Operation *> convs;
     func.walk([&](Operation *op) {
+      if (!isa<Conv2DOp, Conv2DInputGradOp, Conv2DFilterGradOp>(op))
+        return;
+      if (libraryConvs &&
+          cast<RankedTensorType>(op->getResult(0).getType())
+              .getElementType()
+              .isF32()) {
+        op->setAttr(kLibraryCallAttr, UnitAttr::get(op->getContext()));
+        ++numLibrary;
+        return;
+      }
       if (auto c = dyn_cast<Conv2DOp>(op); c && rewritable(c))
         convs.push_back(op);
       else if (auto c = dyn_cast<Conv2DInputGradOp>(op); c && rewritable(c))

@@ -54,7 +54,9 @@ bool sharesRowStatistics(Operation *op, Operation *reduction) {
 }
 
 /// Ops the plan runs itself rather than as a generated kernel.
-bool isHostOp(Operation *op) { return isa<MatmulOp, ReshapeOp>(op); }
+bool isHostOp(Operation *op) {
+  return isa<ReshapeOp>(op) || isLibraryCall(op);
+}
 
 FusionKind kindOf(Operation *op) {
   if (auto k = dyn_cast<FusionKindOpInterface>(op))

@@ -166,7 +166,7 @@ struct PlanMemoryPass : loom::impl::PlanMemoryPassBase<PlanMemoryPass> {
     llvm::DenseMap<Operation *, int64_t> stepOf;
     int64_t numSteps = 0;
     for (Operation &op : block) {
-      if (!isa<FusionOp, MatmulOp, ReshapeOp, func::ReturnOp>(op))
+      if (!isa<FusionOp, ReshapeOp, func::ReturnOp>(op) && !isLibraryCall(&op))
         return op.emitError("loom-plan-memory: '")
                << op.getName()
                << "' is not a step of a fused function (run loom-fuse "

@@ -562,6 +562,15 @@ bool Artifact::runImpl(std::string_view entryName,
           ok = backend.gemm(*arena, call, &stepError);
           break;
         }
+        case PlanStep::Kind::Conv: {
+          ConvCall call;
+          call.step = &step.conv;
+          call.x = &entry->buffers[step.conv.x];
+          call.w = &entry->buffers[step.conv.w];
+          call.y = &entry->buffers[step.conv.y];
+          ok = backend.conv(*arena, call, &stepError);
+          break;
+        }
         case PlanStep::Kind::Copy:
           ok = backend.copy(*arena, entry->buffers[step.src].offset,
                             entry->buffers[step.dst].offset,
@@ -684,6 +693,21 @@ std::vector<StepProfile> Artifact::profile() const {
           p.what += " B^T";
         if (g.epilogue != GemmEpilogue::None)
           p.what += std::string(" + ") + gemmEpilogueName(g.epilogue);
+        break;
+      }
+      case PlanStep::Kind::Conv: {
+        const ConvStep &c = step.conv;
+        auto dims = [](const std::vector<int64_t> &shape) {
+          std::string text;
+          for (int64_t d : shape)
+            text += (text.empty() ? "" : "x") + std::to_string(d);
+          return text;
+        };
+        p.what = std::string("conv ") + convDirectionName(c.direction) + " " +
+                 dims(entry.buffers[c.x].shape) + " * " +
+                 dims(entry.buffers[c.w].shape);
+        if (c.groups != 1)
+          p.what += " groups " + std::to_string(c.groups);
         break;
       }
       case PlanStep::Kind::Copy:

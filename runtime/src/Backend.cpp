@@ -37,6 +37,16 @@ bool arenaRangeOk(const Arena &arena, uint64_t offset, uint64_t bytes,
   return false;
 }
 
+bool Backend::conv(Arena &, const ConvCall &, std::string *error) noexcept {
+  if (error) {
+    try {
+      *error = "the " + std::string(name()) + " backend has no conv steps";
+    } catch (...) {
+    }
+  }
+  return false;
+}
+
 bool Backend::beginRecording(std::string *error) noexcept {
   notRecording(error, name());
   return false;

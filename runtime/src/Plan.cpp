@@ -333,6 +333,108 @@ KernelLaunchDims parseLaunchDims(const json &value, const std::string &where) {
   return dims;
 }
 
+/// `count` integers of `key`, each at least `min`.
+void getInts(const json &value, const char *key, const std::string &where,
+             size_t count, int64_t min, int64_t *out) {
+  const json &list = member(value, key, where);
+  std::string at = fieldWhere(where, key);
+  if (!list.is_array() || list.size() != count)
+    fail(at, "expected an array of " + std::to_string(count) +
+                 " integers, got " +
+                 (list.is_array() ? "an array of " + std::to_string(list.size())
+                                  : std::string(typeName(list))));
+  for (size_t i = 0; i < count; ++i) {
+    // Bounded so that every product below fits in 64 bits.
+    if (!list[i].is_number_integer() || list[i].get<int64_t>() < min ||
+        list[i].get<int64_t>() > (int64_t(1) << 24))
+      fail(at, "element " + std::to_string(i) + ": expected an integer in [" +
+                   std::to_string(min) + ", 2^24]");
+    out[i] = list[i].get<int64_t>();
+  }
+}
+
+/// A conv step: the three buffers are dense f32 NCHW / OIHW tensors whose
+/// shapes agree with the geometry, and the one written overlaps neither
+/// operand.
+void parseConvStep(const json &value, const std::string &where,
+                   const PlanEntry &entry, const Plan &plan, ConvStep &c) {
+  if (plan.target != "cpu")
+    fail(fieldWhere(where, "kind"),
+         "conv steps run on the CPU target only (this plan's target is " +
+             quoteName(plan.target) + ")");
+  const std::string &direction = getString(value, "direction", where);
+  static const ConvDirection all[] = {ConvDirection::Forward,
+                                      ConvDirection::BackwardData,
+                                      ConvDirection::BackwardWeights};
+  bool known = false;
+  for (ConvDirection d : all)
+    if (direction == convDirectionName(d)) {
+      c.direction = d;
+      known = true;
+    }
+  if (!known)
+    fail(fieldWhere(where, "direction"),
+         "unknown direction " + quoteName(direction) +
+             " (expected forward, backward_data or backward_weights)");
+  c.x = getBufferId(value, "x", where, entry);
+  c.w = getBufferId(value, "w", where, entry);
+  c.y = getBufferId(value, "y", where, entry);
+  getInts(value, "strides", where, 2, 1, c.strides);
+  getInts(value, "padding", where, 4, 0, c.padding);
+  getInts(value, "dilations", where, 2, 1, c.dilations);
+  c.groups = static_cast<int64_t>(
+      getUint(value, "groups", where, uint64_t(1) << 24));
+  if (c.groups == 0)
+    fail(fieldWhere(where, "groups"), "must be at least 1");
+  const char *names[3] = {"x", "w", "y"};
+  const PlanBuffer *bufs[3] = {&entry.buffers[c.x], &entry.buffers[c.w],
+                               &entry.buffers[c.y]};
+  uint32_t ids[3] = {c.x, c.w, c.y};
+  for (int i = 0; i < 3; ++i) {
+    if (bufs[i]->dtype != DType::F32 || bufs[i]->shape.size() != 4)
+      fail(fieldWhere(where, names[i]),
+           "buffer " + std::to_string(ids[i]) + " is " +
+               describe(bufs[i]->dtype, bufs[i]->shape) +
+               "; conv steps take rank-4 f32 tensors");
+  }
+  const std::vector<int64_t> &x = bufs[0]->shape, &w = bufs[1]->shape,
+                             &y = bufs[2]->shape;
+  auto mismatch = [&](const char *key, const std::string &why) {
+    fail(fieldWhere(where, key),
+         "shapes " + describe(DType::F32, x) + " (x), " +
+             describe(DType::F32, w) + " (w) and " + describe(DType::F32, y) +
+             " (y) do not agree: " + why);
+  };
+  if (y[0] != x[0])
+    mismatch("y", "the batch sizes differ");
+  if (w[0] != y[1])
+    mismatch("w", "w has " + std::to_string(w[0]) +
+                      " output channels, y has " + std::to_string(y[1]));
+  if (x[1] % c.groups != 0 || w[0] % c.groups != 0 ||
+      w[1] != x[1] / c.groups)
+    mismatch("groups", "with " + std::to_string(c.groups) +
+                           " groups, w's dimension 1 must be x's channels / "
+                           "groups, and both channel counts divisible by it");
+  for (int d = 0; d < 2; ++d) {
+    int64_t span = (w[2 + d] - 1) * c.dilations[d] + 1;
+    int64_t padded = x[2 + d] + c.padding[d] + c.padding[d + 2];
+    int64_t out = padded < span ? 0 : (padded - span) / c.strides[d] + 1;
+    if (out != y[2 + d])
+      mismatch("y", std::string(d ? "width" : "height") + " " +
+                        std::to_string(y[2 + d]) + ", the geometry gives " +
+                        std::to_string(out));
+  }
+  const PlanBuffer &written =
+      *bufs[c.direction == ConvDirection::Forward        ? 2
+             : c.direction == ConvDirection::BackwardData ? 0
+                                                          : 1];
+  for (int i = 0; i < 3; ++i)
+    if (bufs[i] != &written && overlaps(*bufs[i], written))
+      fail(fieldWhere(where, names[i]),
+           "buffer " + std::to_string(ids[i]) +
+               " overlaps the buffer the step writes");
+}
+
 PlanStep parseStep(const json &value, const std::string &entryWhere,
                    size_t index, const PlanEntry &entry,
                    std::map<std::string, uint32_t> &symbols, Plan &plan) {
@@ -511,8 +613,14 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
                                          std::to_string(step.src));
     return step;
   }
+  if (kind == "conv") {
+    where += " (conv)";
+    step.kind = PlanStep::Kind::Conv;
+    parseConvStep(value, where, entry, plan, step.conv);
+    return step;
+  }
   fail(fieldWhere(where, "kind"), "unknown step kind " + quoteName(kind) +
-                                      " (expected kernel, gemm or copy)");
+                                      " (expected kernel, gemm, copy or conv)");
 }
 
 PlanEntry parseEntry(const json &value, size_t index,
@@ -727,6 +835,32 @@ const char *gemmEpilogueName(GemmEpilogue epilogue) noexcept {
     return "bias_relu";
   case GemmEpilogue::BiasGelu:
     return "bias_gelu";
+  }
+  return "?";
+}
+
+const char *stepKindName(PlanStep::Kind kind) noexcept {
+  switch (kind) {
+  case PlanStep::Kind::Kernel:
+    return "kernel";
+  case PlanStep::Kind::Gemm:
+    return "gemm";
+  case PlanStep::Kind::Copy:
+    return "copy";
+  case PlanStep::Kind::Conv:
+    return "conv";
+  }
+  return "?";
+}
+
+const char *convDirectionName(ConvDirection direction) noexcept {
+  switch (direction) {
+  case ConvDirection::Forward:
+    return "forward";
+  case ConvDirection::BackwardData:
+    return "backward_data";
+  case ConvDirection::BackwardWeights:
+    return "backward_weights";
   }
   return "?";
 }

@@ -4,6 +4,7 @@
 // asymmetric padding and dilations).
 
 // RUN: loom-opt --loom-conv-to-gemm %s | FileCheck %s
+// RUN: loom-opt --loom-conv-to-gemm=library-convs=true %s | FileCheck %s --check-prefix=LIB
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: loom-opt --loom-conv-to-gemm %s -o %t/gemm.mlir
 // RUN: %python -c "import numpy as np; r = np.random.RandomState(3); \
@@ -71,4 +72,26 @@ func.func @single_grouped_bf16(%x: tensor<1x4x5x5xf32>, %w: tensor<6x4x3x3xf32>,
   %c = loom.conv2d %xb, %wb {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>}
       : (tensor<1x4x5x5xbf16>, tensor<6x4x3x3xbf16>) -> tensor<1x6x3x3xbf16>
   return %a, %b, %c : tensor<1x6x3x3xf32>, tensor<1x6x3x3xf32>, tensor<1x6x3x3xbf16>
+}
+
+// With library-convs (the CPU target), f32 convolutions of any group count
+// stay whole for the plan's conv steps; others are rewritten or kept as
+// before.
+// LIB-LABEL: func.func @forward
+// LIB-NOT:   loom.im2col
+// LIB:       loom.conv2d %arg0, %arg1 {dilations = {{.*}}, loom.library_call
+// LIB:       loom.conv2d_input_grad %arg2, %arg1 {dilations = {{.*}}, loom.library_call
+// LIB:       loom.conv2d_filter_grad %arg0, %arg2 {dilations = {{.*}}, loom.library_call
+// LIB-LABEL: func.func @single_grouped_bf16
+// LIB:       loom.conv2d {{.*}}loom.library_call
+// LIB:       loom.conv2d {{.*}}groups = 2 : i64, loom.library_call
+// LIB-NOT:   loom.library_call
+// LIB:       loom.conv2d {{.*}}bf16
+// LIB-LABEL: func.func @f64
+// LIB:       loom.im2col
+// LIB-NOT:   loom.library_call
+func.func @f64(%x: tensor<1x2x4x4xf64>, %w: tensor<3x2x3x3xf64>) -> tensor<1x3x2x2xf64> {
+  %y = loom.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>}
+      : (tensor<1x2x4x4xf64>, tensor<3x2x3x3xf64>) -> tensor<1x3x2x2xf64>
+  return %y : tensor<1x3x2x2xf64>
 }

@@ -148,9 +148,21 @@ def ConvToGemmPass : Pass<"loom-conv-to-gemm", "mlir::ModuleOp"> {
     transposes fuse with their neighbours; it does not run CSE itself, so
     the forward's im2col is not kept alive for the backward (which makes
     its own). Reports the rewritten count as a statistic.
+
+    With `library-convs` (the CPU target's pipeline sets it), f32
+    convolutions of any group count are not rewritten but marked
+    `loom.library_call`: `loom-fuse` leaves them outside the kernels and the
+    plan runs each as a `conv` step (oneDNN's convolution primitives in the
+    runtime, docs/plan-format.md). f64 ones are still rewritten (oneDNN has
+    no f64 convolution).
   }];
+  let options = [
+    Option<"libraryConvs", "library-convs", "bool", "false",
+           "Leave f32 convolutions to the plan's conv steps (CPU target)">,
+  ];
   let statistics = [
     Statistic<"numRewritten", "num-rewritten", "Convolutions rewritten">,
+    Statistic<"numLibrary", "num-library", "Convolutions left to the library">,
   ];
   let dependentDialects = ["loom::LoomDialect"];
 }

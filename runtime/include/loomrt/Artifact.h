@@ -51,7 +51,9 @@ struct StepProfile {
   size_t step = 0;
   PlanStep::Kind kind = PlanStep::Kind::Kernel;
   /// The kernel's symbol; "gemm MxNxK" (with "batch B", "A^T", "B^T" and
-  /// the epilogue where they apply); "copy N bytes".
+  /// the epilogue where they apply); "conv DIRECTION NxCxHxW * OxIxKHxKW"
+  /// (x and w; "groups G" when not 1); "copy N bytes". Never a comma (the
+  /// profile is CSV).
   std::string what;
   uint64_t calls = 0;
   double seconds = 0;

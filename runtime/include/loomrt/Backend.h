@@ -44,6 +44,13 @@ struct GemmCall {
   uint64_t offsetBias = 0; ///< when gemmEpilogueHasBias(step->epilogue)
 };
 
+/// Operands of one conv step: its buffers as the plan declares them (shape
+/// and arena offset).
+struct ConvCall {
+  const ConvStep *step = nullptr;
+  const PlanBuffer *x = nullptr, *w = nullptr, *y = nullptr;
+};
+
 /// Work recorded once and replayed (a CUDA graph). Only the Backend that
 /// recorded it may replay it.
 class Recording {
@@ -100,6 +107,12 @@ public:
   /// (docs/plan-format.md).
   virtual bool gemm(Arena &arena, const GemmCall &call,
                     std::string *error) noexcept = 0;
+
+  /// Writes the conv step's output (docs/plan-format.md). Only the CPU
+  /// backend runs conv steps (parsePlan refuses them in other plans); the
+  /// default fails.
+  virtual bool conv(Arena &arena, const ConvCall &call,
+                    std::string *error) noexcept;
 
   /// Copies `bytes` bytes inside the arena (ranges equal or disjoint).
   virtual bool copy(Arena &arena, uint64_t srcOffset, uint64_t dstOffset,

@@ -101,6 +101,27 @@ struct GemmStep {
   uint32_t bias = 0; ///< buffer id, when gemmEpilogueHasBias(epilogue)
 };
 
+/// Which tensor of `y = conv2d(x, w)` a conv step writes: `y` (forward),
+/// `x` from `y` (backward_data: the input gradient from the output
+/// gradient), or `w` from `x` and `y` (backward_weights).
+enum class ConvDirection : uint8_t { Forward, BackwardData, BackwardWeights };
+
+/// "forward", "backward_data", "backward_weights".
+const char *convDirectionName(ConvDirection direction) noexcept;
+
+/// A 2-D convolution (CPU target, f32): `x` is `[N, C, H, W]`, `w` is
+/// `[O, C / groups, KH, KW]` and `y` is `[N, O, OH, OW]`, all dense NCHW.
+/// parsePlan checked that the three shapes agree with the geometry, so
+/// OH = (H + pad_top + pad_bottom - (KH - 1) * dil_h - 1) / stride_h + 1.
+struct ConvStep {
+  ConvDirection direction = ConvDirection::Forward;
+  uint32_t x = 0, w = 0, y = 0;  ///< buffer ids
+  int64_t strides[2] = {1, 1};   ///< h, w
+  int64_t padding[4] = {};       ///< top, left, bottom, right
+  int64_t dilations[2] = {1, 1}; ///< h, w (1: none)
+  int64_t groups = 1;
+};
+
 /// The launch shape of a kernel step on the CUDA target (absent on CPU).
 struct KernelLaunchDims {
   uint32_t grid[3] = {1, 1, 1};
@@ -113,7 +134,7 @@ struct KernelLaunchDims {
 inline constexpr uint32_t kMaxSharedBytes = 232448;
 
 struct PlanStep {
-  enum class Kind : uint8_t { Kernel, Gemm, Copy };
+  enum class Kind : uint8_t { Kernel, Gemm, Copy, Conv };
   Kind kind = Kind::Kernel;
   // Kernel: the symbol, its index in Plan::kernelSymbols, its buffer ids.
   std::string kernel;
@@ -122,9 +143,16 @@ struct PlanStep {
   KernelLaunchDims launch; ///< CUDA target only
   // Gemm.
   GemmStep gemm;
+  // Conv.
+  ConvStep conv;
   // Copy.
   uint32_t src = 0, dst = 0;
 };
+
+/// The number of PlanStep::Kind values (they count from 0).
+inline constexpr size_t kStepKinds = 4;
+/// "kernel", "gemm", "copy", "conv": the step's `kind` in plan.json.
+const char *stepKindName(PlanStep::Kind kind) noexcept;
 
 struct PlanEntry {
   std::string name;

@@ -6,7 +6,7 @@
 // (two artifacts' kernels may share names).
 // GEMMs go to oneDNN's dnnl_sgemm where it is installed (f32; CpuGemm.h says
 // why), else to OpenBLAS's cblas_sgemm/cblas_dgemm, row-major, one call per
-// batch element.
+// batch element. Convolutions go to oneDNN's primitives (CpuConv.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +14,7 @@
 
 #include "../Backends.h"
 #include "../Support.h"
+#include "CpuConv.h"
 #include "CpuGemm.h"
 
 #include <cblas.h>
@@ -257,6 +258,16 @@ public:
     return false;
   }
 
+  bool conv(Arena &arena, const ConvCall &call,
+            std::string *error) noexcept override {
+    uint8_t *base = cpu(arena).data();
+    auto at = [&](const PlanBuffer *b) {
+      return reinterpret_cast<float *>(base + b->offset);
+    };
+    return convs.run(*call.step, convShape(*call.x, *call.w, *call.y),
+                     at(call.x), at(call.w), at(call.y), error);
+  }
+
   bool copy(Arena &arena, uint64_t srcOffset, uint64_t dstOffset,
             uint64_t bytes, std::string *error) noexcept override {
     if (!arenaRangeOk(arena, srcOffset, bytes, error) ||
@@ -326,6 +337,7 @@ private:
   void *library = nullptr;
   std::vector<KernelFn> kernels;
   DnnlGemm dnnl;
+  CpuConv convs;
 };
 
 } // namespace

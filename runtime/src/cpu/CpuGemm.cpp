@@ -1,11 +1,11 @@
 //===- CpuGemm.cpp - oneDNN's sgemm, reached by dlopen --------------------===//
 
 #include "CpuGemm.h"
+#include "CpuDnnl.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
-#include <initializer_list>
 
 namespace loomrt {
 
@@ -16,19 +16,8 @@ void DnnlGemm::open() noexcept {
   const char *choice = std::getenv("LOOMRT_CPU_GEMM");
   if (choice && std::strcmp(choice, "openblas") == 0)
     return;
-  // LLVM's OpenMP runtime, if the kernels loaded it (RTLD_LOCAL), becomes
-  // global: libdnnl then binds its GOMP_* calls to it rather than to libgomp.
-  ::dlopen("libomp.so.5", RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
-  void *lib = nullptr;
-  if (const char *path = std::getenv("LOOMRT_DNNL_LIBRARY"))
-    lib = ::dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  for (const char *name : {"libdnnl.so.3", "libdnnl.so.2"})
-    if (!lib)
-      lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
-  if (!lib)
-    return;
-  // The library stays open for the process: its thread team may outlive us.
-  sgemm = reinterpret_cast<Sgemm>(::dlsym(lib, "dnnl_sgemm"));
+  if (void *lib = dnnlLibrary())
+    sgemm = reinterpret_cast<Sgemm>(::dlsym(lib, "dnnl_sgemm"));
 }
 
 bool DnnlGemm::run(bool transA, bool transB, int64_t m, int64_t n, int64_t k,

@@ -6,8 +6,7 @@
 // CPU's features (cpuid); Debian's OpenBLAS 0.3.21 picks them from the CPU
 // model, which it does not know on recent CPUs (it then runs SSE3 or AVX2
 // code on an AVX-512 machine: half the speed or less, docs/performance.md).
-// LOOMRT_CPU_GEMM=openblas chooses OpenBLAS; LOOMRT_DNNL_LIBRARY names the
-// library to open.
+// LOOMRT_CPU_GEMM=openblas chooses OpenBLAS; CpuDnnl.h opens the library.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,11 +21,8 @@ namespace loomrt {
 /// stored; false if oneDNN is not in use (the caller uses CBLAS).
 class DnnlGemm {
 public:
-  /// Opens oneDNN unless LOOMRT_CPU_GEMM says otherwise. Call after the
-  /// kernels are loaded: where they brought LLVM's OpenMP runtime, that
-  /// runtime is made global first, so that oneDNN's OpenMP calls (GNU ABI,
-  /// which libomp also serves) use the kernels' thread team instead of a
-  /// second one competing for the same cores.
+  /// Opens oneDNN (dnnlLibrary(): call after the kernels are loaded) unless
+  /// LOOMRT_CPU_GEMM says otherwise.
   void open() noexcept;
   bool available() const noexcept { return sgemm != nullptr; }
   bool run(bool transA, bool transB, int64_t m, int64_t n, int64_t k,

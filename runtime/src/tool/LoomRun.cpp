@@ -574,7 +574,7 @@ void writeProfile(const Args &args, const Artifact &artifact,
     return;
   std::vector<StepProfile> steps = artifact.profile();
   std::map<std::string, double> perRun; // entry -> seconds per run
-  std::map<std::string, std::array<double, 3>> byKind;
+  std::map<std::string, std::array<double, kStepKinds>> byKind;
   for (const StepProfile &p : steps) {
     double each = p.seconds / double(p.calls);
     perRun[p.entry] += each;
@@ -586,7 +586,6 @@ void writeProfile(const Args &args, const Artifact &artifact,
                             b.seconds / double(b.calls);
                    });
   std::string text = "entry,step,kind,what,calls,total_ms,ms_per_call,share\n";
-  const char *kinds[] = {"kernel", "gemm", "copy"};
   for (const StepProfile &p : steps) {
     double each = p.seconds / double(p.calls);
     char numbers[128];
@@ -594,7 +593,7 @@ void writeProfile(const Args &args, const Artifact &artifact,
                   static_cast<unsigned long long>(p.calls), p.seconds * 1e3,
                   each * 1e3, perRun[p.entry] > 0 ? each / perRun[p.entry] : 0);
     text += p.entry + "," + std::to_string(p.step) + "," +
-            kinds[size_t(p.kind)] + "," + p.what + "," + numbers + "\n";
+            stepKindName(p.kind) + "," + p.what + "," + numbers + "\n";
   }
   std::string error;
   if (!detail::writeFileAtomically(
@@ -605,12 +604,14 @@ void writeProfile(const Args &args, const Artifact &artifact,
   if (args.quiet)
     return;
   for (const auto &[entry, seconds] : perRun) {
-    const std::array<double, 3> &k = byKind[entry];
+    const std::array<double, kStepKinds> &k = byKind[entry];
+    using Kind = PlanStep::Kind;
     std::fprintf(err,
                  "profile %s: %.3f ms per run (kernels %.3f, GEMMs %.3f, "
-                 "copies %.3f) -> %s\n",
-                 entry.c_str(), seconds * 1e3, k[0] * 1e3, k[1] * 1e3,
-                 k[2] * 1e3, args.profilePath.c_str());
+                 "convolutions %.3f, copies %.3f) -> %s\n",
+                 entry.c_str(), seconds * 1e3, k[size_t(Kind::Kernel)] * 1e3,
+                 k[size_t(Kind::Gemm)] * 1e3, k[size_t(Kind::Conv)] * 1e3,
+                 k[size_t(Kind::Copy)] * 1e3, args.profilePath.c_str());
   }
 }
 

@@ -17,4 +17,22 @@
 #define GET_OP_CLASSES
 #include "loom/Dialect/Loom/IR/LoomOps.h.inc"
 
+namespace loom {
+
+/// On a convolution (`loom.conv2d` and its two gradients): the plan runs
+/// it as a library call (a `conv` step: oneDNN on the CPU) rather than as
+/// a generated kernel. Set by `loom-conv-to-gemm` with `library-convs`.
+constexpr llvm::StringLiteral kLibraryCallAttr = "loom.library_call";
+
+/// Ops the plan runs itself as library calls (BLAS/cuBLASLt GEMMs, oneDNN
+/// convolutions), which loom-fuse leaves outside the kernels.
+inline bool isLibraryCall(mlir::Operation *op) {
+  if (mlir::isa<MatmulOp>(op))
+    return true;
+  return mlir::isa<Conv2DOp, Conv2DInputGradOp, Conv2DFilterGradOp>(op) &&
+         op->hasAttr(kLibraryCallAttr);
+}
+
+} // namespace loom
+
 #endif // LOOM_DIALECT_LOOM_IR_LOOMOPS_H

@@ -371,9 +371,11 @@ def Loom_Conv2DOp : Loom_Op<"conv2d", [Pure, Loom_Contraction,
 
     **Lifecycle**: created by the importers (ONNX `Conv`) and by
     `loom-autodiff` (the second-order gradients of `loom.conv2d_input_grad`
-    and `loom.conv2d_filter_grad` use it); `loom-conv-to-gemm` makes it
-    `loom.im2col` and a GEMM (one group, f32 or f64), otherwise it is a
-    kernel of its own (a direct loop nest).
+    and `loom.conv2d_filter_grad` use it). On the CPU target an f32 one
+    is a plan `conv` step (oneDNN; `loom-conv-to-gemm` marks it
+    `loom.library_call`); otherwise `loom-conv-to-gemm` makes it
+    `loom.im2col` and a GEMM (one group, f32 or f64), or it is a kernel of
+    its own (a direct loop nest).
 
     **Constraints**:
 
@@ -416,9 +418,9 @@ def Loom_Conv2DInputGradOp : Loom_Op<"conv2d_input_grad", [Pure,
     ```
 
     **Lifecycle**: created by `loom-autodiff` (gradient of `loom.conv2d`
-    and of `loom.avg_pool2d`); `loom-conv-to-gemm` makes it a GEMM and
-    `loom.col2im` (one group, f32 or f64), otherwise it is a kernel of its
-    own. Its own gradient uses `loom.conv2d` and
+    and of `loom.avg_pool2d`). On the CPU target an f32 one is a plan
+    `conv` step (oneDNN); otherwise `loom-conv-to-gemm` makes it a GEMM and
+    `loom.col2im` (one group, f32 or f64), or it is a kernel of its own. Its own gradient uses `loom.conv2d` and
     `loom.conv2d_filter_grad`.
 
     **Constraints**:
@@ -465,8 +467,9 @@ def Loom_Conv2DFilterGradOp : Loom_Op<"conv2d_filter_grad", [Pure,
     ```
 
     **Lifecycle**: created by `loom-autodiff` (gradient of `loom.conv2d`);
-    `loom-conv-to-gemm` makes it `loom.im2col` and a GEMM (one group, f32
-    or f64), otherwise it is a kernel of its own. Its own
+    On the CPU target an f32 one is a plan `conv` step (oneDNN);
+    otherwise `loom-conv-to-gemm` makes it `loom.im2col` and a GEMM (one
+    group, f32 or f64), or it is a kernel of its own. Its own
     gradient uses `loom.conv2d` and `loom.conv2d_input_grad`.
 
     **Constraints**:
