@@ -116,6 +116,13 @@ struct Options {
                "single-threaded, no OpenMP"),
       cl::value_desc("N"), cl::init(loom::kDefaultMinParallelWork),
       cl::cat(category)};
+  cl::opt<int64_t> recomputeMinElements{
+      "recompute-min-elements",
+      cl::desc("With --target: recompute pointwise values (activations) of "
+               "at least N elements in the later kernels that read them "
+               "instead of storing them: a smaller arena for more "
+               "arithmetic (loom-fuse); 0: never"),
+      cl::value_desc("N"), cl::init(0), cl::cat(category)};
   cl::opt<bool> report{"report",
                        cl::desc("With --target: print the kernels, steps and "
                                 "arena bytes of each entry point"),
@@ -277,6 +284,7 @@ int compileForTarget(ModuleOp module, Options &opts,
   loom::CodegenOptions codegen;
   codegen.target = opts.target;
   codegen.minParallelWork = opts.cpuParallelMinWork;
+  codegen.recomputeMinElements = opts.recomputeMinElements;
   // Another writer of the GPU kernels takes them as mapped (before NVVM).
   bool otherWriter = target.cuda && extensions.gpuKernelWriter;
   loom::Phase last = stopAfter;

@@ -93,7 +93,9 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
   convs.libraryConvs = !cuda; // oneDNN's primitives on the CPU
   pm.addPass(createConvToGemmPass(convs));
   pm.addPass(createFoldTransposesPass());
-  pm.addPass(createFusePass());
+  FusePassOptions fuse;
+  fuse.recomputeMinElements = options.recomputeMinElements;
+  pm.addPass(createFusePass(fuse));
   if (stopAfter == Phase::Fuse)
     return;
   pm.addPass(createPlanMemoryPass());

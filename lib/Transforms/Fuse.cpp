@@ -16,11 +16,16 @@
 // first op, and every outside user of its results comes after its last op.
 // The region is therefore placed where the group's last op was.
 //
+// Pointwise values read by later regions only are recomputed there instead
+// of stored (FuseRecompute.h).
+//
 // Constants are not grouped: each region that reads one gets its own copy
 // (kernels embed them); a constant still read outside any region (by a host
 // step or the return) becomes a one-op region of its own.
 //
 //===----------------------------------------------------------------------===//
+
+#include "FuseRecompute.h"
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Transforms/Passes.h"
@@ -176,6 +181,8 @@ struct FusePass : loom::impl::FusePassBase<FusePass> {
         openReduction = &op;
     }
     close();
+    if (recomputeMinElements > 0)
+      numRecomputed += recomputeAcrossGroups(groups, recomputeMinElements);
 
     for (ArrayRef<Operation *> group : groups) {
       numFusedOps += group.size();

@@ -84,6 +84,13 @@ struct CodegenOptions : public mlir::PassPipelineOptions<CodegenOptions> {
                      "work (iterations times inner trip counts) is at least "
                      "this; 0: every loop sequential, no OpenMP"),
       llvm::cl::init(kDefaultMinParallelWork)};
+  Option<int64_t> recomputeMinElements{
+      *this, "recompute-min-elements",
+      llvm::cl::desc("loom-fuse: recompute pointwise values of at least this "
+                     "many elements in the later kernels that read them "
+                     "instead of storing them (less memory, more "
+                     "arithmetic); 0: never"),
+      llvm::cl::init(0)};
   Option<std::string> stopAfter{
       *this, "stop-after",
       llvm::cl::desc("Last phase to run: fuse, plan-memory, outline, "

@@ -206,14 +206,34 @@ def FusePass : Pass<"loom-fuse", "mlir::ModuleOp"> {
     does `loom.reshape` (a view of its operand's buffer). Constants are
     cloned into every region that reads them. Function calls must be inlined
     first. Reports the kernel count as a remark and a statistic.
+
+    With `recompute-min-elements` N > 0 (default 0: off), values are
+    recomputed rather than stored: a value of at least N elements made by
+    a pointwise op
+    (or a broadcast) of one region and read by later regions only (the
+    forward activations a backward kernel reads) is made again in each
+    reading region from what that region reads anyway, plus at most one
+    other tensor of that size, when no host step or return reads it: its
+    region no longer writes it and nothing keeps it alive (PyTorch's
+    min-cut partitioner recomputes pointwise ops likewise). Dropout is
+    never recomputed. It trades memory for arithmetic: on the CPU it cut
+    the peak arena of MobileNetV3's training step by half but made
+    ResNet-18's slower (docs/performance.md), so it is off by default.
   }];
   let options = [
     Option<"maxOps", "max-ops", "int64_t", "256",
            "Largest number of ops in one region">,
+    Option<"recomputeMinElements", "recompute-min-elements", "int64_t",
+           "0",
+           "Recompute pointwise values of at least this many elements in "
+           "the later regions that read them instead of storing them (0: "
+           "never)">,
   ];
   let statistics = [
     Statistic<"numKernels", "num-kernels", "Fusion regions formed">,
     Statistic<"numFusedOps", "num-fused-ops", "Ops placed in regions">,
+    Statistic<"numRecomputed", "num-recomputed",
+              "Values recomputed by their readers instead of stored">,
   ];
   let dependentDialects = ["loom::LoomDialect"];
 }
