@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "SiblingFusion.h"
+
 #include "loom/Codegen/Kernels.h"
 #include "loom/Codegen/Passes.h"
 #include "loom/Conversion/LoomToLinalg/LoomToLinalg.h"
@@ -92,12 +94,15 @@ bool isBroadcastOrFill(Operation *op) {
 }
 
 /// linalg-fuse-elementwise-ops, but a broadcast or fill is fused into every
-/// reader, not only into a single one (the upstream pass's rule).
+/// reader, not only into a single one (the upstream pass's rule), and so is
+/// a kernel output its same-shaped reader recomputes; then the loops over
+/// one domain merge (SiblingFusion.h).
 void fuseElementwise(func::FuncOp func) {
   MLIRContext *context = func.getContext();
   linalg::ControlFusionFn control = [](OpOperand *fused) {
     Operation *producer = fused->get().getDefiningOp();
-    return producer && (producer->hasOneUse() || isBroadcastOrFill(producer));
+    return producer && (producer->hasOneUse() || isBroadcastOrFill(producer) ||
+                        fusesBackIntoSibling(fused));
   };
   linalg::ControlFusionFn singleUse = [](OpOperand *fused) {
     Operation *producer = fused->get().getDefiningOp();
@@ -117,6 +122,7 @@ void fuseElementwise(func::FuncOp func) {
   GreedyRewriteConfig config;
   config.setUseTopDownTraversal(true);
   (void)applyPatternsGreedily(func, std::move(patterns), config);
+  mergeSiblingGenerics(func);
 }
 } // namespace
 
