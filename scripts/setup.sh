@@ -14,8 +14,9 @@ PACKAGES=(
   # libonnx-testdata is the old release's node tests, kept as a regression set.
   libonnx-testdata libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev
-  # Runtime: BLAS (OpenBLAS; oneDNN's sgemm, opened by loom-run where it is
-  # installed, for f32 GEMMs: runtime/src/cpu/CpuGemm.h) and collectives;
+  # Runtime: BLAS (OpenBLAS; oneDNN, opened by loom-run where it is
+  # installed, for f32 GEMMs and convolutions: runtime/src/cpu/CpuGemm.h,
+  # CpuConv.h, whose API comes from libdnnl-dev's headers) and collectives;
   # LLVM's OpenMP runtime, which the CPU kernels' thread teams run on (loomc
   # links kernels.so against it).
   libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin libomp-22-dev

@@ -152,19 +152,24 @@ struct CpuConv::Dnnl {
   std::map<std::array<int64_t, 18>, Prepared> prepared;
   Workspace workspaces[3]; ///< reordered x, w, y (steps run one at a time)
 
-  ~Dnnl() {
-    for (auto &[key, p] : prepared) {
-      for (Operand &o : p.operands) {
-        if (o.reorder)
-          api.dnnl_primitive_destroy(o.reorder);
-        if (o.inner)
-          api.dnnl_memory_destroy(o.inner);
-        if (o.user)
-          api.dnnl_memory_destroy(o.user);
-      }
-      if (p.conv)
-        api.dnnl_primitive_destroy(p.conv);
+  /// Destroys what `p` holds and empties it.
+  void release(Prepared &p) {
+    for (Operand &o : p.operands) {
+      if (o.reorder)
+        api.dnnl_primitive_destroy(o.reorder);
+      if (o.inner)
+        api.dnnl_memory_destroy(o.inner);
+      if (o.user)
+        api.dnnl_memory_destroy(o.user);
     }
+    if (p.conv)
+      api.dnnl_primitive_destroy(p.conv);
+    p = Prepared{};
+  }
+
+  ~Dnnl() {
+    for (auto &entry : prepared)
+      release(entry.second);
     if (stream)
       api.dnnl_stream_destroy(stream);
     if (engine)
@@ -303,18 +308,7 @@ struct CpuConv::Dnnl {
     Prepared &p = prepared[key];
     if (!prepare(step, s, p)) {
       // Remembered as unsupported (a null primitive), its parts released.
-      Prepared failed = p;
-      p = Prepared{};
-      for (Operand &o : failed.operands) {
-        if (o.reorder)
-          api.dnnl_primitive_destroy(o.reorder);
-        if (o.inner)
-          api.dnnl_memory_destroy(o.inner);
-        if (o.user)
-          api.dnnl_memory_destroy(o.user);
-      }
-      if (failed.conv)
-        api.dnnl_primitive_destroy(failed.conv);
+      release(p);
       return nullptr;
     }
     return &p;
