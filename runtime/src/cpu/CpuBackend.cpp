@@ -91,10 +91,17 @@ public:
       std::string resolved =
           path.find('/') == std::string::npos ? "./" + path : path;
       // Kernels split their large loops over an OpenMP team (libomp). Its
-      // threads spin for 200 ms after each loop by default, taking the
-      // cores from the OpenBLAS GEMM that usually comes next: they sleep at
-      // once instead, unless the user chose otherwise.
-      ::setenv("KMP_BLOCKTIME", "0", /*overwrite=*/0);
+      // threads spin for 200 ms after each loop by default, ready for the
+      // next one: oneDNN's GEMMs and convolutions run on that same team,
+      // so the spinning saves a wake-up per step (GPT-2 d256, 2 threads:
+      // 369 -> 308 ms). OpenBLAS's GEMMs run on threads of their own,
+      // which spinning threads would rob of their cores: with OpenBLAS
+      // chosen the team sleeps at once, and quietOpenMp() does the same
+      // when the first GEMM finds no oneDNN. A user's KMP_BLOCKTIME wins.
+      userBlocktime = std::getenv("KMP_BLOCKTIME") != nullptr;
+      if (const char *gemm = std::getenv("LOOMRT_CPU_GEMM");
+          gemm && std::strcmp(gemm, "openblas") == 0)
+        ::setenv("KMP_BLOCKTIME", "0", /*overwrite=*/0);
       ::dlerror();
       void *handle = ::dlopen(resolved.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (!handle) {
@@ -231,6 +238,8 @@ public:
       auto *b = reinterpret_cast<float *>(base + call.offsetB);
       auto *c = reinterpret_cast<float *>(base + call.offsetC);
       dnnl.open(); // no-op once done; plans without kernels open it here
+      if (!dnnl.available())
+        quietOpenMp();
       for (int64_t i = 0; i < g.batch; ++i)
         if (!dnnl.run(g.transA, g.transB, m, n, k, a + i * g.strideA, lda,
                       b + i * g.strideB, ldb, c + i * g.strideC, ldc))
@@ -242,6 +251,7 @@ public:
       return true;
     }
     if (call.dtype == DType::F64) {
+      quietOpenMp();
       auto *a = reinterpret_cast<double *>(base + call.offsetA);
       auto *b = reinterpret_cast<double *>(base + call.offsetB);
       auto *c = reinterpret_cast<double *>(base + call.offsetC);
@@ -323,6 +333,23 @@ private:
     }
   }
 
+  /// Before a GEMM on OpenBLAS: the kernels' OpenMP threads stop spinning
+  /// after their loops (libomp's kmp_set_blocktime(0), from then on), so
+  /// that they leave the cores to OpenBLAS's threads; unless the user set
+  /// KMP_BLOCKTIME, or the kernels brought no libomp.
+  void quietOpenMp() noexcept {
+    if (quieted || userBlocktime)
+      return;
+    quieted = true;
+    void *omp = ::dlopen("libomp.so.5", RTLD_NOW | RTLD_NOLOAD);
+    if (!omp)
+      return;
+    using SetBlocktime = void (*)(int);
+    if (void *f = ::dlsym(omp, "kmp_set_blocktime"))
+      reinterpret_cast<SetBlocktime>(f)(0);
+    ::dlclose(omp);
+  }
+
   static CpuArena &cpu(Arena &arena) { return static_cast<CpuArena &>(arena); }
 
   static void setError(std::string *error, const std::string &message) {
@@ -338,6 +365,7 @@ private:
   std::vector<KernelFn> kernels;
   DnnlGemm dnnl;
   CpuConv convs;
+  bool userBlocktime = false, quieted = false;
 };
 
 } // namespace
