@@ -78,6 +78,25 @@ struct Rewriter {
 
 /// Whether the GEMM form applies: one group, and an element type the plan's
 /// GEMM steps take.
+/// Whether the plan's conv step (oneDNN) should run `op`: every f32
+/// convolution but the filter gradient of a depthwise one with a kernel
+/// larger than 3x3, for which oneDNN 2.6 has no direct kernel (it falls
+/// back to an im2col GEMM per group): Loom's generated loop is about 3x
+/// faster there (MobileNetV3's 5x5 ones, docs/performance.md).
+bool forLibrary(Operation *op) {
+  auto result = cast<RankedTensorType>(op->getResult(0).getType());
+  if (!result.getElementType().isF32())
+    return false;
+  auto filterGrad = dyn_cast<Conv2DFilterGradOp>(op);
+  if (!filterGrad)
+    return true;
+  int64_t channels = cast<RankedTensorType>(filterGrad.getX().getType())
+                         .getDimSize(1);
+  bool depthwise = filterGrad.getGroups() > 1 &&
+                   filterGrad.getGroups() == channels;
+  return !depthwise || (result.getDimSize(2) <= 3 && result.getDimSize(3) <= 3);
+}
+
 template <typename ConvOp> bool rewritable(ConvOp op) {
   Type et = tensorOf(op->getResult(0)).getElementType();
   return op.getGroups() == 1 && (et.isF32() || et.isF64());
@@ -106,10 +125,7 @@ struct ConvToGemmPass
     func.walk([&](Operation *op) {
       if (!isa<Conv2DOp, Conv2DInputGradOp, Conv2DFilterGradOp>(op))
         return;
-      if (libraryConvs &&
-          cast<RankedTensorType>(op->getResult(0).getType())
-              .getElementType()
-              .isF32()) {
+      if (libraryConvs && forLibrary(op)) {
         op->setAttr(kLibraryCallAttr, UnitAttr::get(op->getContext()));
         ++numLibrary;
         return;

@@ -95,3 +95,23 @@ func.func @f64(%x: tensor<1x2x4x4xf64>, %w: tensor<3x2x3x3xf64>) -> tensor<1x3x2
       : (tensor<1x2x4x4xf64>, tensor<3x2x3x3xf64>) -> tensor<1x3x2x2xf64>
   return %y : tensor<1x3x2x2xf64>
 }
+
+// The filter gradient of a depthwise 5x5 convolution stays a kernel (oneDNN
+// has no direct kernel for it); a 3x3 one and the 5x5 forward are library
+// calls.
+// LIB-LABEL: func.func @depthwise
+// LIB:       loom.conv2d {{.*}}groups = 4 : i64, loom.library_call
+// LIB:       loom.conv2d_filter_grad {{.*}}groups = 4 : i64, loom.library_call{{.*}} -> tensor<4x1x3x3xf32>
+// LIB:       loom.conv2d_filter_grad
+// LIB-NOT:   loom.library_call
+// LIB-SAME:  -> tensor<4x1x5x5xf32>
+func.func @depthwise(%x: tensor<2x4x8x8xf32>, %w: tensor<4x1x5x5xf32>, %dy: tensor<2x4x8x8xf32>)
+    -> (tensor<2x4x8x8xf32>, tensor<4x1x3x3xf32>, tensor<4x1x5x5xf32>) {
+  %y = loom.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 2, 2, 2, 2>, dilations = array<i64: 1, 1>, groups = 4 : i64}
+      : (tensor<2x4x8x8xf32>, tensor<4x1x5x5xf32>) -> tensor<2x4x8x8xf32>
+  %d3 = loom.conv2d_filter_grad %x, %dy {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 4 : i64}
+      : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<4x1x3x3xf32>
+  %d5 = loom.conv2d_filter_grad %x, %dy {strides = array<i64: 1, 1>, padding = array<i64: 2, 2, 2, 2>, dilations = array<i64: 1, 1>, groups = 4 : i64}
+      : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<4x1x5x5xf32>
+  return %y, %d3, %d5 : tensor<2x4x8x8xf32>, tensor<4x1x3x3xf32>, tensor<4x1x5x5xf32>
+}

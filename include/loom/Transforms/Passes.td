@@ -150,7 +150,9 @@ def ConvToGemmPass : Pass<"loom-conv-to-gemm", "mlir::ModuleOp"> {
     its own). Reports the rewritten count as a statistic.
 
     With `library-convs` (the CPU target's pipeline sets it), f32
-    convolutions of any group count are not rewritten but marked
+    convolutions of any group count (but the filter gradients of depthwise
+    ones with kernels larger than 3x3, which oneDNN 2.6 runs as a GEMM per
+    group, slower than Loom's loop) are not rewritten but marked
     `loom.library_call`: `loom-fuse` leaves them outside the kernels and the
     plan runs each as a `conv` step (oneDNN's convolution primitives in the
     runtime, docs/plan-format.md). f64 ones are still rewritten (oneDNN has
