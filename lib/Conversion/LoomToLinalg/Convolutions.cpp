@@ -216,10 +216,16 @@ Rewrite lowerPool(Lowerer &l, Operation *op, Value x, ArrayRef<int64_t> kernel,
   auto valType = RankedTensorType::get(yt.getShape(), et);
   auto idxType = RankedTensorType::get(yt.getShape(), l.b.getI64Type());
   Value window = l.empty(RankedTensorType::get({kernel[0], kernel[1]}, et));
-  SmallVector<IteratorType> its(4, IteratorType::parallel);
+  // Loops (n, c, oy, ky, kx, ox): the window's loops outside the output
+  // column's, so that the innermost loop runs along a row of the output
+  // (and a strided row of the input) and vectorizes; the window's loops
+  // innermost would leave 3x3 scalar iterations per output element.
+  constexpr unsigned kY = 3, kX = 4, oX = 5;
+  SmallVector<IteratorType> its(3, IteratorType::parallel);
   its.append(2, IteratorType::reduction);
-  AffineMap wMap = l.map(6, {l.dim(4), l.dim(5)});
-  AffineMap yMap = l.map(6, {l.dim(0), l.dim(1), l.dim(2), l.dim(3)});
+  its.push_back(IteratorType::parallel);
+  AffineMap wMap = l.map(6, {l.dim(kY), l.dim(kX)});
+  AffineMap yMap = l.map(6, {l.dim(0), l.dim(1), l.dim(2), l.dim(oX)});
   SmallVector<Value> inits{l.filledWith(
       valType, isMax ? l.extreme(et, false) : l.constant(et, 0))};
   SmallVector<AffineMap> maps{wMap, yMap};
@@ -230,10 +236,10 @@ Rewrite lowerPool(Lowerer &l, Operation *op, Value x, ArrayRef<int64_t> kernel,
   SmallVector<Value> res = l.generic(window, inits, maps, its, [&](ValueRange a) {
     Value nI = l.linalgIndex(0), cI = l.linalgIndex(1);
     Value iy = l.sub(l.add(l.mul(l.linalgIndex(2), l.index(s[0])),
-                           l.linalgIndex(4)),
+                           l.linalgIndex(kY)),
                      l.index(p[0]));
-    Value ix = l.sub(l.add(l.mul(l.linalgIndex(3), l.index(s[1])),
-                           l.linalgIndex(5)),
+    Value ix = l.sub(l.add(l.mul(l.linalgIndex(oX), l.index(s[1])),
+                           l.linalgIndex(kX)),
                      l.index(p[1]));
     auto inRange = [&](Value v, int64_t size) {
       return l.andi(l.cmpi(arith::CmpIPredicate::sge, v, l.index(0)),
