@@ -4,6 +4,7 @@
 #include "CpuDnnl.h"
 
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
@@ -381,6 +382,13 @@ const char *CpuConv::library() noexcept {
       if (dnnl && !dnnl->start(lib))
         dnnl.reset();
     }
+    // Said once: without it a CNN trains many times slower, and nothing
+    // else would tell why.
+    if (!dnnl && !(choice && std::strcmp(choice, "reference") == 0))
+      std::fprintf(stderr,
+                   "loomrt: note: no usable oneDNN 2 (libdnnl.so.2): "
+                   "convolutions run on reference loops, one thread, much "
+                   "slower (install libdnnl2; docs/loom-run.md)\n");
   }
   return dnnl ? "onednn" : "reference";
 }
