@@ -92,18 +92,16 @@ linalg::GenericOp merge(linalg::GenericOp first, linalg::GenericOp second) {
   };
   addInputs(first, firstArgs);
   addInputs(second, secondArgs);
+  // Every input is in place by now: outputs' arguments follow them.
   auto addOutputs = [&](linalg::GenericOp g, SmallVector<unsigned> &args) {
     for (OpOperand &out : g.getDpsInitsMutable()) {
-      args.push_back(~0u - outputs.size()); // resolved below
+      args.push_back(inputs.size() + outputs.size());
       outputs.push_back(out.get());
       outputMaps.push_back(g.getMatchingIndexingMap(&out));
     }
   };
   addOutputs(first, firstArgs);
   addOutputs(second, secondArgs);
-  auto resolve = [&](unsigned a) {
-    return a > ~0u - 1024 ? unsigned(inputs.size()) + (~0u - a) : a;
-  };
 
   SmallVector<AffineMap> maps(inputMaps);
   maps.append(outputMaps);
@@ -124,7 +122,7 @@ linalg::GenericOp merge(linalg::GenericOp first, linalg::GenericOp second) {
   auto cloneBody = [&](linalg::GenericOp g, ArrayRef<unsigned> args) {
     IRMapping map;
     for (auto [arg, index] : llvm::zip(g.getBody()->getArguments(), args))
-      map.map(arg, body->getArgument(resolve(index)));
+      map.map(arg, body->getArgument(index));
     for (Operation &op : g.getBody()->without_terminator())
       b.clone(op, map);
     for (Value v : g.getBody()->getTerminator()->getOperands())

@@ -93,7 +93,7 @@ bool forLibrary(Operation *op) {
   int64_t channels = cast<RankedTensorType>(filterGrad.getX().getType())
                          .getDimSize(1);
   bool depthwise = filterGrad.getGroups() > 1 &&
-                   filterGrad.getGroups() == channels;
+                   static_cast<int64_t>(filterGrad.getGroups()) == channels;
   return !depthwise || (result.getDimSize(2) <= 3 && result.getDimSize(3) <= 3);
 }
 

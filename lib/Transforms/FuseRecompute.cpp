@@ -64,9 +64,10 @@ struct Recomputer {
     return it != groupOf.end() && it->second == g;
   }
 
-  /// The ops to clone into group `g` to make `v` there, in program order,
-  /// and the big values they read that `g` does not read yet; false if some
-  /// producer on the way cannot be recomputed (nothing then is cloned).
+  /// The ops to clone into group `g` to make `v` there (operands first),
+  /// and the big values they read that `g` does not read yet. A producer
+  /// that cannot be recomputed (or is no group's) ends the walk: its value
+  /// is read as it is.
   void closure(Value v, unsigned g, llvm::SetVector<Operation *> &ops,
                llvm::SetVector<Value> &newBig) {
     if (clones[g].contains(v))
@@ -88,18 +89,8 @@ struct Recomputer {
     ops.insert(def);
   }
 
-  /// Whether recomputing `v` in group `g` reads at most one big tensor more.
-  bool worthIt(Value v, unsigned g) {
-    llvm::SetVector<Operation *> ops;
-    llvm::SetVector<Value> newBig;
-    closure(v, g, ops, newBig);
-    return newBig.size() <= 1;
-  }
-
-  void cloneInto(Value v, unsigned g) {
-    llvm::SetVector<Operation *> ops;
-    llvm::SetVector<Value> newBig;
-    closure(v, g, ops, newBig);
+  /// Clones `ops`, the closure of `v` in group `g`, into `g`.
+  void cloneInto(Value v, unsigned g, ArrayRef<Operation *> ops) {
     // Closure ops are in program order already (operands first), all
     // before the group's first op.
     llvm::SmallVector<Operation *> sorted(ops.begin(), ops.end());
@@ -159,11 +150,22 @@ struct Recomputer {
           else if (it->second != gp)
             readers.insert(it->second);
         }
-        if (hostReader || readers.empty() ||
-            !llvm::all_of(readers, [&](unsigned g) { return worthIt(v, g); }))
+        if (hostReader || readers.empty())
           continue;
-        for (unsigned g : readers)
-          cloneInto(v, g);
+        // Worth it when each reader reads at most one big tensor more.
+        SmallVector<SmallVector<Operation *>> closures;
+        bool worthIt = true;
+        for (unsigned g : readers) {
+          llvm::SetVector<Operation *> ops;
+          llvm::SetVector<Value> newBig;
+          closure(v, g, ops, newBig);
+          worthIt &= newBig.size() <= 1;
+          closures.emplace_back(ops.begin(), ops.end());
+        }
+        if (!worthIt)
+          continue;
+        for (auto [g, ops] : llvm::zip(readers, closures))
+          cloneInto(v, g, ops);
         ++dropped;
       }
     }

@@ -225,6 +225,27 @@ TEST(CpuConv, PlanRefusesInconsistentSteps) {
   message =
       parseFailure(planJson({convEntry(grouped, "forward")}, "null", "null"));
   EXPECT_NE(message.find("field 'groups'"), std::string::npos) << message;
+  // A buffer of another dtype (a smaller one: the layout stays valid).
+  std::string plan = planJson({convEntry(g, "forward")}, "null", "null");
+  std::string f16 = plan;
+  f16.replace(f16.find("\"f32\""), 5, "\"f16\"");
+  message = parseFailure(f16);
+  EXPECT_NE(message.find("field 'x': buffer 0 is f16 [2, 16, 10, 9]; conv "
+                         "steps take rank-4 f32 tensors"),
+            std::string::npos)
+      << message;
+  // y placed on x's bytes: the step would overwrite its own input.
+  std::string overlap = plan;
+  size_t y = overlap.find("\"offset\": ");
+  for (int i = 0; i < 2; ++i)
+    y = overlap.find("\"offset\": ", y + 1);
+  size_t digits = y + std::string("\"offset\": ").size();
+  overlap.replace(digits, overlap.find(',', digits) - digits, "0");
+  message = parseFailure(overlap);
+  EXPECT_NE(message.find("field 'x': buffer 0 overlaps the buffer the step "
+                         "writes"),
+            std::string::npos)
+      << message;
   // The CUDA target has no conv steps.
   std::string cuda = planJson({convEntry(g, "forward")}, "\"kernels.cubin\"",
                               "null", ", \"sm\": 90, \"ptx\": null");

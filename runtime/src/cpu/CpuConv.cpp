@@ -150,7 +150,7 @@ struct CpuConv::Dnnl {
     dnnl_primitive_t conv = nullptr;
     Operand operands[3];
   };
-  std::map<std::array<int64_t, 18>, Prepared> prepared;
+  std::map<std::array<int64_t, 19>, Prepared> prepared;
   Workspace workspaces[3]; ///< reordered x, w, y (steps run one at a time)
 
   /// Destroys what `p` holds and empties it.
@@ -297,11 +297,11 @@ struct CpuConv::Dnnl {
   }
 
   Prepared *find(const ConvStep &step, const ConvShape &s) {
-    std::array<int64_t, 18> key = {
+    std::array<int64_t, 19> key = {
         static_cast<int64_t>(step.direction),
         s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.oh, s.ow,
         step.strides[0], step.strides[1], step.padding[0], step.padding[1],
-        step.padding[2], step.padding[3], step.dilations[0] * 65536 +
+        step.padding[2], step.padding[3], step.dilations[0],
         step.dilations[1], step.groups};
     auto it = prepared.find(key);
     if (it != prepared.end())

@@ -420,8 +420,8 @@ def Loom_Conv2DInputGradOp : Loom_Op<"conv2d_input_grad", [Pure,
     **Lifecycle**: created by `loom-autodiff` (gradient of `loom.conv2d`
     and of `loom.avg_pool2d`). On the CPU target an f32 one is a plan
     `conv` step (oneDNN); otherwise `loom-conv-to-gemm` makes it a GEMM and
-    `loom.col2im` (one group, f32 or f64), or it is a kernel of its own. Its own gradient uses `loom.conv2d` and
-    `loom.conv2d_filter_grad`.
+    `loom.col2im` (one group, f32 or f64), or it is a kernel of its own.
+    Its own gradient uses `loom.conv2d` and `loom.conv2d_filter_grad`.
 
     **Constraints**:
 
