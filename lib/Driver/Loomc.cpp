@@ -16,6 +16,7 @@
 #include "loom/Import/Import.h"
 #include "loom/InitAll.h"
 #include "loom/Pipelines/Pipelines.h"
+#include "loom/Transforms/Passes.h"
 #include "loom/Target/Artifact.h"
 #include "loom/Target/Cuda.h"
 #include "mlir/Pass/PassManager.h"
@@ -26,6 +27,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -123,6 +125,25 @@ struct Options {
                "instead of storing them: a smaller arena for more "
                "arithmetic (loom-fuse); 0: never"),
       cl::value_desc("N"), cl::init(0), cl::cat(category)};
+  cl::opt<std::string> memoryBudget{
+      "memory-budget",
+      cl::desc("With --target: the largest arena an entry point may use, in "
+               "bytes (K, M, G suffixes: powers of 1024); forward values are "
+               "recomputed in the backward until the planned arena fits "
+               "(loom-remat), or loomc fails naming the smallest it reached"),
+      cl::value_desc("BYTES"), cl::init(""), cl::cat(category)};
+  cl::opt<std::string> remat{
+      "remat",
+      cl::desc("With --target: what loom-remat recomputes: none; auto (the "
+               "least recomputation within --memory-budget, nothing without "
+               "one); full (until nothing more lowers the arena)"),
+      cl::value_desc("none|auto|full"), cl::init("auto"), cl::cat(category)};
+  cl::opt<std::string> checkpoint{
+      "checkpoint",
+      cl::desc("With --target --train: forward ops whose location (ONNX "
+               "node) name matches this regular expression are recomputed "
+               "in the backward instead of stored, e.g. 'h\\.[0-9]+/mlp'"),
+      cl::value_desc("REGEX"), cl::init(""), cl::cat(category)};
   cl::opt<bool> report{"report",
                        cl::desc("With --target: print the kernels, steps and "
                                 "arena bytes of each entry point"),
@@ -140,8 +161,7 @@ struct Options {
 
 /// Phases DESIGN.md names that later issues implement: refused, not ignored.
 bool isPlannedPhase(StringRef phase) {
-  return llvm::is_contained({"mixed-precision", "shard", "pipeline", "remat"},
-                            phase);
+  return llvm::is_contained({"mixed-precision", "shard", "pipeline"}, phase);
 }
 
 std::string shapeString(Type type) {
@@ -213,6 +233,31 @@ void printSummary(ModuleOp module, llvm::raw_ostream &os) {
     os << " " << StringRef(name).drop_front(5) << "=" << count;
   os << "\n  forward FLOPs (estimate): " << flops << "\n";
 }
+/// loom-remat's decisions for one entry point (its loom.remat attribute).
+void printRemat(DictionaryAttr remat, llvm::raw_ostream &os) {
+  auto get = [&](StringRef key) -> int64_t {
+    auto v = remat.getAs<IntegerAttr>(key);
+    return v ? v.getInt() : 0;
+  };
+  int64_t step = get("step_flops"), extra = get("recompute_flops");
+  os << "    remat: arena " << get("arena_before") << " -> " << get("arena")
+     << " bytes";
+  if (int64_t budget = get("budget"))
+    os << " (budget " << budget << ")";
+  os << "; recomputes " << extra << " FLOPs ("
+     << llvm::format("%.2f", step ? 100.0 * double(extra) / double(step) : 0.0)
+     << "% of the step's " << step << ")";
+  auto ops = remat.getAs<DictionaryAttr>("recomputed");
+  if (ops && !ops.empty()) {
+    os << ": ";
+    llvm::interleaveComma(ops, os, [&](NamedAttribute a) {
+      os << a.getName().getValue() << " "
+         << cast<IntegerAttr>(a.getValue()).getInt();
+    });
+  }
+  os << "\n";
+}
+
 void printReport(ModuleOp module, const loom::KernelInfoMap *gpu,
                  llvm::raw_ostream &os) {
   int64_t numKernels = 0;
@@ -257,6 +302,8 @@ void printReport(ModuleOp module, const loom::KernelInfoMap *gpu,
        << " views; arena "
        << (arena ? arena.getInt() : 0) << " bytes (peak); " << flops
        << " FLOPs (estimate)\n";
+    if (auto remat = func->getAttrOfType<DictionaryAttr>("loom.remat"))
+      printRemat(remat, os);
   }
 }
 
@@ -285,6 +332,9 @@ int compileForTarget(ModuleOp module, Options &opts,
   codegen.target = opts.target;
   codegen.minParallelWork = opts.cpuParallelMinWork;
   codegen.recomputeMinElements = opts.recomputeMinElements;
+  codegen.memoryBudget = opts.memoryBudget;
+  codegen.remat = opts.remat;
+  codegen.checkpoint = opts.checkpoint;
   // Another writer of the GPU kernels takes them as mapped (before NVVM).
   bool otherWriter = target.cuda && extensions.gpuKernelWriter;
   loom::Phase last = stopAfter;
@@ -420,6 +470,27 @@ int loom::loomcMain(int argc, char **argv,
   if (writeArtifact && !opts.params.empty()) {
     err << "loomc: error: --params does not apply to --target: the "
            "artifact holds its parameters (OUT.loom/params.safetensors)\n";
+    return 2;
+  }
+  if (!opts.memoryBudget.empty()) {
+    std::optional<int64_t> budget = loom::parseByteSize(opts.memoryBudget);
+    if (!budget || *budget <= 0) {
+      err << "loomc: error: --memory-budget=" << opts.memoryBudget
+          << " is not a positive byte count (digits with an optional K, M "
+             "or G suffix, e.g. 512M)\n";
+      return 2;
+    }
+  }
+  if (opts.remat != "none" && opts.remat != "auto" && opts.remat != "full") {
+    err << "loomc: error: --remat=" << opts.remat
+        << " (expected none, auto or full)\n";
+    return 2;
+  }
+  bool rematAsked = !opts.memoryBudget.empty() || opts.remat != "auto" ||
+                    !opts.checkpoint.empty();
+  if (rematAsked && opts.target.empty()) {
+    err << "loomc: error: --memory-budget, --remat and --checkpoint need "
+           "--target (they act on the arena the code generation plans)\n";
     return 2;
   }
   if (opts.report && opts.target.empty()) {

@@ -18,7 +18,7 @@ struct PhaseName {
 constexpr PhaseName kPhases[] = {
     {Phase::Import, "import"},        {Phase::Loss, "loss"},
     {Phase::Autodiff, "autodiff"},    {Phase::Optimizer, "optimizer"},
-    {Phase::Fuse, "fuse"},            {Phase::PlanMemory, "plan-memory"},
+    {Phase::Remat, "remat"},          {Phase::Fuse, "fuse"},            {Phase::PlanMemory, "plan-memory"},
     {Phase::Outline, "outline"},      {Phase::Bufferize, "bufferize"},
     {Phase::Kernels, "kernels"},      {Phase::Nvvm, "nvvm"},
     {Phase::Ptx, "ptx"},
@@ -93,6 +93,14 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
   convs.libraryConvs = !cuda; // oneDNN's primitives on the CPU
   pm.addPass(createConvToGemmPass(convs));
   pm.addPass(createFoldTransposesPass());
+  RematPassOptions remat;
+  remat.memoryBudget = options.memoryBudget;
+  remat.mode = options.remat;
+  remat.checkpoint = options.checkpoint;
+  remat.fuseRecomputeMinElements = options.recomputeMinElements;
+  pm.addPass(createRematPass(remat));
+  if (stopAfter == Phase::Remat)
+    return;
   FusePassOptions fuse;
   fuse.recomputeMinElements = options.recomputeMinElements;
   pm.addPass(createFusePass(fuse));

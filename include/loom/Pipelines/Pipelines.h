@@ -25,7 +25,9 @@ enum class Phase {
   Loss,       // loom-attach-loss, loom-batch-norm-train
   Autodiff,   // loom-autodiff
   Optimizer,  // loom-optimizer: @train_step and the other entries
-  Fuse,       // inline, cse, loom-conv-to-gemm, loom-fuse
+  Remat,      // inline, cse, loom-conv-to-gemm, loom-fold-transposes,
+              // loom-remat
+  Fuse,       // loom-fuse
   PlanMemory, // loom-plan-memory
   Outline,    // loom-outline-kernels: the kernel module
   Bufferize,  // loom-bufferize-kernels
@@ -46,7 +48,7 @@ std::string phaseList();
 inline bool isTrainingPhase(Phase p) {
   return p >= Phase::Loss && p <= Phase::Optimizer;
 }
-inline bool isCodegenPhase(Phase p) { return p >= Phase::Fuse; }
+inline bool isCodegenPhase(Phase p) { return p >= Phase::Remat; }
 inline bool isCudaOnlyPhase(Phase p) {
   return p == Phase::Nvvm || p == Phase::Ptx;
 }
@@ -91,9 +93,25 @@ struct CodegenOptions : public mlir::PassPipelineOptions<CodegenOptions> {
                      "instead of storing them (less memory, more "
                      "arithmetic); 0: never"),
       llvm::cl::init(0)};
+  Option<std::string> memoryBudget{
+      *this, "memory-budget",
+      llvm::cl::desc("loom-remat: largest arena of an entry point in bytes "
+                     "(K, M, G suffixes); empty: none"),
+      llvm::cl::init("")};
+  Option<std::string> remat{
+      *this, "remat",
+      llvm::cl::desc("loom-remat: none, auto (least recomputation within "
+                     "the budget) or full (smallest arena reachable)"),
+      llvm::cl::init("auto")};
+  Option<std::string> checkpoint{
+      *this, "checkpoint",
+      llvm::cl::desc("loom-remat: regular expression; forward ops whose "
+                     "location (ONNX node) name matches are recomputed in "
+                     "the backward instead of stored"),
+      llvm::cl::init("")};
   Option<std::string> stopAfter{
       *this, "stop-after",
-      llvm::cl::desc("Last phase to run: fuse, plan-memory, outline, "
+      llvm::cl::desc("Last phase to run: remat, fuse, plan-memory, outline, "
                      "bufferize, kernels or (cuda) nvvm"),
       llvm::cl::init("")};
 };

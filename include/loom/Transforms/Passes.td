@@ -192,6 +192,74 @@ def FoldTransposesPass : Pass<"loom-fold-transposes", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def RematPass : Pass<"loom-remat", "mlir::ModuleOp"> {
+  let summary = "Recomputes forward values in the backward to fit a memory budget.";
+  let description = [{
+    Runs on inlined entry points, before `loom-fuse`. A training step keeps
+    every forward value its backward reads, and the peak of its arena is
+    reached when the backward starts. This pass decides which of those
+    values are stored and which are recomputed right before their first
+    late reader, so that the arena `loom-fuse` and `loom-plan-memory` then
+    give each entry point is at most `memory-budget` bytes.
+
+    It is greedy and measured. It estimates each op's live bytes in program
+    order (each value live from its definition to its last reader, a
+    reshape sharing its operand's bytes) and finds the point of the peak.
+    Of the values live across that point and not read there, it recomputes
+    the one that saves the most bytes per recomputed FLOP (the op cost
+    interface), in tiers: pointwise and data-movement ops first, then row
+    reductions (softmax, layer norm), and GEMMs and convolutions only when
+    nothing cheaper is live across the peak. A recomputation clones the
+    value's op just before its first reader past the peak; an operand that
+    would otherwise be kept alive across the peak is recomputed too when it
+    is cheap (a chain of pointwise ops), else kept. Dropout recomputes from
+    its seed and stream and gives the same bits. After each decision the
+    function is fused and planned for real (on a copy, with
+    `loom-fuse`'s options) and the search stops at the first decision whose
+    planned arena is within the budget. The sequence of decisions does not
+    depend on the budget, so a smaller budget never gives a larger arena.
+    A budget below every arena the sequence reaches is an error that names
+    the smallest one it reached.
+
+    `mode`: `none` (nothing), `auto` (the least recomputation that meets
+    the budget; nothing without one), `full` (recompute until nothing more
+    lowers the arena, and keep the smallest arena reached).
+
+    Hand-marked regions: an op with a `loom.checkpoint` attribute (set from
+    the JSON format's node attribute `"checkpoint": true`), or whose
+    location name matches the regular expression `checkpoint`, is not
+    stored for the backward in functions that compute gradients: the
+    backward recomputes it from the values around it, as
+    `torch.utils.checkpoint` does for a region. This happens first, in
+    every mode but `none`.
+
+    Writes `loom.remat` on each function it ran on (peak bytes before and
+    after, the budget, the step's FLOPs and the recomputed FLOPs, the
+    recomputed ops by name), which `loomc --report` prints, and reports it
+    as a remark.
+  }];
+  let options = [
+    Option<"memoryBudget", "memory-budget", "std::string", "\"\"",
+           "Largest arena of an entry point, in bytes, with an optional K, "
+           "M or G suffix (powers of 1024); empty: no budget">,
+    Option<"mode", "mode", "std::string", "\"auto\"",
+           "none, auto (least recomputation within the budget) or full "
+           "(smallest arena reachable)">,
+    Option<"checkpoint", "checkpoint", "std::string", "\"\"",
+           "Regular expression: ops whose location name matches are "
+           "recomputed in the backward, not stored">,
+    Option<"fuseRecomputeMinElements", "fuse-recompute-min-elements",
+           "int64_t", "0",
+           "loom-fuse's recompute-min-elements, for the trial plans">,
+  ];
+  let statistics = [
+    Statistic<"numDecisions", "num-decisions", "Values recomputed">,
+    Statistic<"numClones", "num-clones", "Ops cloned into the backward">,
+    Statistic<"numTrials", "num-trials", "Trial fusions and memory plans">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def FusePass : Pass<"loom-fuse", "mlir::ModuleOp"> {
   let summary = "Groups ops into loom.fusion regions, one kernel each.";
   let description = [{

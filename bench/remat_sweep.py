@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Sweeps loomc --memory-budget over one model's training step and prints
+what loom-remat and the memory planner give at each budget.
+
+For each budget, from the arena without recomputation down to the smallest
+one loom-remat reaches (--remat=full), loomc compiles the step up to the
+memory plan (--emit=plan-memory) and this script reads back, for
+@train_step, the planned arena (loom.arena_bytes, written by
+loom-plan-memory) and loom-remat's record (recomputed FLOPs, the step's
+FLOPs). It checks that every planned arena is within its budget and that
+the arena never rises as the budget falls, and prints a markdown table.
+The "activation" share is the arena minus that of @apply_optimizer (the
+parameters, gradients and optimizer state, which no recomputation removes).
+
+  python3 bench/remat_sweep.py MODEL.onnx [--points 8] [--loomc build/bin/loomc]
+          [-- extra loomc flags]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ENTRY = "train_step"
+
+
+def compile_plan(loomc, model, flags, extra):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "plan.mlir")
+        cmd = [loomc, model, "--train", "--target=cpu", "--emit=plan-memory",
+               "-o", out] + flags + extra
+        t0 = time.perf_counter()
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        secs = time.perf_counter() - t0
+        if r.returncode != 0:
+            return None, r.stderr.strip(), secs
+        text = open(out).read()
+    funcs = {}
+    for m in re.finditer(r"func\.func @(\w+)\((.*)", text):
+        line = m.group(2)
+        info = {}
+        a = re.search(r"loom\.arena_bytes = (\d+)", line)
+        if a:
+            info["arena"] = int(a.group(1))
+        r2 = re.search(r"loom\.remat = \{(.*?)recomputed = \{(.*?)\}", line)
+        if r2:
+            for k, v in re.findall(r"(\w+) = (-?\d+) : i64", r2.group(1)):
+                info[k] = int(v)
+            info["ops"] = dict((k, int(v)) for k, v in
+                               re.findall(r"(\w+) = (\d+) : i64", r2.group(2)))
+        funcs[m.group(1)] = info
+    return funcs, "", secs
+
+
+def mib(b):
+    return "%.1f" % (b / 2**20)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("--loomc", default="build/bin/loomc")
+    ap.add_argument("--points", type=int, default=8,
+                    help="budgets between the no-remat and the smallest arena")
+    ap.add_argument("--json", help="write the rows here too")
+    ap.add_argument("extra", nargs="*", help="more loomc flags (after --)")
+    args = ap.parse_args()
+
+    base, err, secs0 = compile_plan(args.loomc, args.model, ["--remat=none"], args.extra)
+    if base is None:
+        sys.exit("loomc failed: " + err)
+    full, err, secs_full = compile_plan(args.loomc, args.model, ["--remat=full"], args.extra)
+    if full is None:
+        sys.exit("loomc --remat=full failed: " + err)
+    a0 = base[ENTRY]["arena"]
+    amin = full[ENTRY]["arena"]
+    fixed = base.get("apply_optimizer", {}).get("arena", 0)
+    act0 = a0 - fixed
+    print("model %s: no remat %s MiB (activations %s MiB over the optimizer's %s MiB), "
+          "smallest with remat %s MiB (--remat=full); compile %.1f s / %.1f s"
+          % (os.path.basename(args.model), mib(a0), mib(act0), mib(fixed), mib(amin),
+             secs0, secs_full))
+    budgets = [a0 - (a0 - amin) * i // max(1, args.points - 1) for i in range(args.points)]
+    half = fixed + act0 // 2
+    if amin <= half < a0:
+        budgets.append(half)
+    budgets = sorted(set(budgets), reverse=True)
+    rows, last, ok = [], None, True
+    print("| budget MiB | planned arena MiB | activations MiB | recompute FLOPs % | "
+          "recomputed ops | compile s |")
+    print("|---:|---:|---:|---:|---|---:|")
+    for b in budgets:
+        funcs, err, secs = compile_plan(args.loomc, args.model,
+                                        ["--memory-budget=%d" % b], args.extra)
+        if funcs is None:
+            print("| %s | error: %s | | | | |" % (mib(b), err.splitlines()[-1][:80]))
+            ok = False
+            continue
+        t = funcs[ENTRY]
+        arena = t["arena"]
+        pct = 100.0 * t.get("recompute_flops", 0) / max(1, t.get("step_flops", 1))
+        ops = ", ".join("%s %d" % kv for kv in sorted(t.get("ops", {}).items()))
+        note = ""
+        if arena > b:
+            note, ok = " OVER BUDGET", False
+        if last is not None and arena > last:
+            note, ok = note + " ROSE", False
+        last = arena
+        tag = " (half the activations)" if b == half else ""
+        print("| %s%s | %s%s | %s | %.2f | %s | %.1f |"
+              % (mib(b), tag, mib(arena), note, mib(arena - fixed), pct, ops or "-", secs))
+        rows.append(dict(budget=b, arena=arena, activations=arena - fixed,
+                         recompute_pct=pct, ops=t.get("ops", {}), compile_s=secs))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(model=args.model, no_remat=a0, smallest=amin, fixed=fixed,
+                           rows=rows), f, indent=1)
+    print("every arena within its budget and never rising: %s" % ("yes" if ok else "NO"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

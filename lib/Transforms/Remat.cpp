@@ -1,0 +1,584 @@
+//===- Remat.cpp - Recompute forward values to fit a memory budget --------===//
+//
+// `loom-remat` runs on each inlined entry point before `loom-fuse`. Its
+// state is the function itself: every decision rewrites it (clones a value's
+// ops before its first late reader, points the late readers at the clone,
+// erases what is left dead), and after every decision a copy of the function
+// is fused and planned by the real passes to measure its arena. Decisions
+// come from an estimate of the live bytes at each op (RematModel below); the
+// measurement decides when to stop. Because the decisions never look at the
+// budget, the arena for a budget is that of the shortest prefix of one fixed
+// sequence that fits, so a smaller budget never gets a larger arena.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Import/Import.h"
+#include "loom/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Regex.h"
+
+#include <map>
+
+#define DEBUG_TYPE "loom-remat"
+
+namespace loom {
+#define GEN_PASS_DEF_REMATPASS
+#include "loom/Transforms/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+std::optional<int64_t> loom::parseByteSize(llvm::StringRef text) {
+  text = text.trim();
+  int64_t scale = 1;
+  if (!text.empty()) {
+    switch (llvm::toUpper(text.back())) {
+    case 'K':
+      scale = int64_t(1) << 10;
+      break;
+    case 'M':
+      scale = int64_t(1) << 20;
+      break;
+    case 'G':
+      scale = int64_t(1) << 30;
+      break;
+    default:
+      break;
+    }
+    if (scale != 1)
+      text = text.drop_back();
+  }
+  uint64_t value = 0;
+  if (text.empty() || text.getAsInteger(10, value) ||
+      value > uint64_t(INT64_MAX) / uint64_t(scale))
+    return std::nullopt;
+  return int64_t(value) * scale;
+}
+
+namespace {
+
+constexpr llvm::StringLiteral kCheckpointAttr = "loom.checkpoint";
+/// Values smaller than this are always kept, never recomputed.
+constexpr int64_t kSmallBytes = 4096;
+
+/// Bytes of a ranked tensor value (i1 takes a byte per element); 0 for
+/// anything else.
+int64_t bytesOf(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  if (!t || !t.hasStaticShape())
+    return 0;
+  int64_t bits = t.getElementTypeBitWidth();
+  return t.getNumElements() * std::max<int64_t>(1, (bits + 7) / 8);
+}
+
+int64_t flopsOf(Operation *op) {
+  auto cost = dyn_cast<CostOpInterface>(op);
+  return cost ? cost.getFlopCount() : 0;
+}
+
+/// How reluctantly an op is recomputed: 0 pointwise and data movement, 1 row
+/// reductions, 2 GEMMs, convolutions and opaque ops; -1 never (side
+/// effects, regions, no results).
+int tierOf(Operation *op) {
+  if (op->getNumRegions() != 0 || op->getNumResults() == 0 ||
+      !isMemoryEffectFree(op) || isa<func::ReturnOp>(op))
+    return -1;
+  if (op->getNumOperands() == 0 || isa<ReshapeOp>(op))
+    return 0; // constants, views
+  if (isLibraryCall(op))
+    return 2;
+  auto kind = dyn_cast<FusionKindOpInterface>(op);
+  if (!kind)
+    return -1;
+  switch (kind.getFusionKind()) {
+  case FusionKind::Pointwise:
+  case FusionKind::Injective:
+    return 0;
+  case FusionKind::Reduction:
+    return 1;
+  default:
+    return 2;
+  }
+}
+
+/// The value whose bytes `v` shares: a reshape is a view of its operand.
+Value rootOf(Value v) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>())
+    v = reshape->getOperand(0);
+  return v;
+}
+
+/// One decision: recompute `root` (and the reshapes of it that are read
+/// late) for its readers from `insertAt` on, by cloning `clones` (in
+/// program order) before `insertAt`.
+struct Decision {
+  Value root;
+  Operation *insertAt = nullptr;
+  llvm::SetVector<Operation *> clones;
+  /// Values read by the clones from outside them that the estimate says
+  /// are not live at the peak (kept alive across it).
+  llvm::SetVector<Value> extended;
+  int64_t flops = 0, benefit = 0;
+  int tier = 0;
+};
+
+/// The live-byte estimate of a function's body in program order.
+struct RematModel {
+  explicit RematModel(func::FuncOp func) : func(func) { update(); }
+
+  func::FuncOp func;
+  llvm::DenseMap<Operation *, int64_t> pos;
+  SmallVector<Operation *> ops;
+  /// Per root value: [definition, last reader of it or of its views].
+  llvm::DenseMap<Value, std::pair<int64_t, int64_t>> range;
+  int64_t peakPos = 0, peakBytes = 0;
+
+  void update() {
+    pos.clear(), ops.clear(), range.clear();
+    Block &body = func.getBody().front();
+    for (Operation &op : body)
+      pos[&op] = ops.size(), ops.push_back(&op);
+    auto note = [&](Value v, int64_t def) {
+      auto &r = range[v];
+      r = {def, def};
+    };
+    for (BlockArgument arg : body.getArguments())
+      note(arg, -1);
+    for (Operation *op : ops)
+      for (Value r : op->getResults())
+        if (!isa<ReshapeOp>(op))
+          note(r, pos[op]);
+    for (Operation *op : ops)
+      for (Value v : op->getOperands()) {
+        auto it = range.find(rootOf(v));
+        if (it != range.end())
+          it->second.second = std::max(it->second.second, pos[op]);
+      }
+    std::vector<int64_t> delta(ops.size() + 2, 0);
+    for (auto &[v, r] : range) {
+      int64_t b = bytesOf(v);
+      delta[r.first + 1] += b;
+      delta[r.second + 2] -= b;
+    }
+    peakBytes = 0, peakPos = 0;
+    int64_t live = 0;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      live += delta[i + 1] + (i == 0 ? delta[0] : 0);
+      if (live > peakBytes)
+        peakBytes = live, peakPos = i;
+    }
+  }
+
+  bool liveAt(Value v, int64_t at) const {
+    auto it = range.find(rootOf(v));
+    return it != range.end() && it->second.first <= at &&
+           it->second.second >= at;
+  }
+
+  /// The readers of `root` and of its views past `after`, and whether one
+  /// reads it at `after` itself.
+  void lateUses(Value root, int64_t after, SmallVectorImpl<OpOperand *> &late,
+                bool &readAt) const {
+    SmallVector<Value> worklist{root};
+    while (!worklist.empty()) {
+      Value v = worklist.pop_back_val();
+      for (OpOperand &use : v.getUses()) {
+        Operation *user = use.getOwner();
+        int64_t p = pos.lookup(user);
+        if (isa<ReshapeOp>(user))
+          worklist.push_back(user->getResult(0));
+        if (p == after)
+          readAt = true;
+        else if (p > after && !isa<ReshapeOp>(user))
+          late.push_back(&use);
+      }
+    }
+  }
+
+  /// What recomputing `root` before its first reader past `at` takes
+  /// (none when an op at `at` reads it, unless `readAtOk`). An operand that
+  /// is not live at `at` is recomputed too when `chain` accepts its op,
+  /// else kept alive.
+  std::optional<Decision> plan(Value root, int64_t at,
+                               llvm::function_ref<bool(Operation *)> chain,
+                               bool readAtOk = false) const {
+    Operation *def = root.getDefiningOp();
+    if (!def || tierOf(def) < 0 || bytesOf(root) < kSmallBytes)
+      return std::nullopt;
+    SmallVector<OpOperand *> late;
+    bool readAt = false;
+    lateUses(root, at, late, readAt);
+    if (late.empty() || (readAt && !readAtOk))
+      return std::nullopt;
+    for (OpOperand *use : late)
+      if (isa<func::ReturnOp>(use->getOwner()))
+        return std::nullopt;
+    Decision d;
+    d.root = root;
+    d.insertAt = late.front()->getOwner();
+    for (OpOperand *use : late)
+      if (pos.lookup(use->getOwner()) < pos.lookup(d.insertAt))
+        d.insertAt = use->getOwner();
+    // The ops between root and the late readers (views), then the chain.
+    SmallVector<Operation *> worklist{def};
+    for (OpOperand *use : late)
+      for (Operation *v = use->get().getDefiningOp(); v && v != def;
+           v = v->getOperand(0).getDefiningOp())
+        worklist.push_back(v);
+    constexpr size_t kMaxChain = 64;
+    while (!worklist.empty()) {
+      Operation *op = worklist.pop_back_val();
+      if (!d.clones.insert(op))
+        continue;
+      d.tier = std::max(d.tier, tierOf(op));
+      d.flops += flopsOf(op);
+      for (Value operand : op->getOperands()) {
+        Operation *src = operand.getDefiningOp();
+        if (!src || d.clones.contains(src))
+          continue;
+        // Read where it is still live anyway, or kept live through the
+        // peak already: read the original.
+        if (liveAt(operand, pos.lookup(d.insertAt)) || liveAt(operand, at))
+          continue;
+        // Small values (scalars: the optimizer's bias corrections) are
+        // kept: they cost nothing to keep, and a copy fused into a loop
+        // over a big tensor may round differently (a vector pow).
+        if (bytesOf(operand) >= kSmallBytes && tierOf(src) >= 0 &&
+            chain(src) && d.clones.size() < kMaxChain) {
+          worklist.push_back(src);
+          continue;
+        }
+        d.extended.insert(rootOf(operand));
+      }
+    }
+    d.benefit = bytesOf(root);
+    for (Value v : d.extended)
+      d.benefit -= bytesOf(v);
+    return d;
+  }
+};
+
+/// Clones `d.clones` before `d.insertAt` and points the late readers at the
+/// copies; counts the recomputed ops by name in `cloned`; returns the number
+/// of clones.
+int64_t apply(const Decision &d, const RematModel &model,
+              std::map<std::string, int64_t> &cloned) {
+  SmallVector<OpOperand *> late;
+  bool readAt = false;
+  model.lateUses(d.root, model.pos.lookup(d.insertAt) - 1, late, readAt);
+  SmallVector<Operation *> order(d.clones.begin(), d.clones.end());
+  llvm::sort(order, [&](Operation *a, Operation *b) {
+    return model.pos.lookup(a) < model.pos.lookup(b);
+  });
+  OpBuilder b(d.insertAt);
+  IRMapping map;
+  for (Operation *op : order)
+    b.clone(*op, map);
+  for (OpOperand *use : late)
+    if (Value copy = map.lookupOrNull(use->get()))
+      use->set(copy);
+  // The originals no longer read are erased, latest first: those ops were
+  // moved, not recomputed. Constants are free and not counted.
+  for (Operation *op : llvm::reverse(order)) {
+    if (op->use_empty() && isMemoryEffectFree(op))
+      op->erase();
+    else if (op->getNumOperands() != 0)
+      ++cloned[op->getName().getStringRef().drop_front(5).str()];
+  }
+  return order.size();
+}
+
+/// Whether `func` computes gradients: the joint forward and backward of
+/// loom-autodiff (gradient results) or the training step (optimizer state).
+bool computesGradients(func::FuncOp func) {
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (func.getResultAttr(i, kGradAttr))
+      return true;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (func.getArgAttr(i, kOptStateAttr))
+      return true;
+  return false;
+}
+
+/// The location name of `op` (the ONNX node's), or "".
+std::string locationName(Operation *op) {
+  Location loc = op->getLoc();
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (auto name = dyn_cast<NameLoc>(l))
+        return name.getName().str();
+  return "";
+}
+
+struct RematPass : public loom::impl::RematPassBase<RematPass> {
+  using RematPassBase::RematPassBase;
+
+  /// The arena loom-fuse and loom-plan-memory give a copy of `func`, or
+  /// nullopt (the error is reported).
+  std::optional<int64_t> plannedArena(func::FuncOp func) {
+    ++numTrials;
+    MLIRContext *ctx = func.getContext();
+    OwningOpRef<ModuleOp> copy = ModuleOp::create(func.getLoc());
+    OpBuilder b(ctx);
+    b.setInsertionPointToEnd(copy->getBody());
+    auto clone = cast<func::FuncOp>(b.clone(*func));
+    PassManager pm(ctx, ModuleOp::getOperationName(),
+                   OpPassManager::Nesting::Explicit);
+    FusePassOptions fuse;
+    fuse.recomputeMinElements = fuseRecomputeMinElements;
+    pm.addPass(createFusePass(fuse));
+    pm.addPass(createPlanMemoryPass());
+    std::string errors;
+    {
+      // The trial's remarks are not the user's; its errors are.
+      ScopedDiagnosticHandler quiet(ctx, [&](Diagnostic &diag) {
+        if (diag.getSeverity() == DiagnosticSeverity::Error)
+          errors += diag.str() + "; ";
+        return success();
+      });
+      if (failed(pm.run(*copy))) {
+        mlir::emitError(func.getLoc(),
+                        "loom-remat: fusing and planning a copy of @")
+            << func.getName() << " failed: " << errors;
+        return std::nullopt;
+      }
+    }
+    auto bytes = clone->getAttrOfType<IntegerAttr>("loom.arena_bytes");
+    if (!bytes) {
+      mlir::emitError(func.getLoc(),
+                      "loom-remat: loom-plan-memory wrote no arena size");
+      return std::nullopt;
+    }
+    return bytes.getInt();
+  }
+
+  /// Recomputes the hand-marked values in the backward (first reader that
+  /// is not part of the forward). Returns the number of values.
+  int64_t applyMarks(func::FuncOp func, const llvm::Regex *pattern,
+                     std::map<std::string, int64_t> &cloned) {
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    if (ret.getNumOperands() == 0)
+      return 0;
+    // The forward: what the loss (the first result) is computed from.
+    llvm::DenseSet<Operation *> forward;
+    SmallVector<Operation *> worklist;
+    if (Operation *def = ret.getOperand(0).getDefiningOp())
+      worklist.push_back(def);
+    while (!worklist.empty()) {
+      Operation *op = worklist.pop_back_val();
+      if (!forward.insert(op).second)
+        continue;
+      for (Value v : op->getOperands())
+        if (Operation *d = v.getDefiningOp())
+          worklist.push_back(d);
+    }
+    llvm::DenseSet<Operation *> marked;
+    for (Operation &op : body)
+      if (forward.contains(&op) && tierOf(&op) >= 0 &&
+          (op.hasAttr(kCheckpointAttr) ||
+           (pattern && pattern->match(locationName(&op)))))
+        marked.insert(&op);
+    int64_t count = 0;
+    SmallVector<Operation *> order;
+    for (Operation &op : body)
+      if (marked.contains(&op))
+        order.push_back(&op);
+    for (Operation *op : order) {
+      for (Value result : op->getResults()) {
+        RematModel model(func);
+        // The last forward reader: the backward's readers come after it.
+        int64_t lastForward = model.pos.lookup(op);
+        bool backward = false;
+        for (Operation *user : result.getUsers()) {
+          if (forward.contains(user))
+            lastForward = std::max(lastForward, model.pos.lookup(user));
+          else
+            backward = true;
+        }
+        if (!backward)
+          continue;
+        // Inside the marked region, anything is recomputed; outside it,
+        // only pointwise ops and row reductions.
+        std::optional<Decision> d =
+            model.plan(
+                result, lastForward,
+                [&](Operation *src) {
+                  return marked.contains(src) || tierOf(src) <= 1;
+                },
+                /*readAtOk=*/true);
+        if (!d)
+          continue;
+        numClones += apply(*d, model, cloned);
+        ++numDecisions;
+        ++count;
+      }
+    }
+    return count;
+  }
+
+  /// The best decision at the estimate's peak, applied; nullopt when no
+  /// value live across the peak can be recomputed with a saving.
+  std::optional<Decision> decide(func::FuncOp func,
+                                 std::map<std::string, int64_t> &cloned) {
+    RematModel model(func);
+    auto better = [&](const Decision &a, const Decision &b) {
+      if (a.tier != b.tier)
+        return a.tier < b.tier;
+      // Fewer FLOPs per byte saved first (cross-multiplied).
+      __int128 lhs = (__int128)a.flops * b.benefit;
+      __int128 rhs = (__int128)b.flops * a.benefit;
+      if (lhs != rhs)
+        return lhs < rhs;
+      if (a.benefit != b.benefit)
+        return a.benefit > b.benefit;
+      return model.pos.lookup(a.root.getDefiningOp()) <
+             model.pos.lookup(b.root.getDefiningOp());
+    };
+    std::optional<Decision> pick;
+    for (auto &[root, r] : model.range) {
+      if (!(r.first < model.peakPos && r.second > model.peakPos))
+        continue;
+      std::optional<Decision> d =
+          model.plan(root, model.peakPos, [](Operation *) { return true; });
+      if (d && d->benefit > 0 && (!pick || better(*d, *pick)))
+        pick = std::move(d);
+    }
+    if (pick) {
+      numClones += apply(*pick, model, cloned);
+      ++numDecisions;
+    }
+    return pick;
+  }
+
+  LogicalResult runOn(func::FuncOp func, std::optional<int64_t> budget,
+                      const llvm::Regex *pattern) {
+    if (func.isExternal() || !llvm::hasSingleElement(func.getBody()))
+      return success();
+    int64_t stepFlops = 0;
+    func.walk([&](Operation *op) { stepFlops += flopsOf(op); });
+    std::optional<int64_t> before = plannedArena(func);
+    if (!before)
+      return failure();
+    std::map<std::string, int64_t> marked, searched;
+    bool marks = computesGradients(func) &&
+                 applyMarks(func, pattern, marked) > 0;
+    std::optional<int64_t> arena = marks ? plannedArena(func) : before;
+    if (!arena)
+      return failure();
+    bool full = mode == "full";
+    bool search = full || (budget && *arena > *budget);
+    int64_t decisions = 0, best = *arena, bestAt = 0;
+    // For `full`: the function before the search, to replay the decisions
+    // up to the smallest arena reached.
+    OwningOpRef<func::FuncOp> start;
+    if (full)
+      start = cast<func::FuncOp>(func->clone());
+    const int64_t maxDecisions =
+        4 * int64_t(func.getBody().front().getOperations().size());
+    while (search && decisions < maxDecisions) {
+      if (!decide(func, searched))
+        break;
+      ++decisions;
+      arena = plannedArena(func);
+      if (!arena)
+        return failure();
+      if (*arena < best)
+        best = *arena, bestAt = decisions;
+      if (!full && *arena <= *budget)
+        break;
+    }
+    if (full && bestAt < decisions) {
+      func.getBody().takeBody(start->getBody());
+      searched.clear();
+      for (int64_t i = 0; i < bestAt; ++i)
+        (void)decide(func, searched);
+      arena = best;
+    }
+    if (budget && *arena > *budget)
+      return mlir::emitError(func.getLoc(), "loom-remat: @")
+             << func.getName() << " needs an arena of at least " << best
+             << " bytes (the smallest reached by recomputing forward values; "
+                "it is "
+             << *before << " bytes without), more than the budget of "
+             << *budget << " bytes";
+    int64_t flopsAfter = 0;
+    func.walk([&](Operation *op) { flopsAfter += flopsOf(op); });
+    for (auto &[name, n] : searched)
+      marked[name] += n;
+    Builder b(func.getContext());
+    SmallVector<NamedAttribute> ops;
+    for (auto &[name, n] : marked)
+      ops.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(n)));
+    func->setAttr(
+        "loom.remat",
+        b.getDictionaryAttr({
+            b.getNamedAttr("arena_before", b.getI64IntegerAttr(*before)),
+            b.getNamedAttr("arena", b.getI64IntegerAttr(*arena)),
+            b.getNamedAttr("budget", b.getI64IntegerAttr(budget ? *budget : 0)),
+            b.getNamedAttr("step_flops", b.getI64IntegerAttr(stepFlops)),
+            b.getNamedAttr("recompute_flops",
+                           b.getI64IntegerAttr(flopsAfter - stepFlops)),
+            b.getNamedAttr("recomputed", b.getDictionaryAttr(ops)),
+        }));
+    return success();
+  }
+
+  void runOnOperation() override {
+    if (mode != "none" && mode != "auto" && mode != "full") {
+      getOperation().emitError("loom-remat: unknown mode '")
+          << mode << "' (expected none, auto or full)";
+      return signalPassFailure();
+    }
+    std::optional<int64_t> budget;
+    if (!memoryBudget.empty()) {
+      budget = parseByteSize(memoryBudget);
+      if (!budget || *budget <= 0) {
+        getOperation().emitError("loom-remat: memory-budget '")
+            << memoryBudget
+            << "' is not a positive byte count (digits with an optional K, "
+               "M or G suffix)";
+        return signalPassFailure();
+      }
+    }
+    std::optional<llvm::Regex> pattern;
+    if (!checkpoint.empty()) {
+      pattern.emplace(checkpoint);
+      std::string error;
+      if (!pattern->isValid(error)) {
+        getOperation().emitError("loom-remat: checkpoint '")
+            << checkpoint << "' is not a regular expression: " << error;
+        return signalPassFailure();
+      }
+    }
+    if (mode == "none")
+      return;
+    // Nothing asked (no budget, no marks, no pattern): leave the IR as is.
+    bool anyMark = false;
+    getOperation().walk([&](Operation *op) {
+      anyMark |= op->hasAttr(kCheckpointAttr);
+    });
+    if (mode == "auto" && !budget && !pattern && !anyMark)
+      return;
+    for (auto func : llvm::make_early_inc_range(
+             getOperation().getOps<func::FuncOp>()))
+      if (failed(runOn(func, budget, pattern ? &*pattern : nullptr)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
