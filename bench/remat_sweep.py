@@ -45,12 +45,20 @@ def compile_plan(loomc, model, flags, extra):
         a = re.search(r"loom\.arena_bytes = (\d+)", line)
         if a:
             info["arena"] = int(a.group(1))
-        r2 = re.search(r"loom\.remat = \{(.*?)recomputed = \{(.*?)\}", line)
-        if r2:
-            for k, v in re.findall(r"(\w+) = (-?\d+) : i64", r2.group(1)):
+        start = line.find("loom.remat = {")
+        if start >= 0:
+            depth, end = 0, start
+            for end in range(start + len("loom.remat = "), len(line)):
+                depth += {"{": 1, "}": -1}.get(line[end], 0)
+                if depth == 0:
+                    break
+            body = line[start:end + 1]
+            ops = re.search(r"recomputed = \{(.*?)\}", body)
+            rest = body.replace(ops.group(0), "") if ops else body
+            for k, v in re.findall(r"(\w+) = (-?\d+) : i64", rest):
                 info[k] = int(v)
             info["ops"] = dict((k, int(v)) for k, v in
-                               re.findall(r"(\w+) = (\d+) : i64", r2.group(2)))
+                               re.findall(r"(\w+) = (\d+) : i64", ops.group(1))) if ops else {}
         funcs[m.group(1)] = info
     return funcs, "", secs
 
@@ -66,8 +74,10 @@ def main():
     ap.add_argument("--points", type=int, default=8,
                     help="budgets between the no-remat and the smallest arena")
     ap.add_argument("--json", help="write the rows here too")
-    ap.add_argument("extra", nargs="*", help="more loomc flags (after --)")
-    args = ap.parse_args()
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args.extra = extra
 
     base, err, secs0 = compile_plan(args.loomc, args.model, ["--remat=none"], args.extra)
     if base is None:

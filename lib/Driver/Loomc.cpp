@@ -404,8 +404,10 @@ int loom::loomcMain(int argc, char **argv,
       "function arguments marked loom.param; their values are written to a\n"
       "safetensors file (see --params), never into the IR. --train builds the\n"
       "training step; --target compiles it to an artifact that loom-run\n"
-      "runs on the CPU or an NVIDIA GPU. Mixed precision, remat, sharding and\n"
-      "pipelining are not implemented yet.\n");
+      "runs on the CPU or an NVIDIA GPU. --memory-budget makes the arena\n"
+      "of every entry point fit, recomputing forward values in the backward\n"
+      "(loom-remat). Mixed precision, sharding and pipelining are not\n"
+      "implemented yet.\n");
 
   llvm::raw_ostream &err = llvm::errs();
   if (opts.onnxOps) {

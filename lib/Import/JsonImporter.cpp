@@ -594,6 +594,7 @@ struct NodeDecl {
   std::vector<std::string> outputs;
   const json *attrs = nullptr; // An object, or null.
   std::string pointer;         // "/nodes/<index>"
+  bool checkpoint = false;     // recomputed in the backward (loom-remat)
 };
 
 /// A diagnostic held back to be re-emitted with the node's name in front.
@@ -663,6 +664,7 @@ private:
   // Phase 4.
   OwningOpRef<ModuleOp> buildModule();
   void buildNode(const NodeDecl &node);
+  void markCheckpoint(NodeContext &c);
   Value getRngSeed();
   // Phase 5.
   bool materializeParameters(std::vector<ParameterTensor> &out);
@@ -1427,8 +1429,8 @@ void Importer::readNodes() {
         << "field 'nodes': expected a list, got " << describe(*it);
     return;
   }
-  static const StringRef kNodeKeys[] = {"id",      "op",    "inputs",
-                                        "outputs", "attrs", "doc"};
+  static const StringRef kNodeKeys[] = {"id",    "op",  "inputs",    "outputs",
+                                        "attrs", "doc", "checkpoint"};
   std::vector<StringRef> opNames;
   for (const auto &entry : opTable())
     opNames.push_back(entry.getKey());
@@ -1555,6 +1557,17 @@ void Importer::readNodes() {
       }
     } else if (!node.id.empty()) {
       node.outputs.push_back(node.id);
+    }
+
+    if (auto cp = entry.find("checkpoint"); cp != entry.end()) {
+      if (!cp->is_boolean()) {
+        error(namedLoc(node.id, ptr + "/checkpoint"))
+            << what << ": field 'checkpoint': expected true or false, got "
+            << describe(*cp);
+        ok = false;
+      } else {
+        node.checkpoint = cp->get<bool>();
+      }
     }
 
     // attrs
@@ -1883,6 +1896,28 @@ void Importer::buildNode(const NodeDecl &node) {
   }
   for (auto [name, v] : llvm::zip_equal(node.outputs, c.results))
     values[name] = v;
+  if (node.checkpoint)
+    markCheckpoint(c);
+}
+
+/// Sets loom.checkpoint (loom-remat recomputes it in the backward) on the
+/// ops the node made: those of its results and the ops at its location
+/// they are computed from.
+void Importer::markCheckpoint(NodeContext &c) {
+  SmallVector<Operation *> worklist;
+  for (Value v : c.results)
+    if (Operation *op = v.getDefiningOp())
+      worklist.push_back(op);
+  llvm::SmallPtrSet<Operation *, 8> seen;
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    if (!seen.insert(op).second)
+      continue;
+    op->setAttr("loom.checkpoint", UnitAttr::get(op->getContext()));
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp(); def && def->getLoc() == c.loc)
+        worklist.push_back(def);
+  }
 }
 
 //===----------------------------------------------------------------------===//
