@@ -13,7 +13,13 @@ The "activation" share is the arena minus that of @apply_optimizer (the
 parameters, gradients and optimizer state, which no recomputation removes).
 
   python3 bench/remat_sweep.py MODEL.onnx [--points 8] [--loomc build/bin/loomc]
-          [-- extra loomc flags]
+          [--exhaustive N] [-- extra loomc flags]
+
+With --exhaustive N (small graphs: 2^N trial plans per budget), each budget
+is also given to loomc --remat-exhaustive=N, and the table shows, beside the
+greedy search's choice, the least recomputation over every subset of the
+stored forward values (each recomputed before its first backward reader):
+how far the pass is from the optimum of that space.
 """
 import argparse
 import json
@@ -63,8 +69,11 @@ def compile_plan(loomc, model, flags, extra):
     return funcs, "", secs
 
 
+UNIT = [2**20, "MiB"]
+
+
 def mib(b):
-    return "%.1f" % (b / 2**20)
+    return "%.1f" % (b / UNIT[0])
 
 
 def main():
@@ -74,6 +83,8 @@ def main():
     ap.add_argument("--points", type=int, default=8,
                     help="budgets between the no-remat and the smallest arena")
     ap.add_argument("--json", help="write the rows here too")
+    ap.add_argument("--exhaustive", type=int, default=0,
+                    help="also the optimum over every subset of at most N stored values")
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -86,25 +97,33 @@ def main():
     if full is None:
         sys.exit("loomc --remat=full failed: " + err)
     a0 = base[ENTRY]["arena"]
+    if a0 < 64 * 2**20:
+        UNIT[:] = [2**10, "KiB"]
     amin = full[ENTRY]["arena"]
     fixed = base.get("apply_optimizer", {}).get("arena", 0)
     act0 = a0 - fixed
-    print("model %s: no remat %s MiB (activations %s MiB over the optimizer's %s MiB), "
-          "smallest with remat %s MiB (--remat=full); compile %.1f s / %.1f s"
-          % (os.path.basename(args.model), mib(a0), mib(act0), mib(fixed), mib(amin),
-             secs0, secs_full))
+    print("model %s: no remat %s %s (activations %s over the optimizer's %s), "
+          "smallest with remat %s (--remat=full); compile %.1f s / %.1f s"
+          % (os.path.basename(args.model), mib(a0), UNIT[1], mib(act0), mib(fixed),
+             mib(amin), secs0, secs_full))
     budgets = [a0 - (a0 - amin) * i // max(1, args.points - 1) for i in range(args.points)]
     half = fixed + act0 // 2
     if amin <= half < a0:
         budgets.append(half)
     budgets = sorted(set(budgets), reverse=True)
     rows, last, ok = [], None, True
-    print("| budget MiB | planned arena MiB | activations MiB | recompute FLOPs % | "
-          "recomputed ops | compile s |")
-    print("|---:|---:|---:|---:|---|---:|")
+    exh = ["--remat-exhaustive=%d" % args.exhaustive] if args.exhaustive else []
+    if exh:
+        print(("| budget {u} | planned arena {u} | activations {u} | recompute FLOPs % | "
+               "optimum arena {u} | optimum recompute FLOPs % | compile s |").format(u=UNIT[1]))
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+    else:
+        print(("| budget {u} | planned arena {u} | activations {u} | recompute FLOPs % | "
+               "recomputed ops | compile s |").format(u=UNIT[1]))
+        print("|---:|---:|---:|---:|---|---:|")
     for b in budgets:
         funcs, err, secs = compile_plan(args.loomc, args.model,
-                                        ["--memory-budget=%d" % b], args.extra)
+                                        ["--memory-budget=%d" % b] + exh, args.extra)
         if funcs is None:
             print("| %s | error: %s | | | | |" % (mib(b), err.splitlines()[-1][:80]))
             ok = False
@@ -120,10 +139,22 @@ def main():
             note, ok = note + " ROSE", False
         last = arena
         tag = " (half the activations)" if b == half else ""
-        print("| %s%s | %s%s | %s | %.2f | %s | %.1f |"
-              % (mib(b), tag, mib(arena), note, mib(arena - fixed), pct, ops or "-", secs))
-        rows.append(dict(budget=b, arena=arena, activations=arena - fixed,
-                         recompute_pct=pct, ops=t.get("ops", {}), compile_s=secs))
+        row = dict(budget=b, arena=arena, activations=arena - fixed,
+                   recompute_pct=pct, ops=t.get("ops", {}), compile_s=secs)
+        if exh:
+            if "exhaustive_arena" in t:
+                row["optimum_arena"] = t["exhaustive_arena"]
+                row["optimum_pct"] = (100.0 * t["exhaustive_recompute_flops"]
+                                      / max(1, t.get("step_flops", 1)))
+                opt = "%s | %.2f" % (mib(row["optimum_arena"]), row["optimum_pct"])
+            else:
+                opt = "none fits (%d stored values) | -" % t.get("exhaustive_candidates", 0)
+            print("| %s%s | %s%s | %s | %.2f | %s | %.1f |"
+                  % (mib(b), tag, mib(arena), note, mib(arena - fixed), pct, opt, secs))
+        else:
+            print("| %s%s | %s%s | %s | %.2f | %s | %.1f |"
+                  % (mib(b), tag, mib(arena), note, mib(arena - fixed), pct, ops or "-", secs))
+        rows.append(row)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(model=args.model, no_remat=a0, smallest=amin, fixed=fixed,

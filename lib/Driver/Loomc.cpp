@@ -144,6 +144,14 @@ struct Options {
                "node) name matches this regular expression are recomputed "
                "in the backward instead of stored, e.g. 'h\\.[0-9]+/mlp'"),
       cl::value_desc("REGEX"), cl::init(""), cl::cat(category)};
+  cl::opt<int64_t> rematExhaustive{
+      "remat-exhaustive",
+      cl::desc("With --target --train: loom-remat also tries every subset "
+               "of the stored forward values where there are at most N, each "
+               "recomputed before its first backward reader, and --report "
+               "prints the best of them beside its own choice (2^N trial "
+               "plans; bench/remat_sweep.py --exhaustive)"),
+      cl::value_desc("N"), cl::init(0), cl::cat(category)};
   cl::opt<bool> report{"report",
                        cl::desc("With --target: print the kernels, steps and "
                                 "arena bytes of each entry point"),
@@ -256,6 +264,13 @@ void printRemat(DictionaryAttr remat, llvm::raw_ostream &os) {
     });
   }
   os << "\n";
+  if (auto exact = remat.getAs<IntegerAttr>("exhaustive_arena"))
+    os << "    remat subset search (every subset of the "
+       << get("exhaustive_candidates")
+       << " stored forward values, each recomputed before its first "
+          "backward reader): best arena "
+       << exact.getInt() << " bytes, recomputing "
+       << get("exhaustive_recompute_flops") << " FLOPs\n";
 }
 
 void printReport(ModuleOp module, const loom::KernelInfoMap *gpu,
@@ -335,6 +350,7 @@ int compileForTarget(ModuleOp module, Options &opts,
   codegen.memoryBudget = opts.memoryBudget;
   codegen.remat = opts.remat;
   codegen.checkpoint = opts.checkpoint;
+  codegen.rematExhaustive = opts.rematExhaustive;
   // Another writer of the GPU kernels takes them as mapped (before NVVM).
   bool otherWriter = target.cuda && extensions.gpuKernelWriter;
   loom::Phase last = stopAfter;
@@ -489,7 +505,7 @@ int loom::loomcMain(int argc, char **argv,
     return 2;
   }
   bool rematAsked = !opts.memoryBudget.empty() || opts.remat != "auto" ||
-                    !opts.checkpoint.empty();
+                    !opts.checkpoint.empty() || opts.rematExhaustive != 0;
   if (rematAsked && opts.target.empty()) {
     err << "loomc: error: --memory-budget, --remat and --checkpoint need "
            "--target (they act on the arena the code generation plans)\n";

@@ -97,6 +97,7 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
   remat.memoryBudget = options.memoryBudget;
   remat.mode = options.remat;
   remat.checkpoint = options.checkpoint;
+  remat.exhaustive = options.rematExhaustive;
   remat.fuseRecomputeMinElements = options.recomputeMinElements;
   pm.addPass(createRematPass(remat));
   if (stopAfter == Phase::Remat)

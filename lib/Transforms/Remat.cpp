@@ -312,6 +312,27 @@ bool computesGradients(func::FuncOp func) {
   return false;
 }
 
+/// The forward of a function that computes gradients: the ops its first
+/// result (the loss) is computed from.
+llvm::DenseSet<Operation *> forwardOf(func::FuncOp func) {
+  llvm::DenseSet<Operation *> forward;
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  if (ret.getNumOperands() == 0)
+    return forward;
+  SmallVector<Operation *> worklist;
+  if (Operation *def = ret.getOperand(0).getDefiningOp())
+    worklist.push_back(def);
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    if (!forward.insert(op).second)
+      continue;
+    for (Value v : op->getOperands())
+      if (Operation *d = v.getDefiningOp())
+        worklist.push_back(d);
+  }
+  return forward;
+}
+
 /// The location name of `op` (the ONNX node's), or "".
 std::string locationName(Operation *op) {
   Location loc = op->getLoc();
@@ -366,27 +387,40 @@ struct RematPass : public loom::impl::RematPassBase<RematPass> {
     return bytes.getInt();
   }
 
+  /// Recomputes `result` of a forward op for the backward: cloned before
+  /// its first reader that is not in `forward`, with what `chain` accepts.
+  /// Returns whether it was.
+  bool recomputeInBackward(func::FuncOp func, Value result,
+                           const llvm::DenseSet<Operation *> &forward,
+                           llvm::function_ref<bool(Operation *)> chain,
+                           std::map<std::string, int64_t> &cloned) {
+    RematModel model(func);
+    // The last forward reader: the backward's readers come after it.
+    int64_t lastForward = model.pos.lookup(result.getDefiningOp());
+    bool backward = false;
+    for (Operation *user : result.getUsers()) {
+      if (forward.contains(user))
+        lastForward = std::max(lastForward, model.pos.lookup(user));
+      else
+        backward = true;
+    }
+    if (!backward)
+      return false;
+    std::optional<Decision> d =
+        model.plan(result, lastForward, chain, /*readAtOk=*/true);
+    if (!d)
+      return false;
+    numClones += apply(*d, model, cloned);
+    ++numDecisions;
+    return true;
+  }
+
   /// Recomputes the hand-marked values in the backward (first reader that
   /// is not part of the forward). Returns the number of values.
   int64_t applyMarks(func::FuncOp func, const llvm::Regex *pattern,
                      std::map<std::string, int64_t> &cloned) {
     Block &body = func.getBody().front();
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
-    if (ret.getNumOperands() == 0)
-      return 0;
-    // The forward: what the loss (the first result) is computed from.
-    llvm::DenseSet<Operation *> forward;
-    SmallVector<Operation *> worklist;
-    if (Operation *def = ret.getOperand(0).getDefiningOp())
-      worklist.push_back(def);
-    while (!worklist.empty()) {
-      Operation *op = worklist.pop_back_val();
-      if (!forward.insert(op).second)
-        continue;
-      for (Value v : op->getOperands())
-        if (Operation *d = v.getDefiningOp())
-          worklist.push_back(d);
-    }
+    llvm::DenseSet<Operation *> forward = forwardOf(func);
     llvm::DenseSet<Operation *> marked;
     for (Operation &op : body)
       if (forward.contains(&op) && tierOf(&op) >= 0 &&
@@ -398,37 +432,107 @@ struct RematPass : public loom::impl::RematPassBase<RematPass> {
     for (Operation &op : body)
       if (marked.contains(&op))
         order.push_back(&op);
-    for (Operation *op : order) {
-      for (Value result : op->getResults()) {
-        RematModel model(func);
-        // The last forward reader: the backward's readers come after it.
-        int64_t lastForward = model.pos.lookup(op);
-        bool backward = false;
-        for (Operation *user : result.getUsers()) {
-          if (forward.contains(user))
-            lastForward = std::max(lastForward, model.pos.lookup(user));
-          else
-            backward = true;
+    // Inside the marked region, anything is recomputed; outside it, only
+    // pointwise ops and row reductions.
+    auto chain = [&](Operation *src) {
+      return marked.contains(src) || tierOf(src) <= 1;
+    };
+    for (Operation *op : order)
+      for (Value result : op->getResults())
+        count += recomputeInBackward(func, result, forward, chain, cloned);
+    return count;
+  }
+
+  /// The forward values of `func` (of 4 KiB or more, not returned) that
+  /// its backward reads, as (op index, result number) in program order.
+  static SmallVector<std::pair<unsigned, unsigned>>
+  storedForwardValues(func::FuncOp func) {
+    llvm::DenseSet<Operation *> forward = forwardOf(func);
+    SmallVector<std::pair<unsigned, unsigned>> values;
+    for (auto [i, op] : llvm::enumerate(func.getBody().front())) {
+      if (!forward.contains(&op) || tierOf(&op) < 0)
+        continue;
+      for (OpResult r : op.getResults()) {
+        bool late = false, returned = false;
+        for (Operation *user : r.getUsers()) {
+          late |= !forward.contains(user);
+          returned |= isa<func::ReturnOp>(user);
         }
-        if (!backward)
-          continue;
-        // Inside the marked region, anything is recomputed; outside it,
-        // only pointwise ops and row reductions.
-        std::optional<Decision> d =
-            model.plan(
-                result, lastForward,
-                [&](Operation *src) {
-                  return marked.contains(src) || tierOf(src) <= 1;
-                },
-                /*readAtOk=*/true);
-        if (!d)
-          continue;
-        numClones += apply(*d, model, cloned);
-        ++numDecisions;
-        ++count;
+        if (late && !returned && bytesOf(r) >= kSmallBytes)
+          values.push_back({unsigned(i), r.getResultNumber()});
       }
     }
-    return count;
+    return values;
+  }
+
+  /// Recomputes the values of `subset` (bits over `values`, which index
+  /// `func` as it is now) before their first backward readers.
+  void recomputeSubset(func::FuncOp func,
+                       ArrayRef<std::pair<unsigned, unsigned>> values,
+                       uint64_t subset,
+                       std::map<std::string, int64_t> &cloned) {
+    SmallVector<Operation *> ops;
+    for (Operation &op : func.getBody().front())
+      ops.push_back(&op);
+    llvm::DenseSet<Operation *> forward = forwardOf(func);
+    // Earliest first: a value's chain reaches back only, so the ops of the
+    // later values are still there.
+    for (auto [bit, v] : llvm::enumerate(values))
+      if (subset & (uint64_t(1) << bit))
+        (void)recomputeInBackward(
+            func, ops[v.first]->getResult(v.second), forward,
+            [](Operation *) { return true; }, cloned);
+  }
+
+  /// Every subset of the stored forward values, each recomputed before its
+  /// first backward reader, when there are at most `exhaustive` of them:
+  /// the one with the least recomputation within `budget` (the smallest
+  /// arena without one), or nullopt. What the greedy search is measured
+  /// against (bench/remat_sweep.py --exhaustive); recorded in `info`.
+  FailureOr<std::optional<uint64_t>>
+  searchSubsets(func::FuncOp func, std::optional<int64_t> budget,
+                SmallVectorImpl<NamedAttribute> &info) {
+    SmallVector<std::pair<unsigned, unsigned>> values =
+        storedForwardValues(func);
+    Builder b(func.getContext());
+    info.push_back(b.getNamedAttr("exhaustive_candidates",
+                                  b.getI64IntegerAttr(values.size())));
+    if (values.empty() || int64_t(values.size()) > exhaustive)
+      return std::optional<uint64_t>();
+    int64_t stepFlops = 0;
+    func.walk([&](Operation *op) { stepFlops += flopsOf(op); });
+    std::optional<uint64_t> best;
+    int64_t bestArena = 0, bestFlops = 0;
+    for (uint64_t subset = 0; subset < (uint64_t(1) << values.size());
+         ++subset) {
+      OwningOpRef<func::FuncOp> copy = cast<func::FuncOp>(func->clone());
+      std::map<std::string, int64_t> ignored;
+      recomputeSubset(*copy, values, subset, ignored);
+      std::optional<int64_t> arena = plannedArena(*copy);
+      if (!arena)
+        return failure();
+      int64_t flops = -stepFlops;
+      copy->walk([&](Operation *op) { flops += flopsOf(op); });
+      if (budget && *arena > *budget)
+        continue;
+      // Fewest FLOPs within a budget (then the smaller arena); the
+      // smallest arena without one (then the fewer FLOPs). Ties keep the
+      // first subset, so a smaller budget never gets a larger arena.
+      std::pair<int64_t, int64_t> key =
+          budget ? std::make_pair(flops, *arena) : std::make_pair(*arena, flops);
+      std::pair<int64_t, int64_t> bestKey =
+          budget ? std::make_pair(bestFlops, bestArena)
+                 : std::make_pair(bestArena, bestFlops);
+      if (!best || key < bestKey)
+        best = subset, bestArena = *arena, bestFlops = flops;
+    }
+    if (best) {
+      info.push_back(b.getNamedAttr("exhaustive_arena",
+                                    b.getI64IntegerAttr(bestArena)));
+      info.push_back(b.getNamedAttr("exhaustive_recompute_flops",
+                                    b.getI64IntegerAttr(bestFlops)));
+    }
+    return best;
   }
 
   /// The best decision at the estimate's peak, applied; nullopt when no
@@ -474,6 +578,17 @@ struct RematPass : public loom::impl::RematPassBase<RematPass> {
     std::optional<int64_t> before = plannedArena(func);
     if (!before)
       return failure();
+    SmallVector<NamedAttribute> exhaustiveInfo;
+    std::optional<uint64_t> bestSubset;
+    OwningOpRef<func::FuncOp> unmarked;
+    if (exhaustive > 0 && computesGradients(func)) {
+      FailureOr<std::optional<uint64_t>> found =
+          searchSubsets(func, budget, exhaustiveInfo);
+      if (failed(found))
+        return failure();
+      bestSubset = *found;
+      unmarked = cast<func::FuncOp>(func->clone());
+    }
     std::map<std::string, int64_t> marked, searched;
     bool marks = computesGradients(func) &&
                  applyMarks(func, pattern, marked) > 0;
@@ -509,6 +624,16 @@ struct RematPass : public loom::impl::RematPassBase<RematPass> {
         (void)decide(func, searched);
       arena = best;
     }
+    // Where the greedy search cannot meet the budget and a subset of the
+    // stored values can (small graphs, with `exhaustive`), that subset.
+    if (budget && *arena > *budget && bestSubset) {
+      func.getBody().takeBody(unmarked->getBody());
+      marked.clear(), searched.clear();
+      recomputeSubset(func, storedForwardValues(func), *bestSubset, searched);
+      arena = plannedArena(func);
+      if (!arena)
+        return failure();
+    }
     if (budget && *arena > *budget)
       return mlir::emitError(func.getLoc(), "loom-remat: @")
              << func.getName() << " needs an arena of at least " << best
@@ -524,17 +649,16 @@ struct RematPass : public loom::impl::RematPassBase<RematPass> {
     SmallVector<NamedAttribute> ops;
     for (auto &[name, n] : marked)
       ops.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(n)));
-    func->setAttr(
-        "loom.remat",
-        b.getDictionaryAttr({
-            b.getNamedAttr("arena_before", b.getI64IntegerAttr(*before)),
-            b.getNamedAttr("arena", b.getI64IntegerAttr(*arena)),
-            b.getNamedAttr("budget", b.getI64IntegerAttr(budget ? *budget : 0)),
-            b.getNamedAttr("step_flops", b.getI64IntegerAttr(stepFlops)),
-            b.getNamedAttr("recompute_flops",
-                           b.getI64IntegerAttr(flopsAfter - stepFlops)),
-            b.getNamedAttr("recomputed", b.getDictionaryAttr(ops)),
-        }));
+    SmallVector<NamedAttribute> info{
+        b.getNamedAttr("arena_before", b.getI64IntegerAttr(*before)),
+        b.getNamedAttr("arena", b.getI64IntegerAttr(*arena)),
+        b.getNamedAttr("budget", b.getI64IntegerAttr(budget ? *budget : 0)),
+        b.getNamedAttr("step_flops", b.getI64IntegerAttr(stepFlops)),
+        b.getNamedAttr("recompute_flops",
+                       b.getI64IntegerAttr(flopsAfter - stepFlops)),
+        b.getNamedAttr("recomputed", b.getDictionaryAttr(ops))};
+    info.append(exhaustiveInfo);
+    func->setAttr("loom.remat", b.getDictionaryAttr(info));
     return success();
   }
 
@@ -572,7 +696,7 @@ struct RematPass : public loom::impl::RematPassBase<RematPass> {
     getOperation().walk([&](Operation *op) {
       anyMark |= op->hasAttr(kCheckpointAttr);
     });
-    if (mode == "auto" && !budget && !pattern && !anyMark)
+    if (mode == "auto" && !budget && !pattern && !anyMark && exhaustive == 0)
       return;
     for (auto func : llvm::make_early_inc_range(
              getOperation().getOps<func::FuncOp>()))

@@ -20,3 +20,21 @@ func.func @saved(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>) -> tensor<64x64xf
   %h = loom.add %g, %x : tensor<64x64xf32>
   return %h : tensor<64x64xf32>
 }
+
+// -----
+
+// Without `exhaustive`, the greedy search stops at 81920 bytes here (see
+// remat-checkpoint.mlir, where the subset search fits it).
+// expected-error @+1 {{loom-remat: @two needs an arena of at least 81920 bytes}}
+func.func @two(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>) -> (tensor<f32>, tensor<64x64xf32> {loom.grad = "w"}) {
+  %t = loom.tanh %x : tensor<64x64xf32>
+  %s = loom.sigmoid %x : tensor<64x64xf32>
+  %u = loom.add %t, %s : tensor<64x64xf32>
+  %m = loom.matmul %u, %w : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  %r = loom.reduce_sum %m dims = [0] : tensor<64x64xf32> -> tensor<64xf32>
+  %l = loom.reduce_sum %r dims = [0] : tensor<64xf32> -> tensor<f32>
+  %e = loom.exp %x : tensor<64x64xf32>
+  %g = loom.mul %e, %t : tensor<64x64xf32>
+  %g2 = loom.mul %g, %s : tensor<64x64xf32>
+  return %l, %g2 : tensor<f32>, tensor<64x64xf32>
+}

@@ -109,6 +109,11 @@ struct CodegenOptions : public mlir::PassPipelineOptions<CodegenOptions> {
                      "location (ONNX node) name matches are recomputed in "
                      "the backward instead of stored"),
       llvm::cl::init("")};
+  Option<int64_t> rematExhaustive{
+      *this, "remat-exhaustive",
+      llvm::cl::desc("loom-remat: also search every subset of at most this "
+                     "many stored forward values, to compare (0: off)"),
+      llvm::cl::init(0)};
   Option<std::string> stopAfter{
       *this, "stop-after",
       llvm::cl::desc("Last phase to run: remat, fuse, plan-memory, outline, "

@@ -235,8 +235,18 @@ def RematPass : Pass<"loom-remat", "mlir::ModuleOp"> {
 
     Writes `loom.remat` on each function it ran on (peak bytes before and
     after, the budget, the step's FLOPs and the recomputed FLOPs, the
-    recomputed ops by name), which `loomc --report` prints, and reports it
-    as a remark.
+    recomputed ops by name), which `loomc --report` prints.
+
+    With `exhaustive` N > 0, in functions that compute gradients and store
+    at most N forward values (of 4 KiB or more) for the backward, the pass
+    also tries every subset of them, each value recomputed before its first
+    backward reader, fused and planned, and records the least recomputation
+    within the budget (or the smallest arena without one) as
+    `exhaustive_arena` and `exhaustive_recompute_flops`: the best of that
+    space, to measure the greedy search against (2^N trials). It is not a
+    global optimum: the greedy search also splits a value's readers at the
+    peak and moves values, which that space cannot, and on the examples it
+    matches or beats it (docs/performance.md).
   }];
   let options = [
     Option<"memoryBudget", "memory-budget", "std::string", "\"\"",
@@ -248,6 +258,10 @@ def RematPass : Pass<"loom-remat", "mlir::ModuleOp"> {
     Option<"checkpoint", "checkpoint", "std::string", "\"\"",
            "Regular expression: ops whose location name matches are "
            "recomputed in the backward, not stored">,
+    Option<"exhaustive", "exhaustive", "int64_t", "0",
+           "Also find the least recomputation within the budget over every "
+           "subset of the stored forward values, in functions with at most "
+           "this many (recorded as exhaustive_* in loom.remat; 0: off)">,
     Option<"fuseRecomputeMinElements", "fuse-recompute-min-elements",
            "int64_t", "0",
            "loom-fuse's recompute-min-elements, for the trial plans">,
