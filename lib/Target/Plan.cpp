@@ -102,6 +102,7 @@ struct EntryWriter {
     };
     return llvm::json::Object{
         {"kind", "conv"},
+        {"node", nodeName(op->getLoc())},
         {"direction", direction},
         {"x", ids.lookup(x)},
         {"w", ids.lookup(w)},
@@ -182,9 +183,16 @@ struct EntryWriter {
         for (Value v : fusion.getInputs())
           if (!isEmptyTensor(v.getType()))
             bufs.push_back(ids.lookup(v));
-        for (Value v : fusion.getResults())
-          if (!isEmptyTensor(v.getType()))
+        // What each output is: the node of the op that yields it.
+        llvm::json::Array writes, nodes;
+        auto yield = fusion.getBody().front().getTerminator();
+        for (auto [v, y] : llvm::zip(fusion.getResults(), yield->getOperands()))
+          if (!isEmptyTensor(v.getType())) {
             bufs.push_back(ids.lookup(v));
+            writes.push_back(ids.lookup(v));
+            Operation *def = y.getDefiningOp();
+            nodes.push_back(def ? nodeName(def->getLoc()) : std::string());
+          }
         std::string name =
             fusion->getAttrOfType<StringAttr>(kKernelAttr).str();
         const KernelInfo *kernel = nullptr;
@@ -201,7 +209,9 @@ struct EntryWriter {
         if (target->target != "cuda") {
           steps.push_back(llvm::json::Object{{"kind", "kernel"},
                                              {"name", name},
-                                             {"buffers", std::move(bufs)}});
+                                             {"buffers", std::move(bufs)},
+                                             {"writes", std::move(writes)},
+                                             {"nodes", std::move(nodes)}});
           continue;
         }
         if (!kernel)
@@ -209,14 +219,20 @@ struct EntryWriter {
         auto dims = [](const std::array<int64_t, 3> &d) {
           return llvm::json::Array{d[0], d[1], d[2]};
         };
-        for (const GpuLaunch &launch : kernel->launches)
-          steps.push_back(llvm::json::Object{
-              {"kind", "kernel"},
-              {"name", launch.name},
-              {"buffers", llvm::json::Array(bufs)},
-              {"grid", dims(launch.grid)},
-              {"block", dims(launch.block)},
-              {"shared_bytes", launch.sharedBytes}});
+        for (const GpuLaunch &launch : kernel->launches) {
+          llvm::json::Object step{{"kind", "kernel"},
+                                  {"name", launch.name},
+                                  {"buffers", llvm::json::Array(bufs)},
+                                  {"grid", dims(launch.grid)},
+                                  {"block", dims(launch.block)},
+                                  {"shared_bytes", launch.sharedBytes}};
+          // The outputs are complete after the kernel's last launch.
+          if (&launch == &kernel->launches.back()) {
+            step["writes"] = llvm::json::Array(writes);
+            step["nodes"] = llvm::json::Array(nodes);
+          }
+          steps.push_back(std::move(step));
+        }
       } else if (auto mm = dyn_cast<MatmulOp>(op)) {
         auto lt = cast<RankedTensorType>(mm.getLhs().getType());
         auto rt = cast<RankedTensorType>(mm.getRhs().getType());
@@ -243,6 +259,7 @@ struct EntryWriter {
         }
         steps.push_back(llvm::json::Object{
             {"kind", "gemm"},
+            {"node", nodeName(mm.getLoc())},
             {"a", ids.lookup(mm.getLhs())},
             {"b", ids.lookup(mm.getRhs())},
             {"c", ids.lookup(mm.getResult())},

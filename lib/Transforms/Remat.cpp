@@ -333,18 +333,6 @@ llvm::DenseSet<Operation *> forwardOf(func::FuncOp func) {
   return forward;
 }
 
-/// The location name of `op` (the ONNX node's), or "".
-std::string locationName(Operation *op) {
-  Location loc = op->getLoc();
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location l : fused.getLocations())
-      if (auto name = dyn_cast<NameLoc>(l))
-        return name.getName().str();
-  return "";
-}
-
 struct RematPass : public loom::impl::RematPassBase<RematPass> {
   using RematPassBase::RematPassBase;
 
@@ -425,7 +413,7 @@ struct RematPass : public loom::impl::RematPassBase<RematPass> {
     for (Operation &op : body)
       if (forward.contains(&op) && tierOf(&op) >= 0 &&
           (op.hasAttr(kCheckpointAttr) ||
-           (pattern && pattern->match(locationName(&op)))))
+           (pattern && pattern->match(nodeName(op.getLoc())))))
         marked.insert(&op);
     int64_t count = 0;
     SmallVector<Operation *> order;

@@ -15,6 +15,7 @@
 #include "Support.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -151,6 +152,116 @@ bool loadParams(const std::string &path, const std::string &fileName,
     array.shape = tensor.shape;
     array.data.assign(tensor.data, tensor.data + tensor.nbytes);
     out.emplace(tensor.name, std::move(array));
+  }
+  return true;
+}
+
+/// Whether element `i` of `bytes` (of `dtype`) is inf or NaN; false for
+/// integer types.
+bool isNonFinite(DType dtype, const uint8_t *bytes, uint64_t i) {
+  switch (dtype) {
+  case DType::F32: {
+    float v;
+    std::memcpy(&v, bytes + 4 * i, 4);
+    return !std::isfinite(v);
+  }
+  case DType::F64: {
+    double v;
+    std::memcpy(&v, bytes + 8 * i, 8);
+    return !std::isfinite(v);
+  }
+  case DType::BF16:
+  case DType::F16: {
+    uint16_t v;
+    std::memcpy(&v, bytes + 2 * i, 2);
+    uint16_t exponent = dtype == DType::BF16 ? 0x7f80 : 0x7c00;
+    return (v & exponent) == exponent;
+  }
+  default:
+    return false;
+  }
+}
+
+/// Whether element `i` of `bytes` (of a floating-point `dtype`) is NaN.
+bool isNaN(DType dtype, const uint8_t *bytes, uint64_t i) {
+  if (dtype == DType::F32) {
+    float v;
+    std::memcpy(&v, bytes + 4 * i, 4);
+    return std::isnan(v);
+  }
+  if (dtype == DType::F64) {
+    double v;
+    std::memcpy(&v, bytes + 8 * i, 8);
+    return std::isnan(v);
+  }
+  uint16_t v;
+  std::memcpy(&v, bytes + 2 * i, 2);
+  uint16_t exponent = dtype == DType::BF16 ? 0x7f80 : 0x7c00;
+  uint16_t mantissa = dtype == DType::BF16 ? 0x007f : 0x03ff;
+  return (v & exponent) == exponent && (v & mantissa) != 0;
+}
+
+/// LoadOptions::checkNumerics after step `s` of `entry`: reads back the
+/// floating-point buffers the step writes; at the first inf or NaN, sets
+/// `nonFinite` and `*error` (the node, the step, the element) and returns
+/// false.
+bool checkFinite(Backend &backend, Arena &arena, const PlanEntry &entry,
+                 size_t s, bool &nonFinite, std::string *error) {
+  const PlanStep &step = entry.steps[s];
+  if (step.writes.empty())
+    return true;
+  if (!backend.synchronize(error))
+    return false;
+  std::vector<uint8_t> host;
+  for (size_t w = 0; w < step.writes.size(); ++w) {
+    const PlanBuffer &buffer = entry.buffers[step.writes[w]];
+    if (buffer.dtype != DType::F32 && buffer.dtype != DType::F64 &&
+        buffer.dtype != DType::BF16 && buffer.dtype != DType::F16)
+      continue;
+    host.resize(buffer.bytes);
+    // A download may complete at the next synchronize (CUDA): wait for it
+    // before reading, and before `host` is resized.
+    if (buffer.bytes &&
+        (!backend.download(arena, buffer.offset, host.data(), buffer.bytes,
+                           error) ||
+         !backend.synchronize(error)))
+      return false;
+    uint64_t bad = 0, first = 0;
+    bool nan = false;
+    for (uint64_t i = 0; i < buffer.elements; ++i)
+      if (isNonFinite(buffer.dtype, host.data(), i)) {
+        if (!bad++)
+          first = i;
+        nan |= isNaN(buffer.dtype, host.data(), i);
+      }
+    if (!bad)
+      continue;
+    std::string what;
+    switch (step.kind) {
+    case PlanStep::Kind::Kernel:
+      what = "kernel " + step.kernel;
+      break;
+    case PlanStep::Kind::Gemm:
+      what = "gemm";
+      break;
+    case PlanStep::Kind::Conv:
+      what = "conv";
+      break;
+    case PlanStep::Kind::Copy:
+      what = "copy";
+      break;
+    }
+    const std::string &node = step.nodes.size() > w ? step.nodes[w] : "";
+    nonFinite = true;
+    *error = (node.empty() ? std::string("a value of no known node")
+                           : "node " + quoteName(node)) +
+             " became non-finite: " + std::to_string(bad) + " of " +
+             std::to_string(buffer.elements) + " elements of " +
+             describeTensorType(buffer.dtype, buffer.shape) +
+             " are inf or NaN" + (nan ? " (NaN among them)" : "") +
+             ", the first at flat index " + std::to_string(first) + " (" +
+             what + " writing buffer " + std::to_string(step.writes[w]) + ")";
+    return false;
   }
   return true;
 }
@@ -495,8 +606,10 @@ bool Artifact::runImpl(std::string_view entryName,
     if (!arena)
       return false;
     std::string stepError;
+    bool nonFinite = false;
     auto stepFailed = [&](const std::string &what) {
-      sink.set(ErrorCode::IO, where + ": " + what + ": " + stepError);
+      sink.set(nonFinite ? ErrorCode::NonFinite : ErrorCode::IO,
+               where + ": " + what + ": " + stepError);
       return false;
     };
     // State this entry updates in place moves into its arena (once): then
@@ -591,6 +704,11 @@ bool Artifact::runImpl(std::string_view entryName,
             t.later += seconds;
           }
         }
+        if (ok && im.options.checkNumerics &&
+            !checkFinite(backend, *arena, *entry, s, nonFinite, &stepError)) {
+          failedAt = "plan step " + std::to_string(s);
+          return false;
+        }
         if (!ok) {
           failedAt = "step " + std::to_string(s);
           return false;
@@ -613,8 +731,8 @@ bool Artifact::runImpl(std::string_view entryName,
     };
 
     Impl::Slot &slot = im.slots[index * 2 + (resident ? 1 : 0)];
-    bool record =
-        im.options.graphs && !im.options.profile && backend.canRecord();
+    bool record = im.options.graphs && !im.options.profile &&
+                  !im.options.checkNumerics && backend.canRecord();
     if (slot.recording) {
       if (!backend.replay(*slot.recording, &stepError))
         return stepFailed("replaying the recorded steps");

@@ -39,6 +39,9 @@ static_assert(static_cast<int>(ErrorCode::NoDevice) == LOOMRT_ERROR_NO_DEVICE,
 static_assert(static_cast<int>(ErrorCode::OutOfMemory) ==
                   LOOMRT_ERROR_OUT_OF_MEMORY,
               "ErrorCode and loomrt_status differ");
+static_assert(static_cast<int>(ErrorCode::NonFinite) ==
+                  LOOMRT_ERROR_NON_FINITE,
+              "ErrorCode and loomrt_status differ");
 
 static_assert(static_cast<int>(loomrt::DType::F64) == LOOMRT_DTYPE_F64 &&
                   static_cast<int>(loomrt::DType::F32) == LOOMRT_DTYPE_F32 &&

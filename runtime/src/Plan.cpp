@@ -435,6 +435,55 @@ void parseConvStep(const json &value, const std::string &where,
                " overlaps the buffer the step writes");
 }
 
+/// A step's optional `node` (gemm, conv): the model node of what it writes.
+std::string getNode(const json &value, const char *key,
+                    const std::string &where) {
+  auto it = value.find(key);
+  if (it == value.end() || it->is_null())
+    return std::string();
+  if (!it->is_string())
+    fail(fieldWhere(where, key),
+         std::string("expected a node name, got ") + typeName(*it));
+  return it->get<std::string>();
+}
+
+/// A kernel step's optional `writes` (buffer ids among its `buffers`) and
+/// `nodes` (one name per written buffer).
+void parseWrites(const json &value, const std::string &where,
+                 PlanStep &step) {
+  auto w = value.find("writes");
+  if (w == value.end() || w->is_null())
+    return;
+  if (!w->is_array())
+    fail(fieldWhere(where, "writes"),
+         std::string("expected an array of buffer ids, got ") + typeName(*w));
+  for (size_t i = 0; i < w->size(); ++i) {
+    const json &id = (*w)[i];
+    std::string at =
+        fieldWhere(where, "writes") + ": element " + std::to_string(i);
+    if (!id.is_number_unsigned() ||
+        std::find(step.buffers.begin(), step.buffers.end(),
+                  id.get<uint64_t>()) == step.buffers.end())
+      fail(at, "expected one of the step's buffers, got " + id.dump());
+    step.writes.push_back(static_cast<uint32_t>(id.get<uint64_t>()));
+  }
+  auto n = value.find("nodes");
+  if (n == value.end() || n->is_null()) {
+    step.nodes.assign(step.writes.size(), std::string());
+    return;
+  }
+  if (!n->is_array() || n->size() != step.writes.size())
+    fail(fieldWhere(where, "nodes"),
+         "expected an array of " + std::to_string(step.writes.size()) +
+             " node names (one per written buffer)");
+  for (const json &name : *n) {
+    if (!name.is_string())
+      fail(fieldWhere(where, "nodes"),
+           std::string("expected node names, got ") + typeName(name));
+    step.nodes.push_back(name.get<std::string>());
+  }
+}
+
 PlanStep parseStep(const json &value, const std::string &entryWhere,
                    size_t index, const PlanEntry &entry,
                    std::map<std::string, uint32_t> &symbols, Plan &plan) {
@@ -470,6 +519,7 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
                      std::to_string(entry.buffers.size()) + " buffers)");
       step.buffers.push_back(static_cast<uint32_t>(raw));
     }
+    parseWrites(value, where, step);
     if (plan.target == "cuda")
       step.launch = parseLaunchDims(value, where);
     auto [it, inserted] = symbols.emplace(
@@ -593,6 +643,8 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
            "given, but epilogue " + quoteName(gemmEpilogueName(g.epilogue)) +
                " adds no bias");
     }
+    step.writes = {g.c};
+    step.nodes = {getNode(value, "node", where)};
     return step;
   }
   if (kind == "copy") {
@@ -617,6 +669,11 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
     where += " (conv)";
     step.kind = PlanStep::Kind::Conv;
     parseConvStep(value, where, entry, plan, step.conv);
+    const ConvStep &c = step.conv;
+    step.writes = {c.direction == ConvDirection::Forward        ? c.y
+                   : c.direction == ConvDirection::BackwardData ? c.x
+                                                                : c.w};
+    step.nodes = {getNode(value, "node", where)};
     return step;
   }
   fail(fieldWhere(where, "kind"), "unknown step kind " + quoteName(kind) +

@@ -156,6 +156,33 @@ TEST(PlanValidation, StepBufferIdsAreChecked) {
   EXPECT_MESSAGE(r, "output 0: field 'buffer': buffer id 5 is out of range");
 }
 
+TEST(PlanValidation, WrittenBuffersAndTheirNodes) {
+  // Optional: what a step writes and whose values they are (loom-run
+  // --check-numerics names the node).
+  std::string plan = validPlan();
+  std::string withWrites =
+      replace(plan, "\"buffers\": [2, 3, 4]",
+              "\"buffers\": [2, 3, 4], \"writes\": [4], \"nodes\": [\"relu\"]");
+  std::string error;
+  std::optional<Plan> parsed = parsePlan(withWrites, "plan.json", &error);
+  ASSERT_TRUE(parsed) << error;
+  const PlanStep &kernel = parsed->entries[0].steps[1];
+  EXPECT_EQ(kernel.writes, std::vector<uint32_t>{4});
+  EXPECT_EQ(kernel.nodes, std::vector<std::string>{"relu"});
+  // A gemm writes c; its node is optional.
+  EXPECT_EQ(parsed->entries[0].steps[0].writes, std::vector<uint32_t>{2});
+  EXPECT_EQ(parsed->entries[0].steps[0].nodes, std::vector<std::string>{""});
+  Refusal r = parseError(replace(plan, "\"buffers\": [2, 3, 4]",
+                                 "\"buffers\": [2, 3, 4], \"writes\": [1]"));
+  EXPECT_MESSAGE(r, "step 1 (kernel): field 'writes': element 0: expected "
+                    "one of the step's buffers, got 1");
+  r = parseError(replace(plan, "\"buffers\": [2, 3, 4]",
+                         "\"buffers\": [2, 3, 4], \"writes\": [4], "
+                         "\"nodes\": [\"a\", \"b\"]"));
+  EXPECT_MESSAGE(r, "field 'nodes': expected an array of 1 node names (one "
+                    "per written buffer)");
+}
+
 TEST(PlanValidation, GemmDimensionsAndStridesFitTheBuffers) {
   std::string plan = validPlan();
   Refusal r = parseError(replace(plan, "\"k\": 3", "\"k\": 4"));

@@ -41,6 +41,12 @@ struct LoadOptions {
   /// one by one, never recorded, and the backend is synchronized after each,
   /// so that a step's time is its own (loom-run --profile).
   bool profile = false;
+  /// After every step that writes floating-point buffers, read them back
+  /// and fail (ErrorCode::NonFinite) at the first inf or NaN, naming the
+  /// model node whose value it is (plan steps' `nodes`), the step and the
+  /// element. Steps are issued one by one, never recorded; slow, for
+  /// finding where numbers go bad (loom-run --check-numerics).
+  bool checkNumerics = false;
 };
 
 /// The time of one plan step, with LoadOptions::profile: summed over the

@@ -19,6 +19,7 @@ enum class ErrorCode : int {
   Unsupported,     ///< Well formed, but uses something Loom does not handle.
   NoDevice,        ///< The requested device or driver is not available.
   OutOfMemory,     ///< An allocation failed.
+  NonFinite,       ///< A step wrote inf or NaN (LoadOptions::checkNumerics).
 };
 
 } // namespace loomrt

@@ -147,6 +147,12 @@ struct PlanStep {
   ConvStep conv;
   // Copy.
   uint32_t src = 0, dst = 0;
+  /// The buffers the step writes (a kernel's outputs as `writes` lists them,
+  /// after its last launch on CUDA; a gemm's c; a conv's written operand)
+  /// and, for each, the model node whose value it holds ("" where unknown).
+  /// Optional in plan.json: loom-run --check-numerics reads them.
+  std::vector<uint32_t> writes;
+  std::vector<std::string> nodes;
 };
 
 /// The number of PlanStep::Kind values (they count from 0).

@@ -24,7 +24,8 @@ typedef enum loomrt_status {
   LOOMRT_ERROR_FORMAT,
   LOOMRT_ERROR_UNSUPPORTED,
   LOOMRT_ERROR_NO_DEVICE,
-  LOOMRT_ERROR_OUT_OF_MEMORY
+  LOOMRT_ERROR_OUT_OF_MEMORY,
+  LOOMRT_ERROR_NON_FINITE
 } loomrt_status;
 
 /* The library version, "MAJOR.MINOR.PATCH". Static storage. */

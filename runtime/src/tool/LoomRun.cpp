@@ -105,6 +105,13 @@ CUDA (--entry, --train):
   --no-cuda-graph         launch every step's kernels one by one instead of
                           replaying a recorded CUDA graph
 
+Finding where numbers go bad (--entry, --train):
+  --check-numerics        after every kernel, GEMM and convolution, read back
+                          what it wrote and stop at the first inf or NaN,
+                          naming the model node (ONNX node or JSON node id)
+                          whose value it is and, in training, the step
+                          (slow: steps are issued one by one and read back)
+
 ONNX export (--export-onnx):
   --onnx SRC.onnx         the model to copy (default: the plan's source_model)
 
@@ -142,6 +149,7 @@ struct Args {
   bool cudaGraphs = true;
   int threads = 0; // 0: all cores
   std::string profilePath; // --profile
+  bool checkNumerics = false;
   std::set<std::string> given; // flags seen, for mode checks
 };
 
@@ -165,7 +173,7 @@ const Flag kFlags[] = {
     {"no-prefetch", false},   {"onnx", true},
     {"help", false},          {"version", false},
     {"no-cuda-graph", false}, {"threads", true},
-    {"profile", true},
+    {"profile", true},        {"check-numerics", false},
 };
 
 /// Flags that only make sense in some modes.
@@ -188,6 +196,7 @@ const std::map<std::string, std::set<Mode>> kFlagModes = {
     {"no-cuda-graph", {Mode::Train, Mode::Entry}},
     {"threads", {Mode::Train, Mode::Entry}},
     {"profile", {Mode::Train, Mode::Entry}},
+    {"check-numerics", {Mode::Train, Mode::Entry}},
     {"resume", {Mode::Train, Mode::Export}},
     {"params", {Mode::Train, Mode::Entry, Mode::Export}},
     {"seed", {Mode::Train, Mode::Entry}},
@@ -364,6 +373,8 @@ Args parseArgs(int argc, const char *const *argv, bool &help, bool &version) {
       args.onnxSource = value;
     else if (name == "profile")
       args.profilePath = value;
+    else if (name == "check-numerics")
+      args.checkNumerics = true;
   }
   if (help || version)
     return args;
@@ -433,7 +444,8 @@ NpyArray widenBf16(const NpyArray &a) {
 
 std::unique_ptr<Artifact> loadArtifact(const std::string &dir,
                                        bool cudaGraphs = true,
-                                       int threads = 0, bool profile = false) {
+                                       int threads = 0, bool profile = false,
+                                       bool checkNumerics = false) {
   std::string error;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
@@ -442,6 +454,7 @@ std::unique_ptr<Artifact> loadArtifact(const std::string &dir,
   LoadOptions options;
   options.graphs = cudaGraphs;
   options.profile = profile;
+  options.checkNumerics = checkNumerics;
   setCpuThreads(threads);
   std::unique_ptr<Artifact> artifact = Artifact::load(dir, options, &error);
   if (!artifact)
@@ -618,7 +631,7 @@ void writeProfile(const Args &args, const Artifact &artifact,
 void runEntry(const Args &args, std::FILE *err) {
   std::unique_ptr<Artifact> artifact =
       loadArtifact(args.artifact, args.cudaGraphs, args.threads,
-                   !args.profilePath.empty());
+                   !args.profilePath.empty(), args.checkNumerics);
   const PlanEntry *entry = artifact->entry(args.entry);
   if (!entry) {
     std::string names;
@@ -722,7 +735,7 @@ void runEntry(const Args &args, std::FILE *err) {
 void runTrain(const Args &args, std::FILE *err) {
   std::unique_ptr<Artifact> artifact =
       loadArtifact(args.artifact, args.cudaGraphs, args.threads,
-                   !args.profilePath.empty());
+                   !args.profilePath.empty(), args.checkNumerics);
   TrainOptions options = args.train;
   options.log = err;
   TrainResult result;

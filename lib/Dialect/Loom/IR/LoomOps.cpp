@@ -861,6 +861,20 @@ LogicalResult MaxPool2DArgmaxOp::inferReturnTypes(
 #define GET_OP_CLASSES
 #include "loom/Dialect/Loom/IR/LoomOps.cpp.inc"
 
+std::string loom::nodeName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    for (Location l : fused.getLocations())
+      if (std::string n = nodeName(l); !n.empty())
+        return n;
+    return "";
+  }
+  if (auto callsite = dyn_cast<CallSiteLoc>(loc))
+    return nodeName(callsite.getCallee());
+  return "";
+}
+
 //===----------------------------------------------------------------------===//
 // FusionOp
 //===----------------------------------------------------------------------===//

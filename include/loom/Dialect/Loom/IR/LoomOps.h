@@ -33,6 +33,11 @@ inline bool isLibraryCall(mlir::Operation *op) {
          op->hasAttr(kLibraryCallAttr);
 }
 
+/// The name of the model node `loc` comes from (the ONNX node's or the JSON
+/// node's id: a NameLoc, or the first one in a FusedLoc or call site), or
+/// "" when it has none.
+std::string nodeName(mlir::Location loc);
+
 } // namespace loom
 
 #endif // LOOM_DIALECT_LOOM_IR_LOOMOPS_H
