@@ -398,8 +398,7 @@ struct RematPass : public loom::impl::RematPassBase<RematPass> {
         model.plan(result, lastForward, chain, /*readAtOk=*/true);
     if (!d)
       return false;
-    numClones += apply(*d, model, cloned);
-    ++numDecisions;
+    (void)apply(*d, model, cloned);
     return true;
   }
 
@@ -538,8 +537,13 @@ struct RematPass : public loom::impl::RematPassBase<RematPass> {
         return lhs < rhs;
       if (a.benefit != b.benefit)
         return a.benefit > b.benefit;
-      return model.pos.lookup(a.root.getDefiningOp()) <
-             model.pos.lookup(b.root.getDefiningOp());
+      // Then program order, so that the choice never depends on where
+      // values happen to live in memory (the candidates come from a map).
+      auto place = [&](Value v) {
+        return std::make_pair(model.pos.lookup(v.getDefiningOp()),
+                              cast<OpResult>(v).getResultNumber());
+      };
+      return place(a.root) < place(b.root);
     };
     std::optional<Decision> pick;
     for (auto &[root, r] : model.range) {
@@ -551,8 +555,7 @@ struct RematPass : public loom::impl::RematPassBase<RematPass> {
         pick = std::move(d);
     }
     if (pick) {
-      numClones += apply(*pick, model, cloned);
-      ++numDecisions;
+      (void)apply(*pick, model, cloned);
     }
     return pick;
   }
@@ -647,6 +650,8 @@ struct RematPass : public loom::impl::RematPassBase<RematPass> {
         b.getNamedAttr("recomputed", b.getDictionaryAttr(ops))};
     info.append(exhaustiveInfo);
     func->setAttr("loom.remat", b.getDictionaryAttr(info));
+    for (auto &[name, n] : marked)
+      numClones += n;
     return success();
   }
 

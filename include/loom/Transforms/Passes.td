@@ -267,8 +267,8 @@ def RematPass : Pass<"loom-remat", "mlir::ModuleOp"> {
            "loom-fuse's recompute-min-elements, for the trial plans">,
   ];
   let statistics = [
-    Statistic<"numDecisions", "num-decisions", "Values recomputed">,
-    Statistic<"numClones", "num-clones", "Ops cloned into the backward">,
+    Statistic<"numClones", "num-recomputed",
+              "Ops computed again for the backward (moved ops not counted)">,
     Statistic<"numTrials", "num-trials", "Trial fusions and memory plans">,
   ];
   let dependentDialects = ["loom::LoomDialect"];
