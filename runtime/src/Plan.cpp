@@ -556,11 +556,14 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
     const PlanBuffer &a = entry.buffers[g.a];
     const PlanBuffer &b = entry.buffers[g.b];
     const PlanBuffer &c = entry.buffers[g.c];
-    if (a.dtype != DType::F32 && a.dtype != DType::F64)
-      fail(fieldWhere(where, "a"), "buffer " + std::to_string(g.a) +
-                                       " has dtype " +
-                                       std::string(dtypeToShortName(a.dtype)) +
-                                       "; gemm supports f32 and f64");
+    if (a.dtype != DType::F32 && a.dtype != DType::F64 &&
+        !(a.dtype == DType::BF16 && plan.target == "cpu"))
+      fail(fieldWhere(where, "a"),
+           "buffer " + std::to_string(g.a) + " has dtype " +
+               std::string(dtypeToShortName(a.dtype)) +
+               (plan.target == "cpu"
+                    ? "; gemm supports f32, f64 and bf16"
+                    : "; gemm supports f32 and f64 on this target"));
     if (b.dtype != a.dtype)
       fail(fieldWhere(where, "b"),
            "buffer " + std::to_string(g.b) + " has dtype " +
@@ -605,6 +608,10 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
       fail(fieldWhere(where, "c"),
            "buffer " + std::to_string(g.c) +
                " overlaps an operand (BLAS does not allow in-place gemm)");
+    if (auto it = value.find("epilogue");
+        a.dtype == DType::BF16 && it != value.end() && !it->is_null() &&
+        !(it->is_string() && it->get<std::string>() == "none"))
+      fail(fieldWhere(where, "epilogue"), "bf16 gemm steps take no epilogue");
     if (auto it = value.find("epilogue"); it != value.end() && !it->is_null()) {
       if (!it->is_string())
         fail(fieldWhere(where, "epilogue"),

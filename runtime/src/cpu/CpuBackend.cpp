@@ -16,6 +16,7 @@
 #include "../Support.h"
 #include "CpuConv.h"
 #include "CpuGemm.h"
+#include "CpuMatmul.h"
 
 #include <cblas.h>
 #include <cerrno>
@@ -262,6 +263,19 @@ public:
                     reinterpret_cast<const double *>(base + call.offsetBias));
       return true;
     }
+    if (call.dtype == DType::BF16) {
+      // The plan refused epilogues on bf16 GEMMs. oneDNN unless
+      // LOOMRT_CPU_GEMM chose OpenBLAS (then, as without oneDNN, CBLAS on
+      // the operands widened to f32).
+      dnnl.open();
+      if (!dnnl.available())
+        quietOpenMp();
+      return matmuls.runBf16(
+          g, reinterpret_cast<const uint16_t *>(base + call.offsetA),
+          reinterpret_cast<const uint16_t *>(base + call.offsetB),
+          reinterpret_cast<uint16_t *>(base + call.offsetC),
+          dnnl.available(), error);
+    }
     setError(error, "gemm on dtype " +
                         std::string(dtypeToShortName(call.dtype)) +
                         " is not supported");
@@ -364,6 +378,7 @@ private:
   void *library = nullptr;
   std::vector<KernelFn> kernels;
   DnnlGemm dnnl;
+  CpuMatmul matmuls; ///< bf16 GEMMs
   CpuConv convs;
   bool userBlocktime = false, quieted = false;
 };

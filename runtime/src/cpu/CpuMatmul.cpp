@@ -1,0 +1,208 @@
+//===- CpuMatmul.cpp - bf16 GEMM steps: oneDNN's matmul, or CBLAS ---------===//
+
+#include "CpuMatmul.h"
+#include "CpuDnnl.h"
+#include "CpuDnnlApi.h"
+
+#include <cblas.h>
+
+#include <array>
+#include <cstring>
+#include <map>
+#include <new>
+#include <vector>
+
+namespace loomrt {
+
+float bf16ToFloat(uint16_t v) noexcept {
+  uint32_t bits = uint32_t(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t floatToBf16(float f) noexcept {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN: keep it one
+    return uint16_t((bits >> 16) | 0x40);
+  uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+  return uint16_t((bits + rounding) >> 16);
+}
+
+#if LOOMRT_HAVE_DNNL_HEADERS
+/// One matmul primitive per geometry, over memories whose data handles are
+/// set at each run (the arena's addresses).
+struct CpuMatmul::Dnnl {
+  DnnlApi api;
+  dnnl_engine_t engine = nullptr;
+  dnnl_stream_t stream = nullptr;
+  struct Prepared {
+    dnnl_primitive_t matmul = nullptr;
+    dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
+  };
+  std::map<std::array<int64_t, 9>, Prepared> prepared;
+
+  void release(Prepared &p) {
+    for (dnnl_memory_t m : {p.a, p.b, p.c})
+      if (m)
+        api.dnnl_memory_destroy(m);
+    if (p.matmul)
+      api.dnnl_primitive_destroy(p.matmul);
+    p = Prepared{};
+  }
+  ~Dnnl() {
+    for (auto &entry : prepared)
+      release(entry.second);
+    if (stream)
+      api.dnnl_stream_destroy(stream);
+    if (engine)
+      api.dnnl_engine_destroy(engine);
+  }
+  bool start(void *lib) {
+    return dnnlMajorVersion() == DNNL_VERSION_MAJOR && api.load(lib) &&
+           api.dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success &&
+           api.dnnl_stream_create(&stream, engine,
+                                  dnnl_stream_default_flags) == dnnl_success;
+  }
+
+  /// [batch, rows, cols] of bf16 with the plan's strides; a transposed
+  /// operand is stored [cols, rows].
+  bool describe(dnnl_memory_desc_t &md, int64_t batch, int64_t rows,
+                int64_t cols, uint64_t batchStride, bool transposed) {
+    dnnl_dims_t dims = {batch, rows, cols};
+    dnnl_dims_t strides = {batchStride ? int64_t(batchStride) : rows * cols,
+                           transposed ? 1 : cols, transposed ? rows : 1};
+    return api.dnnl_memory_desc_init_by_strides(&md, 3, dims, dnnl_bf16,
+                                                strides) == dnnl_success;
+  }
+
+  bool prepare(const GemmStep &g, Prepared &p) {
+    dnnl_memory_desc_t a, b, c;
+    int64_t batchB = g.strideB == 0 ? 1 : g.batch;
+    if (!describe(a, g.batch, g.m, g.k, g.strideA, g.transA) ||
+        !describe(b, batchB, g.k, g.n, g.strideB, g.transB) ||
+        !describe(c, g.batch, g.m, g.n, g.strideC, false))
+      return false;
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_desc_t pd = nullptr;
+    bool ok =
+        api.dnnl_matmul_desc_init(&desc, &a, &b, nullptr, &c) ==
+            dnnl_success &&
+        api.dnnl_primitive_desc_create(&pd, &desc, nullptr, engine, nullptr) ==
+            dnnl_success &&
+        api.dnnl_primitive_create(&p.matmul, pd) == dnnl_success &&
+        api.dnnl_memory_create(&p.a, &a, engine, DNNL_MEMORY_NONE) ==
+            dnnl_success &&
+        api.dnnl_memory_create(&p.b, &b, engine, DNNL_MEMORY_NONE) ==
+            dnnl_success &&
+        api.dnnl_memory_create(&p.c, &c, engine, DNNL_MEMORY_NONE) ==
+            dnnl_success;
+    if (pd)
+      api.dnnl_primitive_desc_destroy(pd);
+    return ok;
+  }
+
+  /// 1: ran; 0: no primitive for this geometry; -1: oneDNN failed.
+  int run(const GemmStep &g, const uint16_t *a, const uint16_t *b,
+          uint16_t *c) {
+    std::array<int64_t, 9> key = {g.batch,
+                                  g.m,
+                                  g.n,
+                                  g.k,
+                                  g.transA,
+                                  g.transB,
+                                  int64_t(g.strideA),
+                                  int64_t(g.strideB),
+                                  int64_t(g.strideC)};
+    auto it = prepared.find(key);
+    if (it == prepared.end()) {
+      Prepared &p = prepared[key];
+      if (!prepare(g, p))
+        release(p); // remembered as unsupported
+      it = prepared.find(key);
+    }
+    Prepared &p = it->second;
+    if (!p.matmul)
+      return 0;
+    if (api.dnnl_memory_set_data_handle(p.a, const_cast<uint16_t *>(a)) !=
+            dnnl_success ||
+        api.dnnl_memory_set_data_handle(p.b, const_cast<uint16_t *>(b)) !=
+            dnnl_success ||
+        api.dnnl_memory_set_data_handle(p.c, c) != dnnl_success)
+      return -1;
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p.a},
+                               {DNNL_ARG_WEIGHTS, p.b},
+                               {DNNL_ARG_DST, p.c}};
+    return api.dnnl_primitive_execute(p.matmul, stream, 3, args) ==
+                       dnnl_success &&
+                   api.dnnl_stream_wait(stream) == dnnl_success
+               ? 1
+               : -1;
+  }
+};
+#else
+struct CpuMatmul::Dnnl {
+  bool start(void *) { return false; }
+  int run(const GemmStep &, const uint16_t *, const uint16_t *, uint16_t *) {
+    return 0;
+  }
+};
+#endif
+
+CpuMatmul::CpuMatmul() = default;
+CpuMatmul::~CpuMatmul() = default;
+
+bool CpuMatmul::runBf16(const GemmStep &g, const uint16_t *a,
+                        const uint16_t *b, uint16_t *c, bool useDnnl,
+                        std::string *error) noexcept {
+  if (useDnnl && !dnnlTried) {
+    dnnlTried = true;
+    if (void *lib = dnnlLibrary()) {
+      dnnl.reset(new (std::nothrow) Dnnl);
+      if (dnnl && !dnnl->start(lib))
+        dnnl.reset();
+    }
+  }
+  if (useDnnl && dnnl) {
+    int ran = dnnl->run(g, a, b, c);
+    if (ran == 1) {
+      last = "onednn";
+      return true;
+    }
+    if (ran < 0) {
+      if (error)
+        *error = "oneDNN's bf16 matmul failed";
+      return false;
+    }
+  }
+  // Widen to f32 (exact), multiply with the CBLAS, round to bf16.
+  last = "cblas";
+  int64_t aRows = g.transA ? g.k : g.m, aCols = g.transA ? g.m : g.k;
+  int64_t bRows = g.transB ? g.n : g.k, bCols = g.transB ? g.k : g.n;
+  std::vector<float> fa, fb, fc;
+  try {
+    fa.resize(aRows * aCols), fb.resize(bRows * bCols), fc.resize(g.m * g.n);
+  } catch (...) {
+    if (error)
+      *error = "out of memory widening a bf16 GEMM's operands";
+    return false;
+  }
+  for (int64_t i = 0; i < g.batch; ++i) {
+    const uint16_t *ai = a + i * g.strideA, *bi = b + i * g.strideB;
+    for (size_t j = 0; j < fa.size(); ++j)
+      fa[j] = bf16ToFloat(ai[j]);
+    for (size_t j = 0; j < fb.size(); ++j)
+      fb[j] = bf16ToFloat(bi[j]);
+    cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
+                g.transB ? CblasTrans : CblasNoTrans, int(g.m), int(g.n),
+                int(g.k), 1.0f, fa.data(), int(aCols), fb.data(), int(bCols),
+                0.0f, fc.data(), int(g.n));
+    uint16_t *ci = c + i * g.strideC;
+    for (size_t j = 0; j < fc.size(); ++j)
+      ci[j] = floatToBf16(fc[j]);
+  }
+  return true;
+}
+
+} // namespace loomrt
