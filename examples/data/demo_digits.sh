@@ -3,6 +3,7 @@
 # the held-out accuracy: make the data, compile, train with evaluation, plot.
 # Usage: examples/data/demo_digits.sh [OUT_DIR]   (default out/digits)
 # Needs build/bin/{loomc,loom-run} and the .venv of scripts/setup.sh.
+# LOOMC_FLAGS adds loomc flags (e.g. --precision=bf16).
 # Hyper-parameters: those of examples/data/README.md (AdamW, lr 1e-2, cosine
 # decay to 0 over 1000 steps of batch 32), which reach >= 97% in JAX too.
 set -euo pipefail
@@ -18,7 +19,7 @@ mkdir -p "$OUT"
 rm -rf "$OUT/digits.loom" "$OUT/metrics.jsonl"
 "$BIN/loomc" "$ROOT/examples/onnx/digits_mlp.onnx" --train --loss=cross_entropy \
   --labels=labels --optimizer=adamw --lr=1e-2 --schedule=cosine \
-  --total-steps=$STEPS --target=cpu -o "$OUT/digits.loom"
+  --total-steps=$STEPS --target=cpu ${LOOMC_FLAGS:-} -o "$OUT/digits.loom"
 "$BIN/loom-run" "$OUT/digits.loom" --train --data "$OUT/digits_train.npz" \
   --eval-data "$OUT/digits_test.npz" --eval-every 100 --steps $STEPS \
   --batch-size 32 --metrics "$OUT/metrics.jsonl" \

@@ -51,11 +51,12 @@ struct Options {
   cl::opt<std::string> emit{
       "emit",
       cl::desc("Phase after which to print the IR: mlir (alias import), "
-               "loss, autodiff, optimizer (these three imply --train), "
-               "fuse, plan-memory, outline (the kernels in a nested module "
+               "loss, mixed-precision, autodiff, optimizer (these imply "
+               "--train), remat, fuse, plan-memory, outline (the kernels in "
+               "a nested module "
                "@loom_kernels), bufferize, kernels (cpu: the kernels in the "
                "LLVM dialect; cuda: the gpu.module of Loom's thread "
-               "mapping), nvvm, ptx (cuda only; the PTX text). From fuse on "
+               "mapping), nvvm, ptx (cuda only; the PTX text). From remat on "
                "these need --target; each prints what loom-opt "
                "--loom-codegen-cpu/--loom-codegen-cuda{stop-after=PHASE} "
                "prints"),
@@ -169,7 +170,7 @@ struct Options {
 
 /// Phases DESIGN.md names that later issues implement: refused, not ignored.
 bool isPlannedPhase(StringRef phase) {
-  return llvm::is_contained({"mixed-precision", "shard", "pipeline"}, phase);
+  return llvm::is_contained({"shard", "pipeline"}, phase);
 }
 
 std::string shapeString(Type type) {
@@ -422,8 +423,9 @@ int loom::loomcMain(int argc, char **argv,
       "training step; --target compiles it to an artifact that loom-run\n"
       "runs on the CPU or an NVIDIA GPU. --memory-budget makes the arena\n"
       "of every entry point fit, recomputing forward values in the backward\n"
-      "(loom-remat). Mixed precision, sharding and pipelining are not\n"
-      "implemented yet.\n");
+      "(loom-remat); --precision=bf16 runs the GEMMs in bf16\n"
+      "(loom-mixed-precision; on the CPU target only).\n"
+      "fp16, sharding and pipelining are not implemented yet.\n");
 
   llvm::raw_ostream &err = llvm::errs();
   if (opts.onnxOps) {

@@ -17,6 +17,7 @@ struct PhaseName {
 };
 constexpr PhaseName kPhases[] = {
     {Phase::Import, "import"},        {Phase::Loss, "loss"},
+    {Phase::MixedPrecision, "mixed-precision"},
     {Phase::Autodiff, "autodiff"},    {Phase::Optimizer, "optimizer"},
     {Phase::Remat, "remat"},          {Phase::Fuse, "fuse"},            {Phase::PlanMemory, "plan-memory"},
     {Phase::Outline, "outline"},      {Phase::Bufferize, "bufferize"},
@@ -67,6 +68,7 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
   // Each option goes to its pass (the defaults of TrainingOptions.def and
   // of the passes agree: test/Driver/loomc-vs-loom-opt.test).
   AttachLossPassOptions AttachLoss;
+  MixedPrecisionPassOptions MixedPrecision;
   OptimizerPassOptions Optimizer;
 #define LOOM_TRAINING_OPTION(PASS, TYPE, FIELD, FLAG, DEFAULT, DESC)          \
   PASS.FIELD = options.FIELD;
@@ -75,6 +77,9 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
   pm.addPass(createAttachLossPass(AttachLoss));
   pm.addPass(createBatchNormTrainPass());
   if (stopAfter == Phase::Loss)
+    return;
+  pm.addPass(createMixedPrecisionPass(MixedPrecision));
+  if (stopAfter == Phase::MixedPrecision)
     return;
   pm.addPass(createAutodiffPass());
   pm.addPass(createCSEPass());

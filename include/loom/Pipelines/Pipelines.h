@@ -23,6 +23,7 @@ namespace loom {
 enum class Phase {
   Import,     // the model in the loom dialect (alias: mlir)
   Loss,       // loom-attach-loss, loom-batch-norm-train
+  MixedPrecision, // loom-mixed-precision
   Autodiff,   // loom-autodiff
   Optimizer,  // loom-optimizer: @train_step and the other entries
   Remat,      // inline, cse, loom-conv-to-gemm, loom-fold-transposes,
@@ -71,7 +72,8 @@ struct TrainingOptions : public mlir::PassPipelineOptions<TrainingOptions> {
                            llvm::cl::init(false)};
   Option<std::string> stopAfter{
       *this, "stop-after",
-      llvm::cl::desc("Last phase to run: loss, autodiff or optimizer"),
+      llvm::cl::desc("Last phase to run: loss, mixed-precision, autodiff or "
+                     "optimizer"),
       llvm::cl::init("optimizer")};
 };
 

@@ -66,6 +66,46 @@ def BatchNormTrainPass : Pass<"loom-batch-norm-train", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
 }
 
+def MixedPrecisionPass : Pass<"loom-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "Runs the low-precision ops (GEMMs) in bf16.";
+  let description = [{
+    Runs before `loom-autodiff`, on every function. Each op whose
+    mixed-precision class is `low_precision` (PrecisionClassOpInterface;
+    for now `loom.matmul` only, see below) and whose floating-point
+    operands are f32
+    takes them cast to bf16, computes in bf16 (the runtime's bf16 GEMM sums
+    in f32 and rounds each result once) and has its result cast back to f32
+    for the ops after it. Every other op (`follow` and `keep_f32`: norms,
+    softmax, losses, reductions, pointwise ops) stays in f32, and so do the
+    parameters (f32 master weights) and the optimizer state. The bf16 copy
+    of a value is made once, next to the value (a weight's at the top of
+    the function), however many GEMMs read it.
+
+    `loom-autodiff` then differentiates the casts (a cast's cotangent is
+    cast back), so the backward's GEMMs read and write bf16 too and each
+    weight's gradient arrives in f32.
+
+    `precision`: `fp32` (nothing), `bf16`, or `fp16` (refused: fp16 needs
+    dynamic loss scaling, not implemented yet).
+
+    Not yet PyTorch autocast's full policy: pointwise ops after a GEMM run
+    in f32 rather than following their inputs into bf16, so activations
+    are stored in f32 (plus the bf16 copies the backward's GEMMs read); and
+    convolutions stay f32, because off oneDNN a bf16 convolution is im2col
+    and per-image GEMMs whose partial sums would meet in bf16 rather than
+    f32.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", "\"fp32\"",
+           "fp32, bf16 (or fp16: refused for now)">,
+  ];
+  let statistics = [
+    Statistic<"numLowered", "num-low-precision",
+              "Ops computed in 16 bits">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def AutodiffPass : Pass<"loom-autodiff", "mlir::ModuleOp"> {
   let summary = "Builds the backward pass of a forward function.";
   let description = [{
