@@ -424,7 +424,7 @@ int loom::loomcMain(int argc, char **argv,
       "runs on the CPU or an NVIDIA GPU. --memory-budget makes the arena\n"
       "of every entry point fit, recomputing forward values in the backward\n"
       "(loom-remat); --precision=bf16 runs the GEMMs in bf16\n"
-      "(loom-mixed-precision; on the CPU target only).\n"
+      "(loom-mixed-precision).\n"
       "fp16, sharding and pipelining are not implemented yet.\n");
 
   llvm::raw_ostream &err = llvm::errs();

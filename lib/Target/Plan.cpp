@@ -237,15 +237,10 @@ struct EntryWriter {
         auto lt = cast<RankedTensorType>(mm.getLhs().getType());
         auto rt = cast<RankedTensorType>(mm.getRhs().getType());
         Type et = lt.getElementType();
-        bool cpu = target->target != "cuda";
-        if (!et.isF32() && !et.isF64() && !(cpu && et.isBF16()))
-          return op.emitError("plan: GEMM steps multiply f32 and f64 "
-                              "matrices")
-                 << (cpu ? " (and bf16 ones on the CPU)" : " on CUDA")
-                 << ", not " << et
-                 << (et.isBF16() ? " (bf16 GEMMs on CUDA are not "
-                                   "implemented yet)"
-                                 : "");
+        if (!et.isF32() && !et.isF64() && !et.isBF16())
+          return op.emitError("plan: GEMM steps multiply f32, f64 and bf16 "
+                              "matrices, not ")
+                 << et;
         bool ta = mm.getTransposeA(), tb = mm.getTransposeB();
         int64_t rank = lt.getRank(), rr = rt.getRank();
         int64_t M = lt.getDimSize(rank - (ta ? 1 : 2));

@@ -557,13 +557,11 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
     const PlanBuffer &b = entry.buffers[g.b];
     const PlanBuffer &c = entry.buffers[g.c];
     if (a.dtype != DType::F32 && a.dtype != DType::F64 &&
-        !(a.dtype == DType::BF16 && plan.target == "cpu"))
+        a.dtype != DType::BF16)
       fail(fieldWhere(where, "a"),
            "buffer " + std::to_string(g.a) + " has dtype " +
                std::string(dtypeToShortName(a.dtype)) +
-               (plan.target == "cpu"
-                    ? "; gemm supports f32, f64 and bf16"
-                    : "; gemm supports f32 and f64 on this target"));
+               "; gemm supports f32, f64 and bf16");
     if (b.dtype != a.dtype)
       fail(fieldWhere(where, "b"),
            "buffer " + std::to_string(g.b) + " has dtype " +

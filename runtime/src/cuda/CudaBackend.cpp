@@ -667,11 +667,14 @@ private:
     const GemmStep &g = *call.step;
     GemmPlan plan;
     bool f64 = call.dtype == DType::F64;
-    int type = f64 ? CUDA_R_64F : CUDA_R_32F;
+    bool bf16 = call.dtype == DType::BF16;
+    // bf16 operands and results, f32 sums and scalars (alpha, beta).
+    int type = f64 ? CUDA_R_64F : bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    int scaleType = f64 ? CUDA_R_64F : CUDA_R_32F;
     int compute = f64 ? CUBLAS_COMPUTE_64F
-                      : (envString("LOOMRT_CUDA_ALLOW_TF32") == "1"
-                             ? CUBLAS_COMPUTE_32F_FAST_TF32
-                             : CUBLAS_COMPUTE_32F);
+                  : !bf16 && envString("LOOMRT_CUDA_ALLOW_TF32") == "1"
+                      ? CUBLAS_COMPUTE_32F_FAST_TF32
+                      : CUBLAS_COMPUTE_32F;
     std::string failed;
     auto check = [&](cublasStatus_t s, const char *what) {
       if (s != CUBLAS_STATUS_SUCCESS && failed.empty())
@@ -687,7 +690,7 @@ private:
       if (plan.desc)
         lt->cublasLtMatmulDescDestroy(plan.desc);
     };
-    check(lt->cublasLtMatmulDescCreate(&plan.desc, compute, type),
+    check(lt->cublasLtMatmulDescCreate(&plan.desc, compute, scaleType),
           "cublasLtMatmulDescCreate");
     // Column-major view: D (n x m) = opA(plan B) (n x k) * opB(plan A) (k x m).
     int32_t opA = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;

@@ -532,6 +532,41 @@ void matmul(const MatmulDesc &d, const Layout &la, const T *a, const Layout &lb,
   }
 }
 
+/// bf16 operands and results with f32 sums, as cuBLASLt's CUDA_R_16BF with
+/// CUBLAS_COMPUTE_32F: each result rounded once to nearest even.
+float bf16Load(const uint16_t *p) {
+  uint32_t bits = uint32_t(*p) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+uint16_t bf16Round(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((bits >> 16) | 0x40);
+  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+void matmulBf16(const MatmulDesc &d, const Layout &la, const uint16_t *a,
+                const Layout &lb, const uint16_t *b, const Layout &lc,
+                uint16_t *c) {
+  uint64_t m = lc.rows, n = lc.cols;
+  uint64_t k = d.transA ? la.rows : la.cols;
+  for (int32_t batch = 0; batch < lc.batch; ++batch) {
+    const uint16_t *ab = a + batch * la.stride;
+    const uint16_t *bb = b + batch * lb.stride;
+    uint16_t *cb = c + batch * lc.stride;
+    for (uint64_t i = 0; i < m; ++i)
+      for (uint64_t j = 0; j < n; ++j) {
+        float acc = 0;
+        for (uint64_t l = 0; l < k; ++l)
+          acc += bf16Load(d.transA ? &ab[l + i * la.ld] : &ab[i + l * la.ld]) *
+                 bf16Load(d.transB ? &bb[j + l * lb.ld] : &bb[l + j * lb.ld]);
+        cb[i + j * lc.ld] = bf16Round(acc);
+      }
+  }
+}
+
 } // namespace
 
 static int ltHandleToken;
@@ -654,7 +689,9 @@ EXPORT int cublasLtMatmul(void *, void *desc, const void *alpha, const void *a,
   auto span = [](const Layout &l, size_t elem) {
     return ((l.batch - 1) * l.stride + (l.cols - 1) * l.ld + l.rows) * elem;
   };
-  size_t elem = A.type == 1 ? 8 : 4;
+  size_t elem = A.type == 1 ? 8 : A.type == 14 ? 2 : 4;
+  if (A.type == 14 && md->epilogue != 1)
+    return 7; // Loom's bf16 GEMMs take no epilogue
   if (!deviceRange(reinterpret_cast<uintptr_t>(a), span(A, elem)) ||
       !deviceRange(reinterpret_cast<uintptr_t>(b), span(B, elem)) ||
       !deviceRange(reinterpret_cast<uintptr_t>(d), span(C, elem)))
@@ -664,6 +701,10 @@ EXPORT int cublasLtMatmul(void *, void *desc, const void *alpha, const void *a,
     if (A.type == 1)
       matmul(dc, A, static_cast<const double *>(a), B,
              static_cast<const double *>(b), C, static_cast<double *>(d));
+    else if (A.type == 14)
+      matmulBf16(dc, A, static_cast<const uint16_t *>(a), B,
+                 static_cast<const uint16_t *>(b), C,
+                 static_cast<uint16_t *>(d));
     else
       matmul(dc, A, static_cast<const float *>(a), B,
              static_cast<const float *>(b), C, static_cast<float *>(d));
