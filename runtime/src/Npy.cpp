@@ -44,10 +44,14 @@ struct NpyType {
   DType dtype;
   std::string_view code;
 };
+// NumPy has no bfloat16: ml_dtypes' bfloat16 arrays are saved as two-byte
+// void elements ('<V2'), which is how bf16 is read here (and written, as
+// '|V2', NumPy's own spelling of that type).
 constexpr NpyType kNpyTypes[] = {
     {DType::F64, "f8"}, {DType::F32, "f4"}, {DType::F16, "f2"},
-    {DType::I64, "i8"}, {DType::I32, "i4"}, {DType::I16, "i2"},
-    {DType::I8, "i1"},  {DType::U8, "u1"},  {DType::Bool, "b1"},
+    {DType::BF16, "V2"}, {DType::I64, "i8"}, {DType::I32, "i4"},
+    {DType::I16, "i2"}, {DType::I8, "i1"},  {DType::U8, "u1"},
+    {DType::Bool, "b1"},
 };
 
 std::string supportedDescrs() {
@@ -653,7 +657,8 @@ std::string npyDescr(DType dtype) noexcept {
   for (const NpyType &type : kNpyTypes) {
     if (type.dtype != dtype)
       continue;
-    char order = dtypeSize(dtype) == 1 ? '|' : '<';
+    // A void element has no byte order: NumPy writes '|V2'.
+    char order = dtypeSize(dtype) == 1 || dtype == DType::BF16 ? '|' : '<';
     try {
       return order + std::string(type.code);
     } catch (...) {

@@ -370,6 +370,23 @@ TEST_F(NpyValidationTest, HeaderThatIsNotALiteral) {
             "header is not valid UTF-8 (format version 3.0)");
 }
 
+TEST_F(NpyValidationTest, VoidPairsAreBf16) {
+  // ml_dtypes saves bfloat16 arrays as '<V2'; NumPy spells the type '|V2'.
+  for (const char *descr : {"'<V2'", "'|V2'"}) {
+    std::string file = npyFile(dictWith(descr, "False", "(2,)"),
+                               std::string("\x80\x3f\x00\xc0", 4));
+    std::string error;
+    std::optional<NpyArray> a = parseNpy(
+        reinterpret_cast<const uint8_t *>(file.data()), file.size(), "x.npy",
+        &error);
+    ASSERT_TRUE(a) << error;
+    EXPECT_EQ(a->dtype, DType::BF16);
+    EXPECT_EQ(a->shape, std::vector<int64_t>{2});
+    // 1.0 and -2.0 as bf16.
+    EXPECT_EQ(a->data, (std::vector<uint8_t>{0x80, 0x3f, 0x00, 0xc0}));
+  }
+}
+
 TEST_F(NpyValidationTest, HeaderKeys) {
   auto bad = [&](const std::string &header) {
     return npyError(npyFile(header, ""));
@@ -396,10 +413,10 @@ TEST_F(NpyValidationTest, HeaderValues) {
   };
   EXPECT_EQ(bad("'<u2'", "False", "()", ErrorCode::Unsupported),
             "dtype '<u2' is not supported (supported: '<f8', '<f4', '<f2', "
-            "'<i8', '<i4', '<i2', '|i1', '|u1', '|b1', in either byte "
+            "'|V2', '<i8', '<i4', '<i2', '|i1', '|u1', '|b1', in either byte "
             "order)");
   for (const char *descr : {"'<c8'", "'<U3'", "'|O'", "'<M8[s]'", "'f4'", "''",
-                            "'<f4 '", "'%f4'", "'<V2'"})
+                            "'<f4 '", "'%f4'", "'<V4'"})
     EXPECT_CONTAINS(bad(descr, "False", "()", ErrorCode::Unsupported),
                     "is not supported");
   EXPECT_EQ(bad("[('a', '<f4')]", "False", "()", ErrorCode::Unsupported),

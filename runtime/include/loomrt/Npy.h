@@ -40,8 +40,11 @@ struct NpyArray {
   std::vector<uint8_t> data;
 };
 
-/// The .npy dtype string for `dtype`: "<f8", "<f4", "<f2", "<i8", "<i4",
-/// "<i2", "|i1", "|u1", "|b1". BF16 has no NumPy type and gives "".
+/// The .npy dtype string for `dtype`: "<f8", "<f4", "<f2", "|V2", "<i8",
+/// "<i4", "<i2", "|i1", "|u1", "|b1". NumPy has no bfloat16: BF16 is a
+/// two-byte void element, as ml_dtypes' bfloat16 arrays are saved ("<V2";
+/// both spellings are read; `np.load(f).view(ml_dtypes.bfloat16)` reads one
+/// back). "" for an invalid enumerator.
 std::string npyDescr(DType dtype) noexcept;
 
 /// Reads a .npy file: format versions 1.0, 2.0 and 3.0, the dtypes listed at
@@ -65,9 +68,9 @@ std::optional<NpyArray> parseNpy(const uint8_t *bytes, size_t size,
 
 /// The bytes of a .npy file holding `array`: identical to what np.save writes
 /// for it (format 1.0, or 2.0 when the header needs more than 64 KiB; the
-/// data starts 64-byte aligned). On failure (invalid dtype, BF16, a negative
+/// data starts 64-byte aligned). On failure (invalid dtype, a negative
 /// dimension, data size not matching the shape) returns std::nullopt and sets
-/// `*error`/`*code` (InvalidArgument; Unsupported for BF16).
+/// `*error`/`*code` (InvalidArgument).
 std::optional<std::vector<uint8_t>>
 encodeNpy(const NpyArray &array, std::string *error,
           ErrorCode *code = nullptr) noexcept;

@@ -442,6 +442,28 @@ NpyArray widenBf16(const NpyArray &a) {
   return out;
 }
 
+/// An f32 array given for a bf16 input: narrowed when every value is a
+/// bf16 value (as f32 files written from bf16 data are), refused otherwise
+/// rather than rounded behind the user's back.
+NpyArray narrowToBf16(const NpyArray &a, const std::string &what) {
+  NpyArray out;
+  out.dtype = DType::BF16;
+  out.shape = a.shape;
+  out.data.resize(a.data.size() / 2);
+  for (size_t i = 0; i < a.data.size() / 4; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, a.data.data() + 4 * i, 4);
+    if (bits & 0xffffu)
+      failure(what + ": element " + std::to_string(i) +
+              " is not a bf16 value, and the input is bf16; give a bf16 "
+              ".npy ('<V2', as ml_dtypes saves bfloat16) or f32 values that "
+              "bf16 holds exactly");
+    uint16_t high = uint16_t(bits >> 16);
+    std::memcpy(out.data.data() + 2 * i, &high, 2);
+  }
+  return out;
+}
+
 std::unique_ptr<Artifact> loadArtifact(const std::string &dir,
                                        bool cudaGraphs = true,
                                        int threads = 0, bool profile = false,
@@ -655,6 +677,9 @@ void runEntry(const Args &args, std::FILE *err) {
     std::optional<NpyArray> array = readNpy(path, &error);
     if (!array)
       failure("--input " + name + ": " + error);
+    if (entry->findInput(name)->dtype == DType::BF16 &&
+        array->dtype == DType::F32)
+      *array = narrowToBf16(*array, "--input " + name + ": " + path);
     given.emplace(name, std::move(*array));
   }
   std::optional<int64_t> checkpointStep;
