@@ -59,11 +59,11 @@ struct MixedPrecisionPass
     SmallVector<Operation *> ops;
     func.walk([&](Operation *op) {
       auto cls = dyn_cast<PrecisionClassOpInterface>(op);
-      // Convolutions stay f32 for now: off oneDNN, a bf16 convolution is
-      // im2col and per-image GEMMs whose partial sums would meet in bf16,
-      // not f32 (docs/training.md, "Mixed precision").
+      // Grouped and depthwise convolutions stay f32: their direct loops
+      // would sum in bf16. One group: im2col and a bf16 GEMM with f32 sums.
+      auto conv = dyn_cast<Conv2DOp>(op);
       if (cls && cls.getPrecisionClass() == PrecisionClass::LowPrecision &&
-          isa<MatmulOp>(op) &&
+          (isa<MatmulOp>(op) || (conv && conv.getGroups() == 1)) &&
           llvm::any_of(op->getOperandTypes(), isF32Tensor) &&
           llvm::all_of(op->getResultTypes(), isF32Tensor))
         ops.push_back(op);

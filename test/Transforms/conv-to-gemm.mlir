@@ -54,13 +54,15 @@ func.func @forward(%x: tensor<2x3x6x5xf32> {loom.input = "x"},
   return %y, %dx, %dw : tensor<2x4x4x4xf32>, tensor<2x3x6x5xf32>, tensor<4x3x3x2xf32>
 }
 
-// A batch of one needs no transposes; grouped and 16-bit convolutions keep
-// their direct loops.
+// A batch of one needs no transposes; grouped convolutions keep their
+// direct loops; a bf16 one with one group becomes a bf16 GEMM (which sums
+// in f32).
 // CHECK-LABEL: func.func @single_grouped_bf16
 // CHECK-NOT:   loom.transpose
 // CHECK:       loom.im2col
 // CHECK:       loom.conv2d {{.*}}groups = 2
-// CHECK:       loom.conv2d {{.*}}bf16
+// CHECK:       loom.im2col {{.*}} : tensor<1x4x5x5xbf16> -> tensor<36x9xbf16>
+// CHECK-NEXT:  loom.matmul {{.*}} : (tensor<6x36xbf16>, tensor<36x9xbf16>) -> tensor<6x9xbf16>
 func.func @single_grouped_bf16(%x: tensor<1x4x5x5xf32>, %w: tensor<6x4x3x3xf32>,
                                %wg: tensor<6x2x3x3xf32>, %xb: tensor<1x4x5x5xbf16>,
                                %wb: tensor<6x4x3x3xbf16>)
@@ -86,7 +88,7 @@ func.func @single_grouped_bf16(%x: tensor<1x4x5x5xf32>, %w: tensor<6x4x3x3xf32>,
 // LIB:       loom.conv2d {{.*}}loom.library_call
 // LIB:       loom.conv2d {{.*}}groups = 2 : i64, loom.library_call
 // LIB-NOT:   loom.library_call
-// LIB:       loom.conv2d {{.*}}bf16
+// LIB:       loom.matmul {{.*}}bf16
 // LIB-LABEL: func.func @f64
 // LIB:       loom.im2col
 // LIB-NOT:   loom.library_call
@@ -114,4 +116,19 @@ func.func @depthwise(%x: tensor<2x4x8x8xf32>, %w: tensor<4x1x5x5xf32>, %dy: tens
   %d5 = loom.conv2d_filter_grad %x, %dy {strides = array<i64: 1, 1>, padding = array<i64: 2, 2, 2, 2>, dilations = array<i64: 1, 1>, groups = 4 : i64}
       : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<4x1x5x5xf32>
   return %y, %d3, %d5 : tensor<2x4x8x8xf32>, tensor<4x1x3x3xf32>, tensor<4x1x5x5xf32>
+}
+
+// -----
+
+// A bf16 input gradient: the GEMM gives bf16 columns, and col2im sums the
+// overlapping patches in f32, rounded once to bf16 at the end.
+// CHECK-LABEL: func.func @input_grad_bf16
+// CHECK:       %[[COLS:.+]] = loom.matmul {{.*}} -> tensor<{{[0-9x]+}}xbf16>
+// CHECK-NEXT:  %[[WIDE:.+]] = loom.cast %[[COLS]] : tensor<{{[0-9x]+}}xbf16> -> tensor<{{[0-9x]+}}xf32>
+// CHECK-NEXT:  %[[SUM:.+]] = loom.col2im %[[WIDE]] {{.*}} -> tensor<1x2x4x4xf32>
+// CHECK-NEXT:  loom.cast %[[SUM]] : tensor<1x2x4x4xf32> -> tensor<1x2x4x4xbf16>
+func.func @input_grad_bf16(%dy: tensor<1x3x2x2xbf16>, %w: tensor<3x2x3x3xbf16>) -> tensor<1x2x4x4xbf16> {
+  %dx = loom.conv2d_input_grad %dy, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64}
+      : (tensor<1x3x2x2xbf16>, tensor<3x2x3x3xbf16>) -> tensor<1x2x4x4xbf16>
+  return %dx : tensor<1x2x4x4xbf16>
 }

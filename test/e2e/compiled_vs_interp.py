@@ -247,6 +247,7 @@ def check_model(args, m, work):
 
 
 def main():
+    global TOL, TRAJ_TOL
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--loomc")
     p.add_argument("--loom-run")
@@ -272,8 +273,14 @@ def main():
                         "(then run with the fake "
                         "CUDA driver: LOOMRT_CUDA_DRIVER and "
                         "LOOMRT_CUBLASLT_LIBRARY in the environment)")
+    p.add_argument("--tol", type=float, default=TOL,
+                   help="norm-wise relative tolerance of each entry's outputs")
+    p.add_argument("--traj-tol", type=float, default=TRAJ_TOL,
+                   help="of the parameters after the trajectory (bf16 "
+                        "models, whose rounding is 2^-8, need about 1e-2)")
     p.add_argument("models", nargs="*")
     args = p.parse_args()
+    TOL, TRAJ_TOL = args.tol, args.traj_tol
     need = {"prepare": ("loomc", "loom_interp"), "check": ("loom_run",),
             "all": ("loomc", "loom_interp", "loom_run")}[args.phase]
     for n in need:

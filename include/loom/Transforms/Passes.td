@@ -67,12 +67,12 @@ def BatchNormTrainPass : Pass<"loom-batch-norm-train", "mlir::ModuleOp"> {
 }
 
 def MixedPrecisionPass : Pass<"loom-mixed-precision", "mlir::ModuleOp"> {
-  let summary = "Runs the low-precision ops (GEMMs) in bf16.";
+  let summary = "Runs the low-precision ops (GEMMs, convolutions) in bf16.";
   let description = [{
     Runs before `loom-autodiff`, on every function. Each op whose
     mixed-precision class is `low_precision` (PrecisionClassOpInterface;
-    for now `loom.matmul` only, see below) and whose floating-point
-    operands are f32
+    `loom.matmul`, and `loom.conv2d` with one group, see below) and whose
+    floating-point operands are f32
     takes them cast to bf16, computes in bf16 (the runtime's bf16 GEMM sums
     in f32 and rounds each result once) and has its result cast back to f32
     for the ops after it. Every other op (`follow` and `keep_f32`: norms,
@@ -91,9 +91,10 @@ def MixedPrecisionPass : Pass<"loom-mixed-precision", "mlir::ModuleOp"> {
     Not yet PyTorch autocast's full policy: pointwise ops after a GEMM run
     in f32 rather than following their inputs into bf16, so activations
     are stored in f32 (plus the bf16 copies the backward's GEMMs read); and
-    convolutions stay f32, because off oneDNN a bf16 convolution is im2col
-    and per-image GEMMs whose partial sums would meet in bf16 rather than
-    f32.
+    grouped and depthwise convolutions stay f32: their bf16 direct loops
+    would sum in bf16, not f32. A bf16 convolution with one group becomes
+    im2col and one bf16 GEMM over the whole batch (`loom-conv-to-gemm`),
+    on both targets.
   }];
   let options = [
     Option<"precision", "precision", "std::string", "\"fp32\"",
@@ -171,8 +172,8 @@ def ConvToGemmPass : Pass<"loom-conv-to-gemm", "mlir::ModuleOp"> {
   let summary = "Turns convolutions and their gradients into im2col and GEMMs.";
   let description = [{
     Rewrites every `loom.conv2d`, `loom.conv2d_input_grad` and
-    `loom.conv2d_filter_grad` with one group and f32 or f64 elements into a
-    library GEMM (`loom.matmul`, which stays outside the kernels) around
+    `loom.conv2d_filter_grad` with one group and f32, f64 or bf16 elements
+    into a library GEMM (`loom.matmul`, which stays outside the kernels) around
     `loom.im2col` / `loom.col2im`, with `P = OH*OW` and `K = C*KH*KW`:
 
     - `conv2d`: `filter[O, K] x im2col(x)[K, N*P]`, then the `[O, N, P]`
@@ -183,7 +184,7 @@ def ConvToGemmPass : Pass<"loom-conv-to-gemm", "mlir::ModuleOp"> {
     `dy` is brought to `[O, N*P]`, and a filter to `[O, K]`, once per
     value, however many GEMMs read it; with a batch of one every transpose
     is a reshape. Grouped and
-    depthwise convolutions and 16-bit ones are left alone (their direct
+    depthwise convolutions and f16 ones are left alone (their direct
     loops). Runs after inlining and CSE, before `loom-fuse`, so that the
     transposes fuse with their neighbours; it does not run CSE itself, so
     the forward's im2col is not kept alive for the backward (which makes
@@ -195,8 +196,8 @@ def ConvToGemmPass : Pass<"loom-conv-to-gemm", "mlir::ModuleOp"> {
     group, slower than Loom's loop) are not rewritten but marked
     `loom.library_call`: `loom-fuse` leaves them outside the kernels and the
     plan runs each as a `conv` step (oneDNN's convolution primitives in the
-    runtime, docs/plan-format.md). f64 ones are still rewritten (oneDNN has
-    no f64 convolution).
+    runtime, docs/plan-format.md). f64 and bf16 ones are still rewritten
+    (oneDNN has no f64 convolution; its bf16 ones are not wired yet).
   }];
   let options = [
     Option<"libraryConvs", "library-convs", "bool", "false",
