@@ -1424,8 +1424,15 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     samplesDone += stepSamples;
     lastLoss = loss;
     if (lossOut && !std::isfinite(loss) && !warnedNaN) {
-      progress.note("warning: loss is " + formatNumber(loss) + " at step " +
-                    std::to_string(step));
+      std::string warning =
+          "warning: loss is " + formatNumber(loss) + " at step " +
+          std::to_string(step) +
+          " (loom-run --check-numerics stops at the op where it first "
+          "becomes inf or NaN)";
+      if (opt.progress != ProgressMode::None)
+        progress.note(warning);
+      else if (opt.warnings)
+        std::fprintf(log, "%s\n", warning.c_str());
       warnedNaN = true;
     }
     double elapsed = secondsSince(begin);

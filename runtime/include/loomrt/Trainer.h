@@ -56,6 +56,9 @@ struct TrainOptions {
 
   ProgressMode progress = ProgressMode::Auto;
   std::FILE *log = nullptr; ///< progress and notes; null means stderr
+  /// Warnings (a non-finite loss) go to `log` even without progress output;
+  /// false: only errors (loom-run --quiet).
+  bool warnings = true;
 };
 
 struct TrainResult {

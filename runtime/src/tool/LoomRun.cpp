@@ -407,8 +407,10 @@ Args parseArgs(int argc, const char *const *argv, bool &help, bool &version) {
     if (!args.given.count("steps"))
       usage("--train needs --steps N");
   }
-  if (args.quiet)
+  if (args.quiet) {
     args.train.progress = ProgressMode::None;
+    args.train.warnings = false;
+  }
   return args;
 }
 
