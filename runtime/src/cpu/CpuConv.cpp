@@ -90,10 +90,7 @@ struct Workspace {
 };
 } // namespace
 
-struct CpuConv::Dnnl {
-  DnnlApi api;
-  dnnl_engine_t engine = nullptr;
-  dnnl_stream_t stream = nullptr;
+struct CpuConv::Dnnl : DnnlSession {
 
   /// One operand of a primitive: the plan's plain layout, the primitive's,
   /// and the reorder between them when they differ.
@@ -132,19 +129,6 @@ struct CpuConv::Dnnl {
   ~Dnnl() {
     for (auto &entry : prepared)
       release(entry.second);
-    if (stream)
-      api.dnnl_stream_destroy(stream);
-    if (engine)
-      api.dnnl_engine_destroy(engine);
-  }
-
-  bool start(void *lib) {
-    // The functions used here are oneDNN 2's (3 replaced the descriptor
-    // calls); the header compiled against says which major this is.
-    return dnnlMajorVersion() == DNNL_VERSION_MAJOR && api.load(lib) &&
-           api.dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success &&
-           api.dnnl_stream_create(&stream, engine,
-                                  dnnl_stream_default_flags) == dnnl_success;
   }
 
   /// Plain memory descriptors of the plan's x, w, y (and `any` ones for the

@@ -12,6 +12,8 @@
 
 #if LOOMRT_HAVE_DNNL_HEADERS
 
+#include "CpuDnnl.h"
+
 #include <dlfcn.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -59,6 +61,36 @@ struct DnnlApi {
   }
 };
 
+
+/// The API with a CPU engine and a stream: what the primitives run on.
+/// The conv and matmul steps each keep one (derived from it), with their
+/// primitives, which they release before this destroys the stream and the
+/// engine.
+struct DnnlSession {
+  DnnlApi api;
+  dnnl_engine_t engine = nullptr;
+  dnnl_stream_t stream = nullptr;
+
+  DnnlSession() = default;
+  DnnlSession(const DnnlSession &) = delete;
+  DnnlSession &operator=(const DnnlSession &) = delete;
+  ~DnnlSession() {
+    if (stream)
+      api.dnnl_stream_destroy(stream);
+    if (engine)
+      api.dnnl_engine_destroy(engine);
+  }
+
+  /// Looks the API up in `lib` and makes the engine and stream; false
+  /// unless `lib` is the major version compiled against (the functions used
+  /// are oneDNN 2's: 3 replaced the descriptor calls).
+  bool start(void *lib) {
+    return dnnlMajorVersion() == DNNL_VERSION_MAJOR && api.load(lib) &&
+           api.dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success &&
+           api.dnnl_stream_create(&stream, engine,
+                                  dnnl_stream_default_flags) == dnnl_success;
+  }
+};
 
 } // namespace loomrt
 

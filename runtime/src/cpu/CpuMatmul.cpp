@@ -33,10 +33,7 @@ uint16_t floatToBf16(float f) noexcept {
 #if LOOMRT_HAVE_DNNL_HEADERS
 /// One matmul primitive per geometry, over memories whose data handles are
 /// set at each run (the arena's addresses).
-struct CpuMatmul::Dnnl {
-  DnnlApi api;
-  dnnl_engine_t engine = nullptr;
-  dnnl_stream_t stream = nullptr;
+struct CpuMatmul::Dnnl : DnnlSession {
   struct Prepared {
     dnnl_primitive_t matmul = nullptr;
     dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
@@ -54,16 +51,6 @@ struct CpuMatmul::Dnnl {
   ~Dnnl() {
     for (auto &entry : prepared)
       release(entry.second);
-    if (stream)
-      api.dnnl_stream_destroy(stream);
-    if (engine)
-      api.dnnl_engine_destroy(engine);
-  }
-  bool start(void *lib) {
-    return dnnlMajorVersion() == DNNL_VERSION_MAJOR && api.load(lib) &&
-           api.dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success &&
-           api.dnnl_stream_create(&stream, engine,
-                                  dnnl_stream_default_flags) == dnnl_success;
   }
 
   /// [batch, rows, cols] of bf16 with the plan's strides; a transposed
