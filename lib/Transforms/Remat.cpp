@@ -379,9 +379,11 @@ struct RematPass : public loom::impl::RematPassBase<RematPass> {
   /// its first reader that is not in `forward`, with what `chain` accepts.
   /// Returns whether it was.
   bool recomputeInBackward(func::FuncOp func, Value result,
-                           const llvm::DenseSet<Operation *> &forward,
                            llvm::function_ref<bool(Operation *)> chain,
                            std::map<std::string, int64_t> &cloned) {
+    // Taken afresh: earlier decisions erased ops (moved ones), whose
+    // addresses new ops may reuse.
+    llvm::DenseSet<Operation *> forward = forwardOf(func);
     RematModel model(func);
     // The last forward reader: the backward's readers come after it.
     int64_t lastForward = model.pos.lookup(result.getDefiningOp());
@@ -406,27 +408,28 @@ struct RematPass : public loom::impl::RematPassBase<RematPass> {
   /// is not part of the forward). Returns the number of values.
   int64_t applyMarks(func::FuncOp func, const llvm::Regex *pattern,
                      std::map<std::string, int64_t> &cloned) {
-    Block &body = func.getBody().front();
+    // A mark is on the op itself (attribute, location), so the copies of a
+    // marked op are marked too.
+    auto isMarked = [&](Operation *op) {
+      return tierOf(op) >= 0 &&
+             (op->hasAttr(kCheckpointAttr) ||
+              (pattern && pattern->match(nodeName(op->getLoc()))));
+    };
     llvm::DenseSet<Operation *> forward = forwardOf(func);
-    llvm::DenseSet<Operation *> marked;
-    for (Operation &op : body)
-      if (forward.contains(&op) && tierOf(&op) >= 0 &&
-          (op.hasAttr(kCheckpointAttr) ||
-           (pattern && pattern->match(nodeName(op.getLoc())))))
-        marked.insert(&op);
-    int64_t count = 0;
     SmallVector<Operation *> order;
-    for (Operation &op : body)
-      if (marked.contains(&op))
+    for (Operation &op : func.getBody().front())
+      if (forward.contains(&op) && isMarked(&op))
         order.push_back(&op);
     // Inside the marked region, anything is recomputed; outside it, only
-    // pointwise ops and row reductions.
+    // pointwise ops and row reductions. Program order: a value's chain
+    // reaches back only, so the later marked ops are still there.
     auto chain = [&](Operation *src) {
-      return marked.contains(src) || tierOf(src) <= 1;
+      return isMarked(src) || tierOf(src) <= 1;
     };
+    int64_t count = 0;
     for (Operation *op : order)
       for (Value result : op->getResults())
-        count += recomputeInBackward(func, result, forward, chain, cloned);
+        count += recomputeInBackward(func, result, chain, cloned);
     return count;
   }
 
@@ -461,13 +464,12 @@ struct RematPass : public loom::impl::RematPassBase<RematPass> {
     SmallVector<Operation *> ops;
     for (Operation &op : func.getBody().front())
       ops.push_back(&op);
-    llvm::DenseSet<Operation *> forward = forwardOf(func);
     // Earliest first: a value's chain reaches back only, so the ops of the
     // later values are still there.
     for (auto [bit, v] : llvm::enumerate(values))
       if (subset & (uint64_t(1) << bit))
         (void)recomputeInBackward(
-            func, ops[v.first]->getResult(v.second), forward,
+            func, ops[v.first]->getResult(v.second),
             [](Operation *) { return true; }, cloned);
   }
 

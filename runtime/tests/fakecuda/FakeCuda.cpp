@@ -501,9 +501,41 @@ struct Layout {
   int64_t stride = 0;
 };
 
+/// A bf16 element as cuBLASLt stores it (CUDA_R_16BF): raw bits.
+struct Bf16 {
+  uint16_t bits;
+};
+
+/// What a stored element is summed as: itself, or f32 for bf16 (cuBLASLt's
+/// CUBLAS_COMPUTE_32F), and back, rounding to nearest even.
+template <typename T> struct Sum {
+  using Type = T;
+  static T widen(T v) { return v; }
+  static T narrow(T v) { return v; }
+};
+template <> struct Sum<Bf16> {
+  using Type = float;
+  static float widen(Bf16 v) {
+    uint32_t bits = uint32_t(v.bits) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  static Bf16 narrow(float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    if ((bits & 0x7fffffffu) > 0x7f800000u)
+      return {uint16_t((bits >> 16) | 0x40)};
+    return {uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16)};
+  }
+};
+
+/// The product with its epilogue, summed in Sum<T>::Type and rounded once
+/// to T (the backend gives bf16 GEMMs no epilogue).
 template <typename T>
 void matmul(const MatmulDesc &d, const Layout &la, const T *a, const Layout &lb,
             const T *b, const Layout &lc, T *c) {
+  using S = typename Sum<T>::Type;
   uint64_t m = lc.rows, n = lc.cols;
   uint64_t k = d.transA ? la.rows : la.cols;
   const T *bias = static_cast<const T *>(d.bias);
@@ -513,56 +545,21 @@ void matmul(const MatmulDesc &d, const Layout &la, const T *a, const Layout &lb,
     T *cb = c + batch * lc.stride;
     for (uint64_t i = 0; i < m; ++i)
       for (uint64_t j = 0; j < n; ++j) {
-        T acc = 0;
+        S acc = 0;
         for (uint64_t l = 0; l < k; ++l) {
-          T x = d.transA ? ab[l + i * la.ld] : ab[i + l * la.ld];
-          T y = d.transB ? bb[j + l * lb.ld] : bb[l + j * lb.ld];
+          S x = Sum<T>::widen(d.transA ? ab[l + i * la.ld] : ab[i + l * la.ld]);
+          S y = Sum<T>::widen(d.transB ? bb[j + l * lb.ld] : bb[l + j * lb.ld]);
           acc += x * y;
         }
         if (d.epilogue & 4)
-          acc += bias[i];
+          acc += Sum<T>::widen(bias[i]);
         if (d.epilogue & 2)
-          acc = acc > T(0) ? acc : T(0);
+          acc = acc > S(0) ? acc : S(0);
         if (d.epilogue & 32)
-          acc = T(0.5) * acc *
-                (T(1) + std::tanh(T(0.7978845608028654) *
-                                  (acc + T(0.044715) * acc * acc * acc)));
-        cb[i + j * lc.ld] = acc;
-      }
-  }
-}
-
-/// bf16 operands and results with f32 sums, as cuBLASLt's CUDA_R_16BF with
-/// CUBLAS_COMPUTE_32F: each result rounded once to nearest even.
-float bf16Load(const uint16_t *p) {
-  uint32_t bits = uint32_t(*p) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-uint16_t bf16Round(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((bits >> 16) | 0x40);
-  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-void matmulBf16(const MatmulDesc &d, const Layout &la, const uint16_t *a,
-                const Layout &lb, const uint16_t *b, const Layout &lc,
-                uint16_t *c) {
-  uint64_t m = lc.rows, n = lc.cols;
-  uint64_t k = d.transA ? la.rows : la.cols;
-  for (int32_t batch = 0; batch < lc.batch; ++batch) {
-    const uint16_t *ab = a + batch * la.stride;
-    const uint16_t *bb = b + batch * lb.stride;
-    uint16_t *cb = c + batch * lc.stride;
-    for (uint64_t i = 0; i < m; ++i)
-      for (uint64_t j = 0; j < n; ++j) {
-        float acc = 0;
-        for (uint64_t l = 0; l < k; ++l)
-          acc += bf16Load(d.transA ? &ab[l + i * la.ld] : &ab[i + l * la.ld]) *
-                 bf16Load(d.transB ? &bb[j + l * lb.ld] : &bb[l + j * lb.ld]);
-        cb[i + j * lc.ld] = bf16Round(acc);
+          acc = S(0.5) * acc *
+                (S(1) + std::tanh(S(0.7978845608028654) *
+                                  (acc + S(0.044715) * acc * acc * acc)));
+        cb[i + j * lc.ld] = Sum<T>::narrow(acc);
       }
   }
 }
@@ -702,9 +699,8 @@ EXPORT int cublasLtMatmul(void *, void *desc, const void *alpha, const void *a,
       matmul(dc, A, static_cast<const double *>(a), B,
              static_cast<const double *>(b), C, static_cast<double *>(d));
     else if (A.type == 14)
-      matmulBf16(dc, A, static_cast<const uint16_t *>(a), B,
-                 static_cast<const uint16_t *>(b), C,
-                 static_cast<uint16_t *>(d));
+      matmul(dc, A, static_cast<const Bf16 *>(a), B,
+             static_cast<const Bf16 *>(b), C, static_cast<Bf16 *>(d));
     else
       matmul(dc, A, static_cast<const float *>(a), B,
              static_cast<const float *>(b), C, static_cast<float *>(d));
