@@ -35,6 +35,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "mlir/Support/FileUtilities.h"
 
+#include <cstring>
 #include <map>
 
 using namespace mlir;
@@ -180,7 +181,8 @@ std::string shapeString(Type type) {
   return s;
 }
 
-/// Optimizer state starts at zero; it is stored beside the parameters.
+/// Optimizer state starts at zero, or at its `loom.init` value (the loss
+/// scale); it is stored beside the parameters.
 void addOptimizerState(ModuleOp module, loom::ParameterStore &params) {
   auto apply = module.lookupSymbol<func::FuncOp>("apply_optimizer");
   if (!apply)
@@ -190,10 +192,17 @@ void addOptimizerState(ModuleOp module, loom::ParameterStore &params) {
     if (!name)
       continue;
     auto type = cast<RankedTensorType>(apply.getArgumentTypes()[i]);
-    size_t bytes = type.getNumElements() *
-                   ((type.getElementTypeBitWidth() + 7) / 8);
+    size_t elementBytes = (type.getElementTypeBitWidth() + 7) / 8;
+    std::vector<uint8_t> bytes(type.getNumElements() * elementBytes, 0);
+    auto init = apply.getArgAttrOfType<DenseElementsAttr>(i, loom::kInitAttr);
+    if (init && init.getType() == type && !type.getElementType().isInteger(1)) {
+      ArrayRef<char> raw = init.getRawData(); // one element when splat
+      for (size_t at = 0; at < bytes.size(); at += elementBytes)
+        std::memcpy(bytes.data() + at,
+                    raw.data() + (init.isSplat() ? 0 : at), elementBytes);
+    }
     params.add(loom::ParameterTensor{name.getValue().str(), type,
-                                     std::vector<uint8_t>(bytes, 0)});
+                                     std::move(bytes)});
   }
 }
 
@@ -423,9 +432,9 @@ int loom::loomcMain(int argc, char **argv,
       "training step; --target compiles it to an artifact that loom-run\n"
       "runs on the CPU or an NVIDIA GPU. --memory-budget makes the arena\n"
       "of every entry point fit, recomputing forward values in the backward\n"
-      "(loom-remat); --precision=bf16 runs the GEMMs in bf16\n"
-      "(loom-mixed-precision).\n"
-      "fp16, sharding and pipelining are not implemented yet.\n");
+      "(loom-remat); --precision=bf16|fp16 runs the GEMMs and convolutions\n"
+      "in 16 bits (loom-mixed-precision; fp16 with dynamic loss scaling).\n"
+      "Sharding and pipelining are not implemented yet.\n");
 
   llvm::raw_ostream &err = llvm::errs();
   if (opts.onnxOps) {

@@ -69,6 +69,7 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
   // of the passes agree: test/Driver/loomc-vs-loom-opt.test).
   AttachLossPassOptions AttachLoss;
   MixedPrecisionPassOptions MixedPrecision;
+  AutodiffPassOptions Autodiff;
   OptimizerPassOptions Optimizer;
 #define LOOM_TRAINING_OPTION(PASS, TYPE, FIELD, FLAG, DEFAULT, DESC)          \
   PASS.FIELD = options.FIELD;
@@ -81,7 +82,7 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
   pm.addPass(createMixedPrecisionPass(MixedPrecision));
   if (stopAfter == Phase::MixedPrecision)
     return;
-  pm.addPass(createAutodiffPass());
+  pm.addPass(createAutodiffPass(Autodiff));
   pm.addPass(createCSEPass());
   if (stopAfter == Phase::Autodiff)
     return;

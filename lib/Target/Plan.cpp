@@ -237,9 +237,9 @@ struct EntryWriter {
         auto lt = cast<RankedTensorType>(mm.getLhs().getType());
         auto rt = cast<RankedTensorType>(mm.getRhs().getType());
         Type et = lt.getElementType();
-        if (!et.isF32() && !et.isF64() && !et.isBF16())
-          return op.emitError("plan: GEMM steps multiply f32, f64 and bf16 "
-                              "matrices, not ")
+        if (!et.isF32() && !et.isF64() && !et.isBF16() && !et.isF16())
+          return op.emitError("plan: GEMM steps multiply f32, f64, bf16 and "
+                              "f16 matrices, not ")
                  << et;
         bool ta = mm.getTransposeA(), tb = mm.getTransposeB();
         int64_t rank = lt.getRank(), rr = rt.getRank();

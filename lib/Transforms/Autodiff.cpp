@@ -15,7 +15,10 @@
 //     differentiated argument through operands that the op's
 //     DifferentiableOpInterface calls differentiable (so integer paths,
 //     comparisons and `loom.stop_gradient` carry no variation).
-//  3. Seed the loss's cotangent with 1 and walk the forward ops backwards.
+//  3. Seed the loss's cotangent with 1 (or, with loss scaling, with a new
+//     last argument `loss_scale`, a 0-D f32 marked loom.opt_state, so that
+//     every gradient comes out multiplied by it; loom-optimizer divides it
+//     out) and walk the forward ops backwards.
 //     An op whose results have a cotangent and which has a varied
 //     differentiable operand gets its `buildVJP`; the cotangents of its
 //     varied operands are accumulated (`loom.add` when a value is used
@@ -74,9 +77,13 @@ struct AutodiffPass : loom::impl::AutodiffPassBase<AutodiffPass> {
 private:
   /// Index of the loss among the results of `func`, or failure (reported).
   FailureOr<unsigned> findLoss(func::FuncOp func);
-  /// Builds the backward pass inside `fb` (a clone of the forward function).
+  /// Whether the loss is scaled (option loss-scale; `auto`: when some value
+  /// of `forward` is f16), or failure (reported).
+  FailureOr<bool> scalesLoss(func::FuncOp forward);
+  /// Builds the backward pass inside `fb` (a clone of the forward function),
+  /// seeding the loss's cotangent with `seed` (a 0-D f32 value) or with 1.
   LogicalResult differentiate(func::FuncOp fb, unsigned lossIndex,
-                              ArrayRef<Target> targets);
+                              ArrayRef<Target> targets, Value seed);
 };
 
 FailureOr<unsigned> AutodiffPass::findLoss(func::FuncOp func) {
@@ -102,6 +109,26 @@ FailureOr<unsigned> AutodiffPass::findLoss(func::FuncOp func) {
     return failure();
   }
   return *index;
+}
+
+FailureOr<bool> AutodiffPass::scalesLoss(func::FuncOp forward) {
+  if (lossScale == "none")
+    return false;
+  if (lossScale == "dynamic")
+    return true;
+  if (lossScale != "auto") {
+    forward.emitError() << "loom-autodiff: unknown loss-scale '" << lossScale
+                        << "' (expected auto, dynamic or none)";
+    return failure();
+  }
+  bool f16 = false;
+  forward.walk([&](Operation *op) {
+    for (Type t : op->getResultTypes())
+      if (auto tensor = dyn_cast<RankedTensorType>(t))
+        f16 |= tensor.getElementType().isF16();
+    return f16 ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return f16;
 }
 
 void AutodiffPass::runOnOperation() {
@@ -150,6 +177,10 @@ void AutodiffPass::runOnOperation() {
   if (failed(lossIndex))
     return signalPassFailure();
 
+  FailureOr<bool> scaled = scalesLoss(forward);
+  if (failed(scaled))
+    return signalPassFailure();
+
   // The clone keeps the arguments and their attributes; its targets are the
   // same argument numbers.
   auto fb = cast<func::FuncOp>(forward->clone());
@@ -158,15 +189,28 @@ void AutodiffPass::runOnOperation() {
   Block &block = fb.getBody().front();
   for (Target &t : targets)
     t.arg = block.getArgument(t.arg.getArgNumber());
+  Value seed;
+  if (*scaled) {
+    OpBuilder b(&getContext());
+    unsigned n = fb.getNumArguments();
+    if (failed(fb.insertArgument(
+            n, RankedTensorType::get({}, b.getF32Type()),
+            b.getDictionaryAttr(b.getNamedAttr(
+                kOptStateAttr, b.getStringAttr(kLossScaleName))),
+            fb.getLoc())))
+      return signalPassFailure();
+    seed = fb.getArgument(n);
+  }
 
-  if (failed(differentiate(fb, *lossIndex, targets))) {
+  if (failed(differentiate(fb, *lossIndex, targets, seed))) {
     fb.erase();
     return signalPassFailure();
   }
 }
 
 LogicalResult AutodiffPass::differentiate(func::FuncOp fb, unsigned lossIndex,
-                                          ArrayRef<Target> targets) {
+                                          ArrayRef<Target> targets,
+                                          Value seed) {
   Block &block = fb.getBody().front();
   auto returnOp = cast<func::ReturnOp>(block.getTerminator());
   Value loss = returnOp.getOperand(lossIndex);
@@ -202,10 +246,14 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp fb, unsigned lossIndex,
   };
   if (varied.contains(loss)) {
     auto type = cast<RankedTensorType>(loss.getType());
-    cotangents[loss] = ConstantOp::create(
-        b, fb.getLoc(),
-        DenseElementsAttr::get(type,
-                               b.getFloatAttr(type.getElementType(), 1.0)));
+    if (seed && seed.getType() != type)
+      seed = CastOp::create(b, fb.getLoc(), type, seed);
+    cotangents[loss] =
+        seed ? seed
+             : ConstantOp::create(
+                   b, fb.getLoc(),
+                   DenseElementsAttr::get(
+                       type, b.getFloatAttr(type.getElementType(), 1.0)));
   }
 
   for (Operation *op : llvm::reverse(forwardOps)) {

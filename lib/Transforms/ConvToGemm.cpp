@@ -97,12 +97,13 @@ bool forLibrary(Operation *op) {
   return !depthwise || (result.getDimSize(2) <= 3 && result.getDimSize(3) <= 3);
 }
 
-/// One group and f32, f64 or bf16 elements: the element types GEMM steps
-/// take (a bf16 GEMM sums in f32, over the whole batch: N*P is one of its
-/// dimensions).
+/// One group and f32, f64, bf16 or f16 elements: the element types GEMM
+/// steps take (a 16-bit GEMM sums in f32, over the whole batch: N*P is one
+/// of its dimensions).
 template <typename ConvOp> bool rewritable(ConvOp op) {
   Type et = tensorOf(op->getResult(0)).getElementType();
-  return op.getGroups() == 1 && (et.isF32() || et.isF64() || et.isBF16());
+  return op.getGroups() == 1 &&
+         (et.isF32() || et.isF64() || et.isBF16() || et.isF16());
 }
 
 struct ConvToGemmPass
@@ -163,12 +164,12 @@ struct ConvToGemmPass
         auto g = cast<Conv2DInputGradOp>(op);
         Value dcols = r.matmul(matrixOf(g.getFilter(), true),
                                matrixOf(g.getDy(), false), true, false);
-        // col2im sums overlapping patches: in bf16 that sum would round at
-        // every term, so it is done in f32 and rounded once.
+        // col2im sums overlapping patches: in 16 bits that sum would round
+        // at every term, so it is done in f32 and rounded once.
         auto resultType = cast<RankedTensorType>(g.getType());
-        bool bf16 = resultType.getElementType().isBF16();
+        bool half = resultType.getElementType().getIntOrFloatBitWidth() == 16;
         Type f32 = r.b.getF32Type();
-        if (bf16)
+        if (half)
           dcols = CastOp::create(
               r.b, r.loc,
               RankedTensorType::get(
@@ -176,11 +177,11 @@ struct ConvToGemmPass
               dcols);
         result = Col2ImOp::create(
             r.b, r.loc,
-            bf16 ? RankedTensorType::get(resultType.getShape(), f32)
+            half ? RankedTensorType::get(resultType.getShape(), f32)
                  : resultType,
             dcols, kernelOf(g.getFilter()), g.getStrides(), g.getPadding(),
             g.getDilations());
-        if (bf16)
+        if (half)
           result = CastOp::create(r.b, r.loc, resultType, result);
       }
       op->getResult(0).replaceAllUsesWith(result);

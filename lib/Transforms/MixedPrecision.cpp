@@ -1,7 +1,8 @@
-//===- MixedPrecision.cpp - GEMMs and convolutions in bf16 ----------------===//
+//===- MixedPrecision.cpp - GEMMs and convolutions in bf16 or fp16 --------===//
 //
-// `loom-mixed-precision` (Passes.td): each low-precision op reads bf16
-// copies of its f32 operands, computes in bf16 and gives f32 to its users.
+// `loom-mixed-precision` (Passes.td): each low-precision op reads 16-bit
+// (bf16 or f16) copies of its f32 operands, computes in 16 bits and gives
+// f32 to its users.
 // The copies are made once per value, right after its definition (at the
 // top of the function for an argument), so a weight read by several GEMMs
 // is cast once per step.
@@ -60,7 +61,8 @@ struct MixedPrecisionPass
     func.walk([&](Operation *op) {
       auto cls = dyn_cast<PrecisionClassOpInterface>(op);
       // Grouped and depthwise convolutions stay f32: their direct loops
-      // would sum in bf16. One group: im2col and a bf16 GEMM with f32 sums.
+      // would sum in 16 bits. One group: im2col and a 16-bit GEMM with f32
+      // sums.
       auto conv = dyn_cast<Conv2DOp>(op);
       if (cls && cls.getPrecisionClass() == PrecisionClass::LowPrecision &&
           (isa<MatmulOp>(op) || (conv && conv.getGroups() == 1)) &&
@@ -89,18 +91,16 @@ struct MixedPrecisionPass
   void runOnOperation() override {
     if (precision == "fp32")
       return;
-    if (precision == "fp16") {
-      getOperation().emitError(
-          "loom-mixed-precision: fp16 needs dynamic loss scaling, which is "
-          "not implemented yet; use precision=bf16");
-      return signalPassFailure();
-    }
-    if (precision != "bf16") {
+    Type low;
+    if (precision == "bf16")
+      low = BFloat16Type::get(&getContext());
+    else if (precision == "fp16")
+      low = Float16Type::get(&getContext());
+    else {
       getOperation().emitError("loom-mixed-precision: unknown precision '")
           << precision << "' (expected fp32, bf16 or fp16)";
       return signalPassFailure();
     }
-    Type low = BFloat16Type::get(&getContext());
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (!func.isExternal())
         runOnFunction(func, low);

@@ -25,6 +25,13 @@
 //             to RMS 1, no first moment); decoupled weight decay.
 // Optimizer state is named `<param>.<slot>` and marked `loom.opt_state`.
 //
+// Dynamic loss scaling (when loom-autodiff gave @forward_backward a
+// `loss_scale` argument): the state grows by `loss_scale`,
+// `loss_scale.good_steps` and `loss_scale.skipped`, the outputs by
+// `loss_scale_used` and `skipped_steps`; gradients are unscaled before
+// clipping, and a step with a non-finite gradient keeps every parameter and
+// state tensor (Passes.td has the rules).
+//
 //===----------------------------------------------------------------------===//
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
@@ -133,6 +140,14 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
         totalSteps <= warmupSteps)
       return fb.emitError() << "schedule '" << schedule
                             << "' needs total-steps > warmup-steps";
+    if (!(lossScaleInit > 0 && std::isfinite(lossScaleInit)) ||
+        !(lossScaleGrowth >= 1 && std::isfinite(lossScaleGrowth)) ||
+        !(lossScaleBackoff > 0 && lossScaleBackoff < 1) ||
+        lossScaleGrowthInterval < 1)
+      return fb.emitError()
+             << "loss scaling options out of range (loss-scale-init > 0, "
+             << "loss-scale-growth >= 1, loss-scale-backoff in (0, 1), "
+             << "loss-scale-growth-interval >= 1)";
     return success();
   }
 
@@ -323,11 +338,37 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
       return signalPassFailure();
     }
 
+    // Dynamic loss scaling: @forward_backward's `loss_scale` argument.
+    std::optional<unsigned> scaleArg;
+    for (unsigned i = 0; i < fb.getNumArguments(); ++i)
+      if (auto name = fb.getArgAttrOfType<StringAttr>(i, kOptStateAttr);
+          name && name.getValue() == kLossScaleName)
+        scaleArg = i;
+    bool scaling = scaleArg.has_value();
+
     OpBuilder b(&getContext());
     Location loc = NameLoc::get(b.getStringAttr("optimizer"), fb.getLoc());
     auto stepType = RankedTensorType::get({}, b.getI64Type());
+    auto f32Scalar = RankedTensorType::get({}, b.getF32Type());
     auto named = [&](StringRef attr, StringRef value) {
       return b.getDictionaryAttr(b.getNamedAttr(attr, b.getStringAttr(value)));
+    };
+    // The loss-scaling state after the optimizer's: name, type, attributes.
+    std::string goodName = (kLossScaleName + ".good_steps").str();
+    std::string skippedName = (kLossScaleName + ".skipped").str();
+    SmallVector<std::pair<std::string, Type>> scaleState;
+    if (scaling)
+      scaleState = {{kLossScaleName.str(), f32Scalar},
+                    {goodName, stepType},
+                    {skippedName, stepType}};
+    auto scaleStateAttrs = [&](StringRef name) {
+      NamedAttrList attrs;
+      attrs.set(kOptStateAttr, b.getStringAttr(name));
+      if (name == kLossScaleName)
+        attrs.set(kInitAttr,
+                  DenseElementsAttr::get(
+                      f32Scalar, b.getFloatAttr(b.getF32Type(), lossScaleInit)));
+      return attrs.getDictionary(&getContext());
     };
 
     // @apply_optimizer(params..., state..., step, grads...).
@@ -342,6 +383,10 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
         argTypes.push_back(type);
         argAttrs.push_back(named(kOptStateAttr, p.name + "." + slot));
       }
+    for (auto &[name, type] : scaleState) {
+      argTypes.push_back(type);
+      argAttrs.push_back(scaleStateAttrs(name));
+    }
     argTypes.push_back(stepType);
     argAttrs.push_back(named(kInputAttr, "step"));
     for (const ParamInfo &p : params) {
@@ -357,8 +402,18 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
         resultTypes.push_back(type);
         resultAttrs.push_back(named(kOutputAttr, p.name + "." + slot));
       }
+    for (auto &[name, type] : scaleState) {
+      resultTypes.push_back(type);
+      resultAttrs.push_back(named(kOutputAttr, name));
+    }
     resultTypes.push_back(stepType);
     resultAttrs.push_back(named(kOutputAttr, "step"));
+    if (scaling) {
+      resultTypes.push_back(f32Scalar);
+      resultAttrs.push_back(named(kOutputAttr, "loss_scale_used"));
+      resultTypes.push_back(stepType);
+      resultAttrs.push_back(named(kOutputAttr, "skipped_steps"));
+    }
 
     b.setInsertionPointAfter(fb);
     auto apply = func::FuncOp::create(b, loc, "apply_optimizer",
@@ -376,12 +431,29 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
     ValueRange args = body->getArguments();
     ValueRange pArgs = args.take_front(numParams);
     ValueRange sArgs = args.slice(numParams, numState);
-    Value step = args[numParams + numState];
+    ValueRange lsArgs = args.slice(numParams + numState, scaleState.size());
+    Value step = args[numParams + numState + scaleState.size()];
     ValueRange gArgs = args.take_back(numParams);
+    auto i64c = [&](int64_t v) { return m.c(static_cast<double>(v), b.getI64Type()); };
+
+    SmallVector<Value> grads(gArgs.begin(), gArgs.end());
+    // Loss scaling: finite iff sum(g * 0) over every gradient is 0 (an inf
+    // or NaN anywhere makes it NaN); then the gradients are unscaled.
+    Value finite;
+    if (scaling) {
+      Value probe = m.c(0.0);
+      for (Value g : grads)
+        probe = m.add(probe, m.sumAll(m.toF32(m.mul(g, m.splat(m.c(0.0), g)))));
+      finite = CompareOp::create(b, loc,
+                                 RankedTensorType::get({}, b.getI1Type()),
+                                 ComparePredicate::EQ, probe, m.c(0.0));
+      Value inv = m.div(m.c(1.0), lsArgs[0]);
+      for (Value &g : grads)
+        g = m.mul(g, m.splat(inv, g));
+    }
 
     // Global-norm clipping (PyTorch clip_grad_norm_: coef = max/(norm+1e-6),
     // clamped to 1), computed in f32.
-    SmallVector<Value> grads(gArgs.begin(), gArgs.end());
     if (clipNorm > 0) {
       Value sq = m.c(0.0);
       for (Value g : grads)
@@ -393,8 +465,21 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
     }
 
     Value lrScalar = learningRate(m, step);
-    Value t = CastOp::create(b, loc, m.scalarType(),
-                             AddOp::create(b, loc, step, m.c(1, b.getI64Type())));
+    // t counts the updates applied: skipped steps do not advance it.
+    Value applied = scaling ? m.sub(step, lsArgs[2]) : step;
+    Value t = CastOp::create(b, loc, m.scalarType(), m.add(applied, i64c(1)));
+    // With loss scaling, a step whose gradients are not finite keeps `old`.
+    auto keepIfSkipped = [&](Value now, Value old) -> Value {
+      if (!scaling)
+        return now;
+      auto type = cast<RankedTensorType>(old.getType());
+      Value cond = finite;
+      if (type.getRank() != 0)
+        cond = BroadcastInDimOp::create(
+            b, loc, RankedTensorType::get(type.getShape(), b.getI1Type()),
+            finite, ArrayRef<int64_t>{});
+      return SelectOp::create(b, loc, cond, now, old);
+    };
     SmallVector<Value> newParams, newState;
     size_t stateOffset = 0;
     for (size_t i = 0; i < numParams; ++i) {
@@ -402,18 +487,44 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
       Location ploc = NameLoc::get(b.getStringAttr("optimizer/" + info.name), fb.getLoc());
       Math pm{b, ploc};
       SmallVector<Value> out;
-      update(pm, info, pArgs[i], sArgs.slice(stateOffset, info.slots.size()),
-             grads[i], lrScalar, t, out);
+      ValueRange state = sArgs.slice(stateOffset, info.slots.size());
+      update(pm, info, pArgs[i], state, grads[i], lrScalar, t, out);
       stateOffset += info.slots.size();
-      newParams.push_back(out[0]);
-      newState.append(out.begin() + 1, out.end());
+      newParams.push_back(keepIfSkipped(out[0], pArgs[i]));
+      for (auto [now, old] : llvm::zip(ArrayRef(out).drop_front(), state))
+        newState.push_back(keepIfSkipped(now, old));
     }
     SmallVector<Value> rets(newParams);
     rets.append(newState);
-    rets.push_back(AddOp::create(b, loc, step, m.c(1, b.getI64Type())));
+    Value skippedNow;
+    if (scaling) {
+      // GradScaler's update: back off on a skipped step, grow after
+      // growth-interval good steps in a row.
+      auto select = [&](Value c, Value x, Value y) -> Value {
+        return SelectOp::create(b, loc, c, x, y);
+      };
+      Value scale = lsArgs[0], good = lsArgs[1], skipped = lsArgs[2];
+      Value goodNext = m.add(good, i64c(1));
+      Value grow = CompareOp::create(
+          b, loc, RankedTensorType::get({}, b.getI1Type()),
+          ComparePredicate::GE, goodNext, i64c(lossScaleGrowthInterval));
+      Value grown = select(grow, m.mul(scale, m.c(lossScaleGrowth)), scale);
+      rets.push_back(
+          select(finite, grown, m.mul(scale, m.c(lossScaleBackoff))));
+      rets.push_back(select(finite, select(grow, i64c(0), goodNext), i64c(0)));
+      skippedNow = select(finite, skipped, m.add(skipped, i64c(1)));
+      rets.push_back(skippedNow);
+    }
+    rets.push_back(AddOp::create(b, loc, step, i64c(1)));
+    if (scaling) {
+      rets.push_back(lsArgs[0]);
+      rets.push_back(skippedNow);
+    }
     func::ReturnOp::create(b, loc, rets);
 
-    // @train_step(fb args..., state..., step) -> (loss, params..., state..., step+1).
+    // @train_step(fb args..., state..., step) -> (loss, params..., state...,
+    // step+1, ...). With loss scaling, fb's `loss_scale` argument is the
+    // one state tensor both calls read; the other two follow the state.
     SmallVector<Type> tsArgs(fb.getArgumentTypes());
     SmallVector<DictionaryAttr> tsArgAttrs;
     for (unsigned i = 0; i < fb.getNumArguments(); ++i)
@@ -424,6 +535,10 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
         tsArgs.push_back(type);
         tsArgAttrs.push_back(named(kOptStateAttr, p.name + "." + slot));
       }
+    for (auto &[name, type] : ArrayRef(scaleState).drop_front(scaling ? 1 : 0)) {
+      tsArgs.push_back(type);
+      tsArgAttrs.push_back(scaleStateAttrs(name));
+    }
     tsArgs.push_back(stepType);
     tsArgAttrs.push_back(named(kInputAttr, "step"));
     SmallVector<Type> tsResults{fb.getResultTypes()[0]};
@@ -453,7 +568,10 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
     for (unsigned idx : paramArgIndex)
       applyArgs.push_back(targs[idx]);
     ValueRange extra = targs.drop_front(fb.getNumArguments());
-    applyArgs.append(extra.begin(), extra.end()); // state..., step
+    applyArgs.append(extra.begin(), extra.begin() + numState); // state...
+    if (scaling)
+      applyArgs.push_back(targs[*scaleArg]);
+    applyArgs.append(extra.begin() + numState, extra.end()); // ..., step
     for (const ParamInfo &p : params)
       applyArgs.push_back(call.getResult(gradResult[p.name]));
     auto applyCall = func::CallOp::create(b, loc, apply, applyArgs);

@@ -556,12 +556,12 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
     const PlanBuffer &a = entry.buffers[g.a];
     const PlanBuffer &b = entry.buffers[g.b];
     const PlanBuffer &c = entry.buffers[g.c];
-    if (a.dtype != DType::F32 && a.dtype != DType::F64 &&
-        a.dtype != DType::BF16)
+    bool half = a.dtype == DType::BF16 || a.dtype == DType::F16;
+    if (a.dtype != DType::F32 && a.dtype != DType::F64 && !half)
       fail(fieldWhere(where, "a"),
            "buffer " + std::to_string(g.a) + " has dtype " +
                std::string(dtypeToShortName(a.dtype)) +
-               "; gemm supports f32, f64 and bf16");
+               "; gemm supports f32, f64, bf16 and f16");
     if (b.dtype != a.dtype)
       fail(fieldWhere(where, "b"),
            "buffer " + std::to_string(g.b) + " has dtype " +
@@ -607,9 +607,11 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
            "buffer " + std::to_string(g.c) +
                " overlaps an operand (BLAS does not allow in-place gemm)");
     if (auto it = value.find("epilogue");
-        a.dtype == DType::BF16 && it != value.end() && !it->is_null() &&
+        half && it != value.end() && !it->is_null() &&
         !(it->is_string() && it->get<std::string>() == "none"))
-      fail(fieldWhere(where, "epilogue"), "bf16 gemm steps take no epilogue");
+      fail(fieldWhere(where, "epilogue"),
+           std::string(dtypeToShortName(a.dtype)) +
+               " gemm steps take no epilogue");
     if (auto it = value.find("epilogue"); it != value.end() && !it->is_null()) {
       if (!it->is_string())
         fail(fieldWhere(where, "epilogue"),

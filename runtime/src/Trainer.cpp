@@ -1143,6 +1143,14 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   if (lrOut &&
       (!isFloat(lrOut->dtype) || lrOut->bytes != dtypeSize(lrOut->dtype)))
     lrOut = nullptr;
+  // Dynamic loss scaling (loomc --precision=fp16): the scale each step used
+  // and the steps skipped so far, reported in the metrics.
+  const Binding *scaleOut = updater->findOutput("loss_scale_used");
+  const Binding *skippedOut = updater->findOutput("skipped_steps");
+  if (!scaleOut || !skippedOut || !isFloat(scaleOut->dtype) ||
+      !scaleOut->shape.empty() || skippedOut->dtype != DType::I64 ||
+      !skippedOut->shape.empty())
+    scaleOut = skippedOut = nullptr;
 
   // With accumulation: apply_optimizer's `<param>.grad` inputs come from
   // forward_backward's grad outputs; nothing else may be left unfed.
@@ -1207,6 +1215,12 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   int64_t step = start.step;
   result.startStep = step;
   uint64_t seed = start.seed;
+  int64_t skippedSteps = 0;
+  if (auto it = tensors.find("loss_scale.skipped");
+      skippedOut && it != tensors.end() && it->second.dtype == DType::I64 &&
+      it->second.data.size() == 8)
+    skippedSteps = readI64(it->second);
+  int64_t skipNotes = 0;
 
   Dataset data;
   loadDataset(opt.dataPath, dataInputs, stepName, data);
@@ -1326,7 +1340,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   int64_t samplesDone = 0;
   // Outputs that carry the new training state, by output index.
   auto absorb = [&](const PlanEntry &entry, std::vector<NpyArray> &outs,
-                    double *lr) {
+                    double *lr, double *scale, int64_t *skipped) {
     for (size_t i = 0; i < entry.outputs.size(); ++i) {
       const Binding &out = entry.outputs[i];
       if (out.name == "step") {
@@ -1337,6 +1351,10 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
                ErrorCode::Format);
       } else if (lr && lrOut && &out == lrOut) {
         *lr = scalarValue(outs[i]);
+      } else if (&out == scaleOut) {
+        *scale = scalarValue(outs[i]);
+      } else if (&out == skippedOut) {
+        *skipped = readI64(outs[i]);
       } else if (out.kind == BindingKind::Output && tensors.count(out.name)) {
         // Updated in the resident state; `tensors` is behind until the next
         // refresh.
@@ -1350,6 +1368,8 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     auto stepBegin = Clock::now();
     double loss = std::nan("");
     double lr = std::nan("");
+    double scale = std::nan("");
+    int64_t skippedNow = skippedSteps;
     stepArray = scalarI64(step);
     std::string error;
     ErrorCode code = ErrorCode::Ok;
@@ -1365,7 +1385,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
         fail("step " + std::to_string(step) + ": " + error, code);
       if (lossOut)
         loss = scalarValue(outs[lossOut - stepEntry->outputs.data()]);
-      absorb(*stepEntry, outs, &lr);
+      absorb(*stepEntry, outs, &lr, &scale, &skippedNow);
       posEpoch = b.epoch;
       posBatch = b.index;
       loader.advance(posEpoch, posBatch);
@@ -1416,14 +1436,28 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       std::vector<NpyArray> outs;
       if (!artifact.runResident("apply_optimizer", refs, &outs, &error, &code))
         fail("step " + std::to_string(step) + ": " + error, code);
-      absorb(*applyEntry, outs, &lr);
+      absorb(*applyEntry, outs, &lr, &scale, &skippedNow);
     }
     ++step;
     double stepSeconds = secondsSince(stepBegin);
     int64_t stepSamples = batch * opt.accumulate;
     samplesDone += stepSamples;
     lastLoss = loss;
-    if (lossOut && !std::isfinite(loss) && !warnedNaN) {
+    bool skipped = skippedNow > skippedSteps;
+    skippedSteps = skippedNow;
+    if (skipped && skipNotes < 10) {
+      // A skipped step is loss scaling at work, not an error: said on the
+      // progress stream only.
+      ++skipNotes;
+      progress.note("step " + std::to_string(step) +
+                    ": a gradient was not finite at loss scale " +
+                    formatNumber(scale) +
+                    "; the update was skipped and the scale lowered" +
+                    (skipNotes == 10 ? " (further skips are counted in the "
+                                       "metrics, not shown)"
+                                     : ""));
+    }
+    if (lossOut && !std::isfinite(loss) && !warnedNaN && !skipped) {
       std::string warning =
           "warning: loss is " + formatNumber(loss) + " at step " +
           std::to_string(step) +
@@ -1443,6 +1477,10 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
                        ", \"epoch\": " + std::to_string(posEpoch);
     if (lrOut)
       body += ", \"lr\": " + jsonNumber(lr);
+    if (scaleOut)
+      body += ", \"loss_scale\": " + jsonNumber(scale) +
+              ", \"skipped\": " + (skipped ? "true" : "false") +
+              ", \"skipped_steps\": " + std::to_string(skippedSteps);
     metrics.line(body);
     progress.update(step, loss, elapsed > 0 ? samplesDone / elapsed : 0,
                     elapsed);
@@ -1475,6 +1513,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
 
   result.finalStep = step;
   result.lastLoss = lastLoss;
+  result.skippedSteps = skippedSteps;
   result.seconds = seconds;
   result.samplesPerSecond = seconds > 0 ? samplesDone / seconds : 0;
   if (!progress.quiet()) {
@@ -1487,6 +1526,9 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
              std::to_string(step) + " in " + formatSeconds(seconds) + ": " +
              formatNumber(result.samplesPerSecond) + " samples/s, loss " +
              formatNumber(lastLoss);
+    if (scaleOut && skippedSteps > 0)
+      line += ", " + std::to_string(skippedSteps) +
+              " step(s) skipped by loss scaling";
     if (lastEval == step) {
       if (lastEvalResult.haveLoss)
         line += ", eval loss " + formatNumber(lastEvalResult.loss);

@@ -44,6 +44,7 @@ static_assert(sizeof(c::CUresult) == sizeof(CUresult));
 
 static_assert(c::CUDA_R_32F == CUDA_R_32F && c::CUDA_R_64F == CUDA_R_64F);
 static_assert(c::CUDA_R_16BF == CUDA_R_16BF);
+static_assert(c::CUDA_R_16F == CUDA_R_16F);
 static_assert(c::CUBLAS_COMPUTE_32F == CUBLAS_COMPUTE_32F);
 static_assert(c::CUBLAS_COMPUTE_32F_FAST_TF32 == CUBLAS_COMPUTE_32F_FAST_TF32);
 static_assert(c::CUBLAS_COMPUTE_64F == CUBLAS_COMPUTE_64F);

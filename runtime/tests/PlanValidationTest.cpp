@@ -218,18 +218,23 @@ TEST(PlanValidation, GemmDimensionsAndStridesFitTheBuffers) {
       c = e.buffer("i32", {2, 2});
   e.gemm(a, b, c, 1, 2, 2, 2, false, false, 0, 0, 0);
   r = parseError(planJson({e}, "null", "null"));
-  EXPECT_MESSAGE(r, "buffer 0 has dtype i32; gemm supports f32, f64 and bf16");
-  // bf16 GEMMs (mixed precision) are, without an epilogue.
-  EntryBuilder h("halves");
-  int ha = h.buffer("bf16", {2, 2}), hb = h.buffer("bf16", {2, 2}),
-      hc = h.buffer("bf16", {2, 2});
-  h.gemm(ha, hb, hc, 1, 2, 2, 2, false, false, 0, 0, 0);
-  std::string bf16Plan = planJson({h}, "null", "null");
-  std::string error;
-  EXPECT_TRUE(parsePlan(bf16Plan, "plan.json", &error)) << error;
-  r = parseError(replace(bf16Plan, "\"kind\": \"gemm\"",
-                         "\"kind\": \"gemm\", \"epilogue\": \"relu\""));
-  EXPECT_MESSAGE(r, "field 'epilogue': bf16 gemm steps take no epilogue");
+  EXPECT_MESSAGE(r,
+                 "buffer 0 has dtype i32; gemm supports f32, f64, bf16 and f16");
+  // 16-bit GEMMs (mixed precision) are, without an epilogue.
+  for (const char *dtype : {"bf16", "f16"}) {
+    SCOPED_TRACE(dtype);
+    EntryBuilder h("halves");
+    int ha = h.buffer(dtype, {2, 2}), hb = h.buffer(dtype, {2, 2}),
+        hc = h.buffer(dtype, {2, 2});
+    h.gemm(ha, hb, hc, 1, 2, 2, 2, false, false, 0, 0, 0);
+    std::string halfPlan = planJson({h}, "null", "null");
+    std::string error;
+    EXPECT_TRUE(parsePlan(halfPlan, "plan.json", &error)) << error;
+    r = parseError(replace(halfPlan, "\"kind\": \"gemm\"",
+                           "\"kind\": \"gemm\", \"epilogue\": \"relu\""));
+    EXPECT_MESSAGE(r, std::string("field 'epilogue': ") + dtype +
+                          " gemm steps take no epilogue");
+  }
 }
 
 TEST(PlanValidation, CopySizesMustAgree) {

@@ -1,8 +1,7 @@
 // RUN: loom-opt %s --split-input-file --loom-mixed-precision="precision=bf16" | FileCheck %s
 // RUN: loom-opt %s --split-input-file --loom-mixed-precision | FileCheck %s --check-prefix=FP32
-// RUN: not loom-opt %s --loom-mixed-precision="precision=fp16" 2>&1 | FileCheck %s --check-prefix=FP16
+// RUN: loom-opt %s --split-input-file --loom-mixed-precision="precision=fp16" | FileCheck %s --check-prefix=FP16
 // RUN: not loom-opt %s --loom-mixed-precision="precision=fp8" 2>&1 | FileCheck %s --check-prefix=BAD
-// FP16: loom-mixed-precision: fp16 needs dynamic loss scaling, which is not implemented yet; use precision=bf16
 // BAD: loom-mixed-precision: unknown precision 'fp8' (expected fp32, bf16 or fp16)
 
 // Both GEMMs read bf16 copies of their f32 operands and give f32 to what
@@ -19,6 +18,12 @@
 // CHECK-NEXT:    %[[M2:.+]] = loom.matmul %[[R16]], %[[W16]] {transpose_b}
 // CHECK-NEXT:    %[[M2F:.+]] = loom.cast %[[M2]] : tensor<4x8xbf16> -> tensor<4x8xf32>
 // CHECK-NEXT:    loom.add %[[M2F]], %[[X]] : tensor<4x8xf32>
+// fp16 places the same casts, to f16.
+// FP16-LABEL: func.func @two_gemms(
+// FP16-NEXT:    %[[W16:.+]] = loom.cast %{{.+}} : tensor<8x8xf32> -> tensor<8x8xf16>
+// FP16-NEXT:    %[[X16:.+]] = loom.cast %{{.+}} : tensor<4x8xf32> -> tensor<4x8xf16>
+// FP16-NEXT:    %[[M1:.+]] = loom.matmul %[[X16]], %[[W16]] : (tensor<4x8xf16>, tensor<8x8xf16>) -> tensor<4x8xf16>
+// FP16-NEXT:    loom.cast %[[M1]] : tensor<4x8xf16> -> tensor<4x8xf32>
 // FP32-LABEL: func.func @two_gemms(
 // FP32-NOT:     loom.cast
 func.func @two_gemms(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {

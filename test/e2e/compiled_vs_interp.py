@@ -72,7 +72,7 @@ def write_safetensors(path, tensors):
              np.dtype(np.int64): "I64", np.dtype(np.int32): "I32"}
     header, blobs, at = {}, [], 0
     for k in sorted(tensors):
-        t = np.ascontiguousarray(tensors[k])
+        t = np.asarray(tensors[k], order="C")  # keeps 0-D tensors 0-D
         b = t.tobytes()
         header[k] = {"dtype": names[t.dtype], "shape": list(t.shape),
                      "data_offsets": [at, at + len(b)]}

@@ -39,18 +39,18 @@ def _attrs(node):
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
-# --precision=bf16: every MatMul / Gemm product as loomc --precision=bf16
-# places its casts (loom-mixed-precision): operands cast to bf16, products
-# summed in f32, the result rounded to bf16 and widened back to f32.
-BF16_GEMMS = False
+# --precision=bf16|fp16: every MatMul / Gemm product as loomc --precision
+# places its casts (loom-mixed-precision): operands cast to 16 bits, products
+# summed in f32, the result rounded to 16 bits and widened back to f32.
+LOW = None  # jnp.bfloat16 or jnp.float16
 
 
 def _product(A, B):
-    if not BF16_GEMMS:
+    if LOW is None:
         return jnp.matmul(A, B)
-    y = jnp.matmul(A.astype(jnp.bfloat16), B.astype(jnp.bfloat16),
+    y = jnp.matmul(A.astype(LOW), B.astype(LOW),
                    preferred_element_type=jnp.float32)
-    return y.astype(jnp.bfloat16).astype(jnp.float32)
+    return y.astype(LOW).astype(jnp.float32)
 
 
 def evaluate(model, env):
@@ -178,7 +178,7 @@ _ST_DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.float64): "F64",
 def write_safetensors(path, tensors):
     header, offset, blobs = {}, 0, []
     for name, arr in tensors.items():
-        arr = np.ascontiguousarray(arr)
+        arr = np.asarray(arr, order="C")  # keeps 0-D tensors 0-D
         data = arr.tobytes()
         header[name] = {"dtype": _ST_DTYPES[arr.dtype], "shape": list(arr.shape),
                         "data_offsets": [offset, offset + len(data)]}
@@ -215,12 +215,18 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.01)
     ap.add_argument("--rtol", type=float, default=1e-5)
-    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                    help="bf16: loomc --precision=bf16, and the same casts "
-                         "around JAX's products")
+    ap.add_argument("--precision", choices=("fp32", "bf16", "fp16"),
+                    default="fp32",
+                    help="bf16/fp16: loomc --precision, and the same casts "
+                         "around JAX's products; fp16 with dynamic loss "
+                         "scaling on both sides (PyTorch GradScaler's rules)")
+    ap.add_argument("--loss-scale-init", type=float, default=65536.0)
+    ap.add_argument("--loss-scale-growth-interval", type=int, default=2000)
     args = ap.parse_args()
-    global BF16_GEMMS
-    BF16_GEMMS = args.precision == "bf16"
+    global LOW
+    LOW = {"fp32": None, "bf16": jnp.bfloat16,
+           "fp16": jnp.float16}[args.precision]
+    scaling = args.precision == "fp16"
     beta1, beta2, eps = 0.9, 0.999, 1e-8
 
     os.makedirs(args.workdir, exist_ok=True)
@@ -256,23 +262,40 @@ def main():
     run([args.loomc, args.model, "--train", "--loss=cross_entropy",
          "--optimizer=adamw", "--lr=%r" % args.lr,
          "--weight-decay=%r" % args.weight_decay,
-         "--precision=%s" % args.precision, "-o", mlir])
+         "--precision=%s" % args.precision,
+         "--loss-scale-init=%r" % args.loss_scale_init,
+         "--loss-scale-growth-interval=%d" % args.loss_scale_growth_interval,
+         "-o", mlir])
     in_files = []
     for name, value in list(feed.items()) + [("labels", labels)]:
         p = os.path.join(args.workdir, "in_%s.npy" % fname(name))
         np.save(p, value)
         in_files += ["--input", "%s=%s" % (name, p)]
     out0 = os.path.join(args.workdir, "fb")
+    # With loss scaling, @forward_backward's gradients are scaled: step 0's
+    # are taken at scale FB_SCALE (no overflow) and divided by it.
+    FB_SCALE = 1024.0
+    fb_feed = []
+    if scaling:
+        st0 = os.path.join(args.workdir, "scale0.safetensors")
+        write_safetensors(st0, {**params,
+                                "loss_scale": np.array(FB_SCALE, np.float32)})
+        fb_feed = ["--params", st0]
     run([args.interp, mlir, "--entry=forward_backward", "--output-dir", out0]
-        + in_files)
+        + fb_feed + in_files)
     loom_loss0 = np.load(os.path.join(out0, "loss.npy"))
     loom_grads = {k: np.load(os.path.join(out0, fname(k) + ".npy"))
-                  for k in params}
+                  / (FB_SCALE if scaling else 1.0) for k in params}
 
     state = {}
     for k, v in params.items():
         state[k + ".adam_m"] = np.zeros_like(v)
         state[k + ".adam_v"] = np.zeros_like(v)
+    if scaling:
+        state["loss_scale"] = np.array(args.loss_scale_init, np.float32)
+        state["loss_scale.good_steps"] = np.array(0, np.int64)
+        state["loss_scale.skipped"] = np.array(0, np.int64)
+    loom_scales, loom_skips = [], []
     cur = dict(params)
     for step in range(args.steps):
         st = os.path.join(args.workdir, "state.safetensors")
@@ -286,6 +309,9 @@ def main():
         state = {k: np.load(os.path.join(od, fname(k) + ".npy")) for k in state}
         got_step = int(np.load(os.path.join(od, "step.npy")))
         assert got_step == step + 1, "step counter %d != %d" % (got_step, step + 1)
+        if scaling:
+            loom_scales.append(float(np.load(os.path.join(od, "loss_scale_used.npy"))))
+            loom_skips.append(int(np.load(os.path.join(od, "skipped_steps.npy"))))
 
     # --- JAX ---
     def loss_fn(p):
@@ -294,12 +320,41 @@ def main():
         return cross_entropy(evaluate(model, env)[0], jnp.asarray(labels))
 
     jp = {k: jnp.asarray(v) for k, v in params.items()}
-    jax_loss0, jax_grads = jax.value_and_grad(loss_fn)(jp)
+    if scaling:
+        # Seeded with the scale as Loom's backward is, through the same
+        # 16-bit casts, then unscaled by the f32 reciprocal.
+        fb_grads = jax.grad(lambda p: loss_fn(p) * jnp.float32(FB_SCALE))(jp)
+        jax_loss0 = loss_fn(jp)
+        jax_grads = {k: g * jnp.float32(1.0 / FB_SCALE)
+                     for k, g in fb_grads.items()}
+    else:
+        jax_loss0, jax_grads = jax.value_and_grad(loss_fn)(jp)
     js = {k: (jnp.zeros_like(v), jnp.zeros_like(v)) for k, v in jp.items()}
+    # GradScaler: skip the update on an inf/NaN gradient and halve the scale;
+    # double it after growth-interval good steps. Adam's t counts updates.
+    scale, good, skipped, applied = np.float32(args.loss_scale_init), 0, 0, 0
+    jax_scales, jax_skips = [], []
     for step in range(args.steps):
-        g = jax.grad(loss_fn)(jp)
-        jp, js = adamw(jp, g, js, step, args.lr, beta1, beta2, eps,
-                       args.weight_decay)
+        if not scaling:
+            g = jax.grad(loss_fn)(jp)
+            jp, js = adamw(jp, g, js, step, args.lr, beta1, beta2, eps,
+                           args.weight_decay)
+            continue
+        g = jax.grad(lambda p: loss_fn(p) * scale)(jp)
+        finite = all(bool(jnp.all(jnp.isfinite(v))) for v in g.values())
+        jax_scales.append(float(scale))
+        if finite:
+            inv = np.float32(1.0) / scale
+            g = {k: v * inv for k, v in g.items()}
+            jp, js = adamw(jp, g, js, applied, args.lr, beta1, beta2, eps,
+                           args.weight_decay)
+            applied += 1
+            good += 1
+            if good >= args.loss_scale_growth_interval:
+                scale, good = np.float32(scale * 2), 0
+        else:
+            scale, good, skipped = np.float32(scale * 0.5), 0, skipped + 1
+        jax_skips.append(skipped)
 
     # --- compare ---
     failures = 0
@@ -312,6 +367,12 @@ def main():
         failures += not ok
         print("%-4s %-40s rel err %.2e" % ("ok" if ok else "FAIL", what, err))
 
+    if scaling:
+        same = loom_scales == jax_scales and loom_skips == jax_skips
+        failures += not same
+        print("%-4s loss scales %s, skipped steps so far %s (JAX: %s, %s)" % (
+            "ok" if same else "FAIL", loom_scales, loom_skips, jax_scales,
+            jax_skips))
     check("loss at step 0", loom_loss0, jax_loss0)
     for k in params:
         check("grad " + k, loom_grads[k], jax_grads[k])
@@ -323,7 +384,7 @@ def main():
     # silently: an element counts as "noise" when JAX's gradient at step 0 is
     # below 1e-6 of the tensor's largest gradient element (1e-3 with bf16
     # GEMMs, whose rounding is 2^-8 relative) but not exactly zero in both.
-    noise = 1e-3 if BF16_GEMMS else 1e-6
+    noise = 1e-3 if LOW is not None else 1e-6
     excluded = 0
     for k in params:
         g0 = np.abs(np.asarray(jax_grads[k], np.float64))
@@ -336,7 +397,8 @@ def main():
               np.asarray(cur[k])[keep], np.asarray(jp[k])[keep])
     print("%d parameter elements with zero exact gradient not compared"
           % excluded)
-    print("%d passed, %d failed" % (1 + 2 * len(params) - failures, failures))
+    print("%d passed, %d failed" % (1 + 2 * len(params) + scaling - failures,
+                                    failures))
     return 1 if failures else 0
 
 

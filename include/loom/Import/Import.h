@@ -59,6 +59,12 @@ inline constexpr llvm::StringLiteral kGradAttr = "loom.grad";
 /// Name of the argument attribute that marks optimizer state
 /// (`<param>.<slot>`).
 inline constexpr llvm::StringLiteral kOptStateAttr = "loom.opt_state";
+/// Name of the argument attribute giving the initial value (an elements
+/// attribute) of an optimizer-state argument; state without it starts at 0.
+inline constexpr llvm::StringLiteral kInitAttr = "loom.init";
+/// The optimizer state that holds the loss scale (fp16 training): the
+/// backward's seed, and loom-optimizer's dynamic loss scaling.
+inline constexpr llvm::StringLiteral kLossScaleName = "loss_scale";
 /// Name of the argument attribute that marks a buffer: a tensor of the model
 /// that training updates but no optimizer touches (BatchNorm's running
 /// statistics). On a result, it marks the buffer's new value.

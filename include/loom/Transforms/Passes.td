@@ -67,38 +67,41 @@ def BatchNormTrainPass : Pass<"loom-batch-norm-train", "mlir::ModuleOp"> {
 }
 
 def MixedPrecisionPass : Pass<"loom-mixed-precision", "mlir::ModuleOp"> {
-  let summary = "Runs the low-precision ops (GEMMs, convolutions) in bf16.";
+  let summary = "Runs the low-precision ops (GEMMs, convolutions) in bf16 or fp16.";
   let description = [{
     Runs before `loom-autodiff`, on every function. Each op whose
     mixed-precision class is `low_precision` (PrecisionClassOpInterface;
     `loom.matmul`, and `loom.conv2d` with one group, see below) and whose
-    floating-point operands are f32
-    takes them cast to bf16, computes in bf16 (the runtime's bf16 GEMM sums
-    in f32 and rounds each result once) and has its result cast back to f32
-    for the ops after it. Every other op (`follow` and `keep_f32`: norms,
-    softmax, losses, reductions, pointwise ops) stays in f32, and so do the
-    parameters (f32 master weights) and the optimizer state. The bf16 copy
+    floating-point operands are f32 takes them cast to 16 bits (bf16 or
+    f16), computes in 16 bits (the runtime's 16-bit GEMMs sum in f32 and
+    round each result once) and has its result cast back to f32 for the ops
+    after it. Every other op (`follow` and `keep_f32`: norms, softmax,
+    losses, reductions, pointwise ops) stays in f32, and so do the
+    parameters (f32 master weights) and the optimizer state. The 16-bit copy
     of a value is made once, next to the value (a weight's at the top of
     the function), however many GEMMs read it.
 
     `loom-autodiff` then differentiates the casts (a cast's cotangent is
-    cast back), so the backward's GEMMs read and write bf16 too and each
+    cast back), so the backward's GEMMs read and write 16 bits too and each
     weight's gradient arrives in f32.
 
-    `precision`: `fp32` (nothing), `bf16`, or `fp16` (refused: fp16 needs
-    dynamic loss scaling, not implemented yet).
+    `precision`: `fp32` (nothing), `bf16` or `fp16`. fp16's range is small
+    (largest value 65504, smallest normal 2^-14): gradients below it
+    vanish. `loom-autodiff` therefore scales the loss of a graph with f16
+    values (its `loss-scale=auto`) and `loom-optimizer` adjusts the scale
+    (dynamic loss scaling).
 
     Not yet PyTorch autocast's full policy: pointwise ops after a GEMM run
-    in f32 rather than following their inputs into bf16, so activations
-    are stored in f32 (plus the bf16 copies the backward's GEMMs read); and
-    grouped and depthwise convolutions stay f32: their bf16 direct loops
-    would sum in bf16, not f32. A bf16 convolution with one group becomes
-    im2col and one bf16 GEMM over the whole batch (`loom-conv-to-gemm`),
-    on both targets.
+    in f32 rather than following their inputs into 16 bits, so activations
+    are stored in f32 (plus the 16-bit copies the backward's GEMMs read);
+    and grouped and depthwise convolutions stay f32: their direct loops
+    would sum in 16 bits, not f32. A 16-bit convolution with one group
+    becomes im2col and one 16-bit GEMM over the whole batch
+    (`loom-conv-to-gemm`), on both targets.
   }];
   let options = [
     Option<"precision", "precision", "std::string", "\"fp32\"",
-           "fp32, bf16 (or fp16: refused for now)">,
+           "fp32, bf16 or fp16">,
   ];
   let statistics = [
     Statistic<"numLowered", "num-low-precision",
@@ -119,12 +122,23 @@ def AutodiffPass : Pass<"loom-autodiff", "mlir::ModuleOp"> {
     are summed; integer, boolean and index values get none;
     `loom.stop_gradient` stops them. Only the ops the loss depends on, and
     only cotangents some parameter needs, are built.
+
+    Loss scaling (`loss-scale=dynamic`, or `auto` when the forward computes
+    some value in f16): `@forward_backward` takes one more argument, last, a
+    0-D f32 named `loss_scale` and marked `loom.opt_state`, and seeds the
+    loss's cotangent with it instead of 1, so that every gradient (and every
+    16-bit cotangent on the way) is multiplied by the scale. The loss itself
+    is returned unscaled. `loom-optimizer` divides the scale out, skips the
+    steps whose gradients are not finite and adjusts the scale.
   }];
   let options = [
     Option<"entry", "entry", "std::string", "\"forward\"",
            "Name of the forward function.">,
     Option<"withInputs", "with-inputs", "bool", "false",
            "Also return the gradients of float inputs (after the params).">,
+    Option<"lossScale", "loss-scale", "std::string", "\"auto\"",
+           "Loss scaling: auto (dynamic when the forward has f16 values), "
+           "dynamic or none">,
   ];
   let statistics = [Statistic<"numRules", "num-rules", "VJP rules applied">];
   let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
@@ -140,6 +154,20 @@ def OptimizerPass : Pass<"loom-optimizer", "mlir::ModuleOp"> {
     state is named `<param>.<slot>` (e.g. `fc1.weight.adam_m`) and marked
     `loom.opt_state`; its initial values (zeros) are added to the parameter
     file.
+
+    Dynamic loss scaling, when `@forward_backward` takes a `loss_scale`
+    (`loom-autodiff`), as PyTorch's GradScaler does it: three more state
+    tensors, `loss_scale` (f32, starting at `loss-scale-init`),
+    `loss_scale.good_steps` and `loss_scale.skipped` (i64, from 0). Each
+    step divides the gradients by the scale; if any gradient has an inf or
+    NaN, the parameters and the optimizer state keep their old values (the
+    step is skipped), the scale is multiplied by `loss-scale-backoff` and
+    `good_steps` restarts at 0; otherwise the update is applied, and after
+    `loss-scale-growth-interval` good steps in a row the scale is multiplied
+    by `loss-scale-growth`. Adam's and Adafactor's step count `t` counts the
+    updates applied (skipped steps excluded); the learning-rate schedule
+    counts every step. Two more outputs report it: `loss_scale_used` (the
+    scale of this step) and `skipped_steps` (the total so far).
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
@@ -160,6 +188,15 @@ def OptimizerPass : Pass<"loom-optimizer", "mlir::ModuleOp"> {
            "Steps of the cosine decay (required for cosine)">,
     Option<"minLrRatio", "min-lr-ratio", "double", "0.0",
            "Final learning rate of the cosine decay, relative to lr">,
+    Option<"lossScaleInit", "loss-scale-init", "double", "65536.0",
+           "Initial loss scale (dynamic loss scaling)">,
+    Option<"lossScaleGrowth", "loss-scale-growth", "double", "2.0",
+           "Factor the loss scale grows by after growth-interval good steps">,
+    Option<"lossScaleBackoff", "loss-scale-backoff", "double", "0.5",
+           "Factor the loss scale shrinks by when a step is skipped">,
+    Option<"lossScaleGrowthInterval", "loss-scale-growth-interval",
+           "int64_t", "2000",
+           "Good steps in a row before the loss scale grows">,
   ];
   let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
 }
@@ -172,7 +209,7 @@ def ConvToGemmPass : Pass<"loom-conv-to-gemm", "mlir::ModuleOp"> {
   let summary = "Turns convolutions and their gradients into im2col and GEMMs.";
   let description = [{
     Rewrites every `loom.conv2d`, `loom.conv2d_input_grad` and
-    `loom.conv2d_filter_grad` with one group and f32, f64 or bf16 elements
+    `loom.conv2d_filter_grad` with one group and f32, f64, bf16 or f16 elements
     into a library GEMM (`loom.matmul`, which stays outside the kernels) around
     `loom.im2col` / `loom.col2im`, with `P = OH*OW` and `K = C*KH*KW`:
 
@@ -184,8 +221,7 @@ def ConvToGemmPass : Pass<"loom-conv-to-gemm", "mlir::ModuleOp"> {
     `dy` is brought to `[O, N*P]`, and a filter to `[O, K]`, once per
     value, however many GEMMs read it; with a batch of one every transpose
     is a reshape. Grouped and
-    depthwise convolutions and f16 ones are left alone (their direct
-    loops). Runs after inlining and CSE, before `loom-fuse`, so that the
+    depthwise convolutions are left alone (their direct loops). Runs after inlining and CSE, before `loom-fuse`, so that the
     transposes fuse with their neighbours; it does not run CSE itself, so
     the forward's im2col is not kept alive for the backward (which makes
     its own). Reports the rewritten count as a statistic.
@@ -196,8 +232,8 @@ def ConvToGemmPass : Pass<"loom-conv-to-gemm", "mlir::ModuleOp"> {
     group, slower than Loom's loop) are not rewritten but marked
     `loom.library_call`: `loom-fuse` leaves them outside the kernels and the
     plan runs each as a `conv` step (oneDNN's convolution primitives in the
-    runtime, docs/plan-format.md). f64 and bf16 ones are still rewritten
-    (oneDNN has no f64 convolution; its bf16 ones are not wired yet).
+    runtime, docs/plan-format.md). f64, bf16 and f16 ones are still rewritten
+    (oneDNN has no f64 convolution; its 16-bit ones are not wired yet).
   }];
   let options = [
     Option<"libraryConvs", "library-convs", "bool", "false",

@@ -65,6 +65,9 @@ struct TrainResult {
   int64_t startStep = 0; ///< completed steps when the run began (resume)
   int64_t finalStep = 0;
   double lastLoss = 0; ///< NaN if the entry has no `loss` output
+  /// Steps whose update dynamic loss scaling skipped (gradients not
+  /// finite), since the start of training (a checkpoint's count included).
+  int64_t skippedSteps = 0;
   double samplesPerSecond = 0;
   double seconds = 0;
   /// Final values of every param and state tensor, by name.

@@ -263,15 +263,16 @@ public:
                     reinterpret_cast<const double *>(base + call.offsetBias));
       return true;
     }
-    if (call.dtype == DType::BF16) {
-      // The plan refused epilogues on bf16 GEMMs. oneDNN unless
+    if (call.dtype == DType::BF16 || call.dtype == DType::F16) {
+      // The plan refused epilogues on 16-bit GEMMs. oneDNN unless
       // LOOMRT_CPU_GEMM chose OpenBLAS (then, as without oneDNN, CBLAS on
       // the operands widened to f32).
       dnnl.open();
       if (!dnnl.available())
         quietOpenMp();
-      return matmuls.runBf16(
-          g, reinterpret_cast<const uint16_t *>(base + call.offsetA),
+      return matmuls.runHalf(
+          g, call.dtype == DType::F16,
+          reinterpret_cast<const uint16_t *>(base + call.offsetA),
           reinterpret_cast<const uint16_t *>(base + call.offsetB),
           reinterpret_cast<uint16_t *>(base + call.offsetC),
           dnnl.available(), error);

@@ -1,4 +1,4 @@
-//===- CpuMatmul.cpp - bf16 GEMM steps: oneDNN's matmul, or CBLAS ---------===//
+//===- CpuMatmul.cpp - 16-bit GEMM steps: oneDNN's matmul, or CBLAS ------===//
 
 #include "CpuMatmul.h"
 #include "CpuDnnl.h"
@@ -14,22 +14,6 @@
 
 namespace loomrt {
 
-float bf16ToFloat(uint16_t v) noexcept {
-  uint32_t bits = uint32_t(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t floatToBf16(float f) noexcept {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN: keep it one
-    return uint16_t((bits >> 16) | 0x40);
-  uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
-  return uint16_t((bits + rounding) >> 16);
-}
-
 #if LOOMRT_HAVE_DNNL_HEADERS
 /// One matmul primitive per geometry, over memories whose data handles are
 /// set at each run (the arena's addresses).
@@ -38,7 +22,7 @@ struct CpuMatmul::Dnnl : DnnlSession {
     dnnl_primitive_t matmul = nullptr;
     dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
   };
-  std::map<std::array<int64_t, 9>, Prepared> prepared;
+  std::map<std::array<int64_t, 10>, Prepared> prepared;
 
   void release(Prepared &p) {
     for (dnnl_memory_t m : {p.a, p.b, p.c})
@@ -53,23 +37,24 @@ struct CpuMatmul::Dnnl : DnnlSession {
       release(entry.second);
   }
 
-  /// [batch, rows, cols] of bf16 with the plan's strides; a transposed
+  /// [batch, rows, cols] of `type` with the plan's strides; a transposed
   /// operand is stored [cols, rows].
-  bool describe(dnnl_memory_desc_t &md, int64_t batch, int64_t rows,
-                int64_t cols, uint64_t batchStride, bool transposed) {
+  bool describe(dnnl_memory_desc_t &md, dnnl_data_type_t type, int64_t batch,
+                int64_t rows, int64_t cols, uint64_t batchStride,
+                bool transposed) {
     dnnl_dims_t dims = {batch, rows, cols};
     dnnl_dims_t strides = {batchStride ? int64_t(batchStride) : rows * cols,
                            transposed ? 1 : cols, transposed ? rows : 1};
-    return api.dnnl_memory_desc_init_by_strides(&md, 3, dims, dnnl_bf16,
+    return api.dnnl_memory_desc_init_by_strides(&md, 3, dims, type,
                                                 strides) == dnnl_success;
   }
 
-  bool prepare(const GemmStep &g, Prepared &p) {
+  bool prepare(const GemmStep &g, dnnl_data_type_t type, Prepared &p) {
     dnnl_memory_desc_t a, b, c;
     int64_t batchB = g.strideB == 0 ? 1 : g.batch;
-    if (!describe(a, g.batch, g.m, g.k, g.strideA, g.transA) ||
-        !describe(b, batchB, g.k, g.n, g.strideB, g.transB) ||
-        !describe(c, g.batch, g.m, g.n, g.strideC, false))
+    if (!describe(a, type, g.batch, g.m, g.k, g.strideA, g.transA) ||
+        !describe(b, type, batchB, g.k, g.n, g.strideB, g.transB) ||
+        !describe(c, type, g.batch, g.m, g.n, g.strideC, false))
       return false;
     dnnl_matmul_desc_t desc;
     dnnl_primitive_desc_t pd = nullptr;
@@ -91,9 +76,10 @@ struct CpuMatmul::Dnnl : DnnlSession {
   }
 
   /// 1: ran; 0: no primitive for this geometry; -1: oneDNN failed.
-  int run(const GemmStep &g, const uint16_t *a, const uint16_t *b,
+  int run(const GemmStep &g, bool f16, const uint16_t *a, const uint16_t *b,
           uint16_t *c) {
-    std::array<int64_t, 9> key = {g.batch,
+    std::array<int64_t, 10> key = {f16,
+                                  g.batch,
                                   g.m,
                                   g.n,
                                   g.k,
@@ -105,7 +91,7 @@ struct CpuMatmul::Dnnl : DnnlSession {
     auto it = prepared.find(key);
     if (it == prepared.end()) {
       Prepared &p = prepared[key];
-      if (!prepare(g, p))
+      if (!prepare(g, f16 ? dnnl_f16 : dnnl_bf16, p))
         release(p); // remembered as unsupported
       it = prepared.find(key);
     }
@@ -131,7 +117,8 @@ struct CpuMatmul::Dnnl : DnnlSession {
 #else
 struct CpuMatmul::Dnnl {
   bool start(void *) { return false; }
-  int run(const GemmStep &, const uint16_t *, const uint16_t *, uint16_t *) {
+  int run(const GemmStep &, bool, const uint16_t *, const uint16_t *,
+          uint16_t *) {
     return 0;
   }
 };
@@ -140,7 +127,7 @@ struct CpuMatmul::Dnnl {
 CpuMatmul::CpuMatmul() = default;
 CpuMatmul::~CpuMatmul() = default;
 
-bool CpuMatmul::runBf16(const GemmStep &g, const uint16_t *a,
+bool CpuMatmul::runHalf(const GemmStep &g, bool f16, const uint16_t *a,
                         const uint16_t *b, uint16_t *c, bool useDnnl,
                         std::string *error) noexcept {
   if (useDnnl && !dnnlTried) {
@@ -152,19 +139,22 @@ bool CpuMatmul::runBf16(const GemmStep &g, const uint16_t *a,
     }
   }
   if (useDnnl && dnnl) {
-    int ran = dnnl->run(g, a, b, c);
+    int ran = dnnl->run(g, f16, a, b, c);
     if (ran == 1) {
       last = "onednn";
       return true;
     }
     if (ran < 0) {
       if (error)
-        *error = "oneDNN's bf16 matmul failed";
+        *error = std::string("oneDNN's ") + (f16 ? "f16" : "bf16") +
+                 " matmul failed";
       return false;
     }
   }
-  // Widen to f32 (exact), multiply with the CBLAS, round to bf16.
+  // Widen to f32 (exact), multiply with the CBLAS, round to 16 bits.
   last = "cblas";
+  float (*widen)(uint16_t) = f16 ? halfToFloat : bf16ToFloat;
+  uint16_t (*narrow)(float) = f16 ? floatToHalf : floatToBf16;
   int64_t aRows = g.transA ? g.k : g.m, aCols = g.transA ? g.m : g.k;
   int64_t bRows = g.transB ? g.n : g.k, bCols = g.transB ? g.k : g.n;
   std::vector<float> fa, fb, fc;
@@ -172,22 +162,22 @@ bool CpuMatmul::runBf16(const GemmStep &g, const uint16_t *a,
     fa.resize(aRows * aCols), fb.resize(bRows * bCols), fc.resize(g.m * g.n);
   } catch (...) {
     if (error)
-      *error = "out of memory widening a bf16 GEMM's operands";
+      *error = "out of memory widening a 16-bit GEMM's operands";
     return false;
   }
   for (int64_t i = 0; i < g.batch; ++i) {
     const uint16_t *ai = a + i * g.strideA, *bi = b + i * g.strideB;
     for (size_t j = 0; j < fa.size(); ++j)
-      fa[j] = bf16ToFloat(ai[j]);
+      fa[j] = widen(ai[j]);
     for (size_t j = 0; j < fb.size(); ++j)
-      fb[j] = bf16ToFloat(bi[j]);
+      fb[j] = widen(bi[j]);
     cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
                 g.transB ? CblasTrans : CblasNoTrans, int(g.m), int(g.n),
                 int(g.k), 1.0f, fa.data(), int(aCols), fb.data(), int(bCols),
                 0.0f, fc.data(), int(g.n));
     uint16_t *ci = c + i * g.strideC;
     for (size_t j = 0; j < fc.size(); ++j)
-      ci[j] = floatToBf16(fc[j]);
+      ci[j] = narrow(fc[j]);
   }
   return true;
 }

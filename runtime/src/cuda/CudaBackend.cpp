@@ -667,12 +667,15 @@ private:
     const GemmStep &g = *call.step;
     GemmPlan plan;
     bool f64 = call.dtype == DType::F64;
-    bool bf16 = call.dtype == DType::BF16;
-    // bf16 operands and results, f32 sums and scalars (alpha, beta).
-    int type = f64 ? CUDA_R_64F : bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    bool half = call.dtype == DType::BF16 || call.dtype == DType::F16;
+    // 16-bit operands and results, f32 sums and scalars (alpha, beta).
+    int type = f64                          ? CUDA_R_64F
+               : call.dtype == DType::BF16 ? CUDA_R_16BF
+               : call.dtype == DType::F16  ? CUDA_R_16F
+                                           : CUDA_R_32F;
     int scaleType = f64 ? CUDA_R_64F : CUDA_R_32F;
     int compute = f64 ? CUBLAS_COMPUTE_64F
-                  : !bf16 && envString("LOOMRT_CUDA_ALLOW_TF32") == "1"
+                  : !half && envString("LOOMRT_CUDA_ALLOW_TF32") == "1"
                       ? CUBLAS_COMPUTE_32F_FAST_TF32
                       : CUBLAS_COMPUTE_32F;
     std::string failed;

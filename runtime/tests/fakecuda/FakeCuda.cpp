@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FakeCuda.h"
+#include "../../src/Half.h"
 
 #include <cmath>
 #include <cstdint>
@@ -501,13 +502,17 @@ struct Layout {
   int64_t stride = 0;
 };
 
-/// A bf16 element as cuBLASLt stores it (CUDA_R_16BF): raw bits.
+/// 16-bit elements as cuBLASLt stores them (CUDA_R_16BF, CUDA_R_16F): raw
+/// bits.
 struct Bf16 {
   uint16_t bits;
 };
+struct Half {
+  uint16_t bits;
+};
 
-/// What a stored element is summed as: itself, or f32 for bf16 (cuBLASLt's
-/// CUBLAS_COMPUTE_32F), and back, rounding to nearest even.
+/// What a stored element is summed as: itself, or f32 for 16-bit ones
+/// (cuBLASLt's CUBLAS_COMPUTE_32F), and back, rounding to nearest even.
 template <typename T> struct Sum {
   using Type = T;
   static T widen(T v) { return v; }
@@ -515,19 +520,13 @@ template <typename T> struct Sum {
 };
 template <> struct Sum<Bf16> {
   using Type = float;
-  static float widen(Bf16 v) {
-    uint32_t bits = uint32_t(v.bits) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-  }
-  static Bf16 narrow(float f) {
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    if ((bits & 0x7fffffffu) > 0x7f800000u)
-      return {uint16_t((bits >> 16) | 0x40)};
-    return {uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16)};
-  }
+  static float widen(Bf16 v) { return loomrt::bf16ToFloat(v.bits); }
+  static Bf16 narrow(float f) { return {loomrt::floatToBf16(f)}; }
+};
+template <> struct Sum<Half> {
+  using Type = float;
+  static float widen(Half v) { return loomrt::halfToFloat(v.bits); }
+  static Half narrow(float f) { return {loomrt::floatToHalf(f)}; }
 };
 
 /// The product with its epilogue, summed in Sum<T>::Type and rounded once
@@ -686,9 +685,10 @@ EXPORT int cublasLtMatmul(void *, void *desc, const void *alpha, const void *a,
   auto span = [](const Layout &l, size_t elem) {
     return ((l.batch - 1) * l.stride + (l.cols - 1) * l.ld + l.rows) * elem;
   };
-  size_t elem = A.type == 1 ? 8 : A.type == 14 ? 2 : 4;
-  if (A.type == 14 && md->epilogue != 1)
-    return 7; // Loom's bf16 GEMMs take no epilogue
+  bool half = A.type == 14 || A.type == 2;
+  size_t elem = A.type == 1 ? 8 : half ? 2 : 4;
+  if (half && md->epilogue != 1)
+    return 7; // Loom's 16-bit GEMMs take no epilogue
   if (!deviceRange(reinterpret_cast<uintptr_t>(a), span(A, elem)) ||
       !deviceRange(reinterpret_cast<uintptr_t>(b), span(B, elem)) ||
       !deviceRange(reinterpret_cast<uintptr_t>(d), span(C, elem)))
@@ -701,6 +701,9 @@ EXPORT int cublasLtMatmul(void *, void *desc, const void *alpha, const void *a,
     else if (A.type == 14)
       matmul(dc, A, static_cast<const Bf16 *>(a), B,
              static_cast<const Bf16 *>(b), C, static_cast<Bf16 *>(d));
+    else if (A.type == 2)
+      matmul(dc, A, static_cast<const Half *>(a), B,
+             static_cast<const Half *>(b), C, static_cast<Half *>(d));
     else
       matmul(dc, A, static_cast<const float *>(a), B,
              static_cast<const float *>(b), C, static_cast<float *>(d));
