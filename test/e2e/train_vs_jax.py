@@ -39,10 +39,17 @@ def _attrs(node):
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
-# --precision=bf16|fp16: every MatMul / Gemm product as loomc --precision
-# places its casts (loom-mixed-precision): operands cast to 16 bits, products
-# summed in f32, the result rounded to 16 bits and widened back to f32.
+# --precision=bf16|fp16: the policy of loom-mixed-precision, written out
+# again here on the ONNX graph. Every MatMul / Gemm product takes its
+# operands in 16 bits, sums in f32 and rounds its result to 16 bits, which
+# it keeps. The ops in FOLLOW compute in 16 bits when a float input is 16-bit
+# and every other float input is 16-bit or "castable" (a graph input, an
+# initializer, a constant, or a reshape of one: cast to 16 bits); Softmax of
+# a 16-bit input computes in f32 and rounds its output to 16 bits; every
+# other op reads f32 (16-bit inputs widened). Graph outputs are widened.
 LOW = None  # jnp.bfloat16 or jnp.float16
+FOLLOW = {"Add", "Sub", "Mul", "Div", "Relu", "Erf", "Where", "Reshape",
+          "Transpose", "Split", "Flatten"}
 
 
 def _product(A, B):
@@ -50,16 +57,50 @@ def _product(A, B):
         return jnp.matmul(A, B)
     y = jnp.matmul(A.astype(LOW), B.astype(LOW),
                    preferred_element_type=jnp.float32)
-    return y.astype(LOW).astype(jnp.float32)
+    return y.astype(LOW)
+
+
+def _is_low(v):
+    return LOW is not None and v is not None and v.dtype == LOW
+
+
+def _is_float(v):
+    return v is not None and jnp.issubdtype(v.dtype, jnp.floating)
+
+
+def _apply_policy(node, x, castable):
+    """The inputs `node` computes on under the mixed-precision policy."""
+    if LOW is None or node.op_type in ("MatMul", "Gemm"):
+        return x
+    floats = [i for i, v in enumerate(x) if _is_float(v)]
+    low = [i for i in floats if _is_low(x[i])]
+    if not low:
+        return x
+    if node.op_type in FOLLOW and all(
+            _is_low(x[i]) or node.input[i] in castable for i in floats):
+        # A castable input is broadcast in f32 and then cast, as Loom casts
+        # after its explicit broadcast: the gradient is summed in f32.
+        shape = (jnp.broadcast_shapes(*[x[i].shape for i in floats])
+                 if node.op_type in ("Add", "Sub", "Mul", "Div", "Where")
+                 else None)
+        return [(jnp.broadcast_to(v, shape) if shape is not None and
+                 not _is_low(v) else v).astype(LOW) if i in floats else v
+                for i, v in enumerate(x)]
+    return [v.astype(jnp.float32) if i in low else v for i, v in enumerate(x)]
 
 
 def evaluate(model, env):
     """Runs the graph; env maps value names to arrays (inputs + initializers)."""
     env = dict(env)
+    castable = set(env)
     for node in model.graph.node:
         a = _attrs(node)
         x = [env[i] if i else None for i in node.input]
         op = node.op_type
+        low_softmax = op == "Softmax" and _is_low(x[0])
+        x = _apply_policy(node, x, castable)
+        if op == "Constant" or (op == "Reshape" and node.input[0] in castable):
+            castable.update(node.output)
         if op == "Constant":
             out = [jnp.asarray(numpy_helper.to_array(a["value"]))]
         elif op == "Gemm":
@@ -68,9 +109,16 @@ def evaluate(model, env):
                 A = A.T
             if a.get("transB", 0):
                 B = B.T
-            y = a.get("alpha", 1.0) * _product(A, B)
+            y = _product(A, B)
+            if a.get("alpha", 1.0) != 1.0:
+                y = a["alpha"] * y
             if len(x) > 2 and x[2] is not None:
-                y = y + a.get("beta", 1.0) * x[2]
+                bias = x[2]
+                if _is_low(y) and node.input[2] in castable:
+                    bias = jnp.broadcast_to(bias, y.shape).astype(LOW)
+                elif _is_low(y):
+                    y = y.astype(jnp.float32)
+                y = y + a.get("beta", 1.0) * bias
             out = [y]
         elif op == "MatMul":
             out = [_product(x[0], x[1])]
@@ -136,12 +184,14 @@ def evaluate(model, env):
         elif op == "Where":
             out = [jnp.where(x[0], x[1], x[2])]
         elif op == "Softmax":
-            out = [jax.nn.softmax(x[0], axis=a.get("axis", -1))]
+            y = jax.nn.softmax(x[0].astype(jnp.float32), axis=a.get("axis", -1))
+            out = [y.astype(LOW) if low_softmax else y]
         else:
             raise NotImplementedError("JAX reference: no rule for " + op)
         for name, value in zip(node.output, out):
             env[name] = value
-    return [env[o.name] for o in model.graph.output]
+    return [env[o.name].astype(jnp.float32) if _is_low(env[o.name])
+            else env[o.name] for o in model.graph.output]
 
 
 def cross_entropy(logits, labels):

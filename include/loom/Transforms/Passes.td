@@ -67,22 +67,35 @@ def BatchNormTrainPass : Pass<"loom-batch-norm-train", "mlir::ModuleOp"> {
 }
 
 def MixedPrecisionPass : Pass<"loom-mixed-precision", "mlir::ModuleOp"> {
-  let summary = "Runs the low-precision ops (GEMMs, convolutions) in bf16 or fp16.";
+  let summary = "Runs GEMMs, convolutions and what follows them in bf16 or fp16.";
   let description = [{
-    Runs before `loom-autodiff`, on every function. Each op whose
-    mixed-precision class is `low_precision` (PrecisionClassOpInterface;
-    `loom.matmul`, and `loom.conv2d` with one group, see below) and whose
-    floating-point operands are f32 takes them cast to 16 bits (bf16 or
-    f16), computes in 16 bits (the runtime's 16-bit GEMMs sum in f32 and
-    round each result once) and has its result cast back to f32 for the ops
-    after it. Every other op (`follow` and `keep_f32`: norms, softmax,
-    losses, reductions, pointwise ops) stays in f32, and so do the
-    parameters (f32 master weights) and the optimizer state. The 16-bit copy
-    of a value is made once, next to the value (a weight's at the top of
-    the function), however many GEMMs read it.
+    Runs before `loom-autodiff`, on every function, op by op in order, by
+    each op's mixed-precision class (PrecisionClassOpInterface):
 
-    `loom-autodiff` then differentiates the casts (a cast's cotangent is
-    cast back), so the backward's GEMMs read and write 16 bits too and each
+    - `low_precision` (`loom.matmul`, and `loom.conv2d` with one group)
+      computes in 16 bits (bf16 or f16) on 16-bit copies of its f32
+      operands; the runtime's 16-bit GEMMs sum in f32 and round each result
+      once. Its result stays 16-bit.
+    - `follow` (pointwise ops and data movement) computes in 16 bits when
+      one of its float operands is 16-bit and every other one is 16-bit or
+      castable (a function argument, a constant, or a broadcast or reshape
+      of one: a bias, a scale, a mask value), which is cast. Otherwise it
+      stays f32 and reads f32 copies of its 16-bit operands. A few `follow`
+      ops always stay f32: broadcasts, gathers, pools, im2col/col2im (their
+      gradients sum), and exp, log, pow and rsqrt (PyTorch autocast keeps
+      those in f32 too).
+    - `keep_f32` (norms, reductions, losses) reads f32 copies, except
+      softmax, whose 16-bit input gives a 16-bit output (probabilities
+      store well in 16 bits); `loom-widen-keep-f32` still computes it, and
+      the row sums of its gradient, in f32.
+    - The function's results are f32.
+
+    So the activations a training step stores are mostly 16-bit. The
+    parameters (master weights) and the optimizer state stay f32; a
+    16-bit copy of a value is made once, next to the value (a weight's at
+    the top of the function), however many ops read it. `loom-autodiff`
+    then differentiates the casts (a cast's cotangent is cast back), so the
+    backward computes in the same precision as the forward and each
     weight's gradient arrives in f32.
 
     `precision`: `fp32` (nothing), `bf16` or `fp16`. fp16's range is small
@@ -91,13 +104,10 @@ def MixedPrecisionPass : Pass<"loom-mixed-precision", "mlir::ModuleOp"> {
     values (its `loss-scale=auto`) and `loom-optimizer` adjusts the scale
     (dynamic loss scaling).
 
-    Not yet PyTorch autocast's full policy: pointwise ops after a GEMM run
-    in f32 rather than following their inputs into 16 bits, so activations
-    are stored in f32 (plus the 16-bit copies the backward's GEMMs read);
-    and grouped and depthwise convolutions stay f32: their direct loops
-    would sum in 16 bits, not f32. A 16-bit convolution with one group
-    becomes im2col and one 16-bit GEMM over the whole batch
-    (`loom-conv-to-gemm`), on both targets.
+    Grouped and depthwise convolutions stay f32 (their direct loops would
+    sum in 16 bits). A 16-bit convolution with one group becomes im2col and
+    one 16-bit GEMM over the whole batch (`loom-conv-to-gemm`), on both
+    targets.
   }];
   let options = [
     Option<"precision", "precision", "std::string", "\"fp32\"",
@@ -242,6 +252,27 @@ def ConvToGemmPass : Pass<"loom-conv-to-gemm", "mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numRewritten", "num-rewritten", "Convolutions rewritten">,
     Statistic<"numLibrary", "num-library", "Convolutions left to the library">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def WidenKeepF32Pass : Pass<"loom-widen-keep-f32", "mlir::ModuleOp"> {
+  let summary = "Computes keep_f32 ops with 16-bit operands in f32.";
+  let description = [{
+    An op of the `keep_f32` mixed-precision class (reductions, softmax and
+    log-softmax, the norms, the losses) whose float operands or results
+    are bf16 or f16 is computed in f32: its 16-bit operands are cast to f32,
+    it runs on f32, and its 16-bit results are rounded once from the f32
+    ones. Such ops come from `loom-mixed-precision` (a softmax of 16-bit
+    scores stores its output in 16 bits) and from `loom-autodiff` (the
+    gradient of a broadcast or a softmax sums 16-bit cotangents). Loom's
+    kernels accumulate in the element type otherwise, and a sum of a
+    thousand bf16 terms in bf16 stops growing long before the end. Runs at
+    the start of code generation (after inlining), so that the stored
+    values stay 16-bit and the casts fuse into the kernels.
+  }];
+  let statistics = [
+    Statistic<"numWidened", "num-widened", "Ops computed in f32">,
   ];
   let dependentDialects = ["loom::LoomDialect"];
 }
