@@ -6,7 +6,9 @@ GPT2LMHeadModel, 4 layers, d 128, T 64, batch 32) with the demo's
 hyper-parameters (AdamW, lr 5e-3, 50 warmup steps, cosine decay over STEPS,
 clip 1.0) once per precision, same data, seed and initial weights, and
 compares the curves: the largest relative difference of the 20-step means
-of the training loss, and the held-out losses every 100 steps.
+of the training loss, and the held-out losses every 100 steps. fp32 is also
+trained with another data order (loom-run --seed 1): how far two fp32 runs
+drift apart is the yardstick for the others.
 
   .venv/bin/python bench/precision_curve.py [--steps 300] [--precisions fp32,bf16,fp16]
 """
@@ -29,7 +31,7 @@ def run(cmd):
                                                proc.stderr))
 
 
-def train(tools, work, precision, steps):
+def train(tools, work, precision, steps, seed=0):
     art = os.path.join(work, precision + ".loom")
     run([os.path.join(tools, "loomc"),
          os.path.join(ROOT, "examples/charlm/charlm.onnx"), "--train",
@@ -37,8 +39,9 @@ def train(tools, work, precision, steps):
          "--lr=5e-3", "--schedule=warmup-cosine", "--warmup-steps=50",
          "--total-steps=%d" % steps, "--clip-norm=1.0",
          "--precision=" + precision, "--target=cpu", "-o", art])
-    metrics = os.path.join(work, precision + ".jsonl")
-    run([os.path.join(tools, "loom-run"), art, "--train", "--data",
+    metrics = os.path.join(work, "%s-%d.jsonl" % (precision, seed))
+    run([os.path.join(tools, "loom-run"), art, "--train", "--seed", str(seed),
+         "--data",
          os.path.join(work, "train.npz"), "--eval-data",
          os.path.join(work, "eval.npz"), "--eval-every", "100", "--steps",
          str(steps), "--batch-size", "32", "--metrics", metrics,
@@ -62,6 +65,8 @@ def main():
          "--out-dir", work])
     curves = {p: train(args.tools, work, p, args.steps)
               for p in args.precisions.split(",")}
+    # The yardstick: fp32 again with another data order (loom-run --seed).
+    curves["fp32 seed 1"] = train(args.tools, work, "fp32", args.steps, 1)
     base, base_evals, _ = curves["fp32"]
     windows = len(base) // 20
     mean = lambda c: c[:windows * 20].reshape(windows, 20).mean(axis=1)
@@ -69,7 +74,7 @@ def main():
           "held-out losses:" % args.steps)
     for p, (loss, evals, skipped) in curves.items():
         diff = np.abs(mean(loss) / mean(base) - 1)
-        print("  %-5s final mean %.4f; max |rel diff| vs fp32 %.2f%% (window "
+        print("  %-11s final mean %.4f; max |rel diff| vs fp32 %.2f%% (window "
               "%d); held-out %s%s" % (
                   p, mean(loss)[-1], 100 * diff.max(), diff.argmax() + 1,
                   " / ".join("%.3f@%d" % (l, s) for s, l in evals),

@@ -12,7 +12,69 @@
 #include <new>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
 namespace loomrt {
+
+namespace {
+// Whole arrays of f16 <-> f32, eight at a time with the F16C instructions
+// where the CPU has them (the scalar conversions of Half.h otherwise):
+// widening and narrowing dominate an f16 GEMM on the CBLAS path.
+#if defined(__x86_64__)
+bool haveF16c() {
+  static const bool have = [] {
+    // AVX as the compiler's runtime checks it (with the OS saving the YMM
+    // state), F16C from CPUID leaf 1.
+    unsigned a, b, c, d;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) &&
+           (c & bit_F16C);
+  }();
+  return have;
+}
+
+__attribute__((target("avx,f16c"))) void widenF16c(const uint16_t *in,
+                                                   float *out, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(
+                                  reinterpret_cast<const __m128i *>(in + i))));
+  for (; i < n; ++i)
+    out[i] = halfToFloat(in[i]);
+}
+
+__attribute__((target("avx,f16c"))) void narrowF16c(const float *in,
+                                                    uint16_t *out, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(out + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(in + i),
+                                     _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i)
+    out[i] = floatToHalf(in[i]);
+}
+#else
+bool haveF16c() { return false; }
+void widenF16c(const uint16_t *, float *, size_t) {}
+void narrowF16c(const float *, uint16_t *, size_t) {}
+#endif
+
+void widen(bool f16, const uint16_t *in, float *out, size_t n) {
+  if (f16 && haveF16c())
+    return widenF16c(in, out, n);
+  for (size_t i = 0; i < n; ++i)
+    out[i] = f16 ? halfToFloat(in[i]) : bf16ToFloat(in[i]);
+}
+
+void narrow(bool f16, const float *in, uint16_t *out, size_t n) {
+  if (f16 && haveF16c())
+    return narrowF16c(in, out, n);
+  for (size_t i = 0; i < n; ++i)
+    out[i] = f16 ? floatToHalf(in[i]) : floatToBf16(in[i]);
+}
+} // namespace
 
 #if LOOMRT_HAVE_DNNL_HEADERS
 /// One matmul primitive per geometry, over memories whose data handles are
@@ -153,8 +215,6 @@ bool CpuMatmul::runHalf(const GemmStep &g, bool f16, const uint16_t *a,
   }
   // Widen to f32 (exact), multiply with the CBLAS, round to 16 bits.
   last = "cblas";
-  float (*widen)(uint16_t) = f16 ? halfToFloat : bf16ToFloat;
-  uint16_t (*narrow)(float) = f16 ? floatToHalf : floatToBf16;
   int64_t aRows = g.transA ? g.k : g.m, aCols = g.transA ? g.m : g.k;
   int64_t bRows = g.transB ? g.n : g.k, bCols = g.transB ? g.k : g.n;
   std::vector<float> fa, fb, fc;
@@ -166,18 +226,13 @@ bool CpuMatmul::runHalf(const GemmStep &g, bool f16, const uint16_t *a,
     return false;
   }
   for (int64_t i = 0; i < g.batch; ++i) {
-    const uint16_t *ai = a + i * g.strideA, *bi = b + i * g.strideB;
-    for (size_t j = 0; j < fa.size(); ++j)
-      fa[j] = widen(ai[j]);
-    for (size_t j = 0; j < fb.size(); ++j)
-      fb[j] = widen(bi[j]);
+    widen(f16, a + i * g.strideA, fa.data(), fa.size());
+    widen(f16, b + i * g.strideB, fb.data(), fb.size());
     cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
                 g.transB ? CblasTrans : CblasNoTrans, int(g.m), int(g.n),
                 int(g.k), 1.0f, fa.data(), int(aCols), fb.data(), int(bCols),
                 0.0f, fc.data(), int(g.n));
-    uint16_t *ci = c + i * g.strideC;
-    for (size_t j = 0; j < fc.size(); ++j)
-      ci[j] = narrow(fc[j]);
+    narrow(f16, fc.data(), c + i * g.strideC, fc.size());
   }
   return true;
 }
