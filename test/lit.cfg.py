@@ -87,3 +87,12 @@ if os.path.exists(_venv_python) and subprocess.run(
 
 if os.path.isdir("/usr/share/libonnx-testdata/data/node"):
     config.available_features.add("onnx-testdata")
+
+# Open MPI (scripts/setup.sh): loom-run's data parallelism under mpirun.
+# `%mpirun N` runs N ranks, oversubscribing these 2-core machines; MPI
+# refuses root unless told, and CI runs as root.
+if shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+config.substitutions.append(("%mpirun", "mpirun --oversubscribe -np"))

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loomrt/Trainer.h"
+#include "loomrt/Collectives.h"
 
 #include "loomrt/Safetensors.h"
 
@@ -1083,6 +1084,55 @@ void divideBy(NpyArray &sum, int64_t n) {
   }
 }
 
+/// Data parallelism: each rank's gradient sums (and loss sum) become the
+/// sums over every rank, all transfers in flight together.
+void sumOverRanks(Collectives &comm, std::map<std::string, NpyArray> &grads,
+                  double *lossSum, int64_t step) {
+  std::vector<std::unique_ptr<Request>> pending;
+  std::string error;
+  auto check = [&](std::unique_ptr<Request> r, const std::string &what) {
+    if (!r)
+      fail("step " + std::to_string(step) + ": all-reduce of " + what + ": " +
+           error);
+    pending.push_back(std::move(r));
+  };
+  for (auto &[name, g] : grads)
+    check(comm.allReduce(g.data.data(), g.data.size() / dtypeSize(g.dtype),
+                         g.dtype, ReduceOp::Sum, &error),
+          "the gradient of " + quoteName(name));
+  if (lossSum)
+    check(comm.allReduce(lossSum, 1, DType::F64, ReduceOp::Sum, &error),
+          "the loss");
+  for (auto &r : pending)
+    if (!r->wait(&error))
+      fail("step " + std::to_string(step) + ": all-reduce: " + error);
+}
+
+/// The ranks of a data-parallel run must hold the same tensors: a 64-bit
+/// FNV-1a hash of them, its minimum and maximum over the ranks compared.
+void checkRanksAgree(Collectives &comm,
+                     const std::map<std::string, NpyArray> &tensors,
+                     int64_t step) {
+  uint64_t hash = 1469598103934665603ull;
+  for (const auto &[name, a] : tensors)
+    for (uint8_t byte : a.data)
+      hash = (hash ^ byte) * 1099511628211ull;
+  int64_t lo = int64_t(hash >> 1), hi = lo; // fits i64
+  std::string error;
+  if (!waitFor(comm.allReduce(&hi, 1, DType::I64, ReduceOp::Max, &error),
+               &error))
+    fail("comparing the ranks' tensors: " + error);
+  int64_t negLo = -lo;
+  if (!waitFor(comm.allReduce(&negLo, 1, DType::I64, ReduceOp::Max, &error),
+               &error))
+    fail("comparing the ranks' tensors: " + error);
+  if (hi != -negLo)
+    fail("after step " + std::to_string(step) +
+             ", the ranks hold different parameters or optimizer state "
+             "(ranks started from different files, or a reduction is not "
+             "deterministic)");
+}
+
 std::string joinNames(const std::vector<std::string> &names) {
   std::string out;
   for (const std::string &n : names)
@@ -1109,14 +1159,22 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   if (!opt.resumePath.empty() && !opt.paramsPath.empty())
     fail("--resume and --params both set the starting tensors; give one");
 
-  bool accumulating = opt.accumulate > 1;
+  // Data parallelism: every rank runs `opt.accumulate` micro-batches of
+  // the step's `micros`, and the gradients are summed over the ranks.
+  Collectives *comm = opt.collectives;
+  const int world = comm ? comm->size() : 1;
+  const int rank = comm ? comm->rank() : 0;
+  const bool lead = rank == 0; // writes metrics, checkpoints, progress
+  const int64_t micros = opt.accumulate * world;
+  bool accumulating = micros > 1;
   const char *stepName = accumulating ? "forward_backward" : "train_step";
   const PlanEntry *stepEntry = artifact.entry(stepName);
   const PlanEntry *applyEntry =
       accumulating ? artifact.entry("apply_optimizer") : nullptr;
   if (!stepEntry || (accumulating && !applyEntry))
     fail(std::string("training") +
-             (accumulating ? " with --accumulate needs the entries "
+             (accumulating ? " with --accumulate or several ranks needs the "
+                             "entries "
                              "'forward_backward' and 'apply_optimizer'"
                            : " needs an entry 'train_step'") +
              "; the artifact has " + joinNames(artifact.entryNames()) +
@@ -1182,7 +1240,8 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     }
   }
 
-  Progress progress(opt.progress, log, 0, opt.steps);
+  Progress progress(lead ? opt.progress : ProgressMode::None, log, 0,
+                    opt.steps);
 
   // Starting point: a checkpoint, a params file, or the artifact's params.
   std::map<std::string, NpyArray> tensors;
@@ -1209,6 +1268,13 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
                     std::to_string(start.batchSize) + ", this artifact's is " +
                     std::to_string(batch) +
                     "; the data order will differ from the original run");
+    if (start.accumulate != micros)
+      progress.note("warning: the checkpoint's steps took " +
+                    std::to_string(start.accumulate) +
+                    " micro-batches, this run's take " +
+                    std::to_string(micros) +
+                    " (--accumulate times ranks); the data order will "
+                    "differ from the original run");
   } else {
     tensors = initialTensors(artifact, opt.paramsPath, progress);
   }
@@ -1243,7 +1309,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
            ErrorCode::Unsupported);
   }
 
-  if (!opt.checkpointDir.empty()) {
+  if (!opt.checkpointDir.empty() && lead) {
     std::error_code ec;
     fs::create_directories(opt.checkpointDir, ec);
     if (ec || !fs::is_directory(opt.checkpointDir, ec))
@@ -1254,7 +1320,19 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   }
 
   Metrics metrics;
-  metrics.open(opt.metricsPath, resumed);
+  if (lead)
+    metrics.open(opt.metricsPath, resumed);
+
+  // Every rank starts from rank 0's tensors (the same file gives the same
+  // values, but a --params on one machine only must not split the run).
+  if (comm)
+    for (auto &[name, a] : tensors) {
+      std::string error;
+      if (!waitFor(comm->broadcast(a.data.data(), a.data.size(), DType::U8, 0,
+                                   &error),
+                   &error))
+        fail("broadcasting " + quoteName(name) + " from rank 0: " + error);
+    }
 
   // The params and state live in the backend between steps (on a GPU, in
   // device memory): each step reads and updates them there, and `tensors`
@@ -1293,11 +1371,13 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     info.dataBatch = posBatch;
     info.dataSamples = data.samples;
     info.batchSize = batch;
-    info.accumulate = opt.accumulate;
+    info.accumulate = micros;
     return info;
   };
   int64_t lastSaved = resumed ? step : -1;
   auto save = [&] {
+    if (!lead)
+      return;
     refreshTensors();
     std::string name = checkpointFileName(step);
     std::string error;
@@ -1312,6 +1392,8 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   int64_t lastEval = -1;
   EvalResult lastEvalResult;
   auto runEval = [&] {
+    if (!lead)
+      return;
     EvalResult r;
     refreshTensors();
     evaluateImpl(artifact, tensors, opt.evalDataPath, step, r);
@@ -1392,8 +1474,14 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     } else {
       std::map<std::string, NpyArray> grads; // by param name
       double lossSum = 0;
-      for (int64_t micro = 0; micro < opt.accumulate; ++micro) {
+      for (int64_t micro = 0; micro < micros; ++micro) {
         Batch b = loader.next();
+        if (micro / opt.accumulate != rank) { // another rank's micro-batch
+          posEpoch = b.epoch;
+          posBatch = b.index;
+          loader.advance(posEpoch, posBatch);
+          continue;
+        }
         std::vector<TensorRef> refs;
         for (size_t i = 0; i < dataInputs.size(); ++i)
           refs.push_back(tensorRef(dataInputs[i].name, b.arrays[i]));
@@ -1420,12 +1508,14 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
         posBatch = b.index;
         loader.advance(posEpoch, posBatch);
       }
+      if (comm)
+        sumOverRanks(*comm, grads, lossOut ? &lossSum : nullptr, step);
       for (auto &[name, g] : grads)
-        divideBy(g, opt.accumulate);
+        divideBy(g, micros);
       if (lossOut)
-        loss = lossSum / static_cast<double>(opt.accumulate);
+        loss = lossSum / static_cast<double>(micros);
       std::vector<TensorRef> refs;
-      seedArray = scalarI64(dropoutSeed(seed, step, opt.accumulate));
+      seedArray = scalarI64(dropoutSeed(seed, step, micros));
       addScalarInputs(*applyEntry, stepArray, seedArray, refs);
       for (const auto &[input, param] : gradOf) {
         auto it = grads.find(param);
@@ -1440,7 +1530,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     }
     ++step;
     double stepSeconds = secondsSince(stepBegin);
-    int64_t stepSamples = batch * opt.accumulate;
+    int64_t stepSamples = batch * micros;
     samplesDone += stepSamples;
     lastLoss = loss;
     bool skipped = skippedNow > skippedSteps;
@@ -1497,7 +1587,9 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   progress.endBar();
   refreshTensors();
 
-  if (!opt.saveParamsPath.empty()) {
+  if (comm)
+    checkRanksAgree(*comm, tensors, step);
+  if (!opt.saveParamsPath.empty() && lead) {
     SafetensorsWriter writer;
     for (const auto &[name, binding] : stateBindings(artifact.plan()))
       if (isModelKind(binding->kind)) {

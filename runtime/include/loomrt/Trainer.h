@@ -26,6 +26,8 @@
 
 namespace loomrt {
 
+class Collectives;
+
 /// How the trainer reports progress on its log stream.
 enum class ProgressMode {
   Auto,  ///< a bar if the log stream is a terminal, else Lines
@@ -59,6 +61,13 @@ struct TrainOptions {
   /// Warnings (a non-finite loss) go to `log` even without progress output;
   /// false: only errors (loom-run --quiet).
   bool warnings = true;
+  /// Data parallelism (null: one process). Each step takes `accumulate`
+  /// micro-batches on every rank, `accumulate * size()` in all (rank r the
+  /// r-th run of `accumulate` consecutive ones), and averages the gradients
+  /// over all of them: the same update as one process with `--accumulate
+  /// accumulate * size()`. Rank 0 alone writes metrics, checkpoints and
+  /// progress; every rank must see the same data file.
+  Collectives *collectives = nullptr;
 };
 
 struct TrainResult {

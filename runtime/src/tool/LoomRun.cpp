@@ -16,6 +16,7 @@
 #include "loomrt/loomrt.h"
 
 #include "../Support.h"
+#include "MpiCollectives.h"
 
 #include <algorithm>
 #include <array>
@@ -90,6 +91,14 @@ Training (--train):
                           every 10% of the steps), bar, lines or none
   --quiet                 print only errors
   --no-prefetch           assemble batches on the training thread
+
+Data parallel (--train under an MPI launcher):
+  mpirun -np R loom-run ART --train ...   every rank takes --accumulate
+                          micro-batches of each step (R x that in all) and
+                          the gradients are averaged over the ranks: the
+                          same update as one process with --accumulate R x N.
+                          Rank 0 alone prints and writes metrics, checkpoints
+                          and --save-params; every rank reads the same files.
 
 CPU (--entry, --train):
   --threads N             threads for the kernels (OpenMP) and the GEMMs
@@ -760,15 +769,41 @@ void runEntry(const Args &args, std::FILE *err) {
 }
 
 void runTrain(const Args &args, std::FILE *err) {
+  // Under mpirun: data parallelism over the launched ranks (rank 0 writes).
+  std::unique_ptr<Collectives> comm;
+  std::string error;
+  if (launchedByMpi()) {
+    comm = startMpi(&error);
+    if (!comm)
+      failure("started by an MPI launcher, but " + error);
+  }
+  bool lead = !comm || comm->rank() == 0;
   std::unique_ptr<Artifact> artifact =
       loadArtifact(args.artifact, args.cudaGraphs, args.threads,
                    !args.profilePath.empty(), args.checkNumerics);
   TrainOptions options = args.train;
   options.log = err;
+  if (comm && comm->size() > 1)
+    options.collectives = comm.get();
+  if (comm && comm->size() > 1 && lead && !args.quiet)
+    std::fprintf(err,
+                 "loom-run: data parallel over %d ranks (%s): %lld "
+                 "micro-batch(es) per rank and step\n",
+                 comm->size(), comm->name(),
+                 static_cast<long long>(options.accumulate));
   TrainResult result;
-  std::string error;
-  if (!train(*artifact, options, &result, &error))
+  if (!train(*artifact, options, &result, &error)) {
+    if (options.collectives) {
+      // The other ranks may be waiting in a collective: end the whole job.
+      std::fprintf(err, "loom-run: error: rank %d: %s\n", comm->rank(),
+                   error.c_str());
+      std::fflush(err);
+      abortMpi(kExitFailure);
+    }
     failure(error);
+  }
+  if (!lead)
+    return;
   writeProfile(args, *artifact, err);
   if (!args.exportOnnx.empty())
     exportWeights(args, *artifact, result.tensors, err);

@@ -1,0 +1,166 @@
+//===- CollectivesMpiTest.cpp - The MPI collectives, run by mpirun --------===//
+//
+// Run as `mpirun -np N LoomRTCollectivesMpiTest` (CTest runs N = 2 and 4):
+// every collective of loomrt::Collectives on every rank, with values whose
+// expected results each rank computes on its own (rank r contributes
+// r + 1 + i at element i). Exit status 0 only if every check on every rank
+// passed; rank 0 prints the total.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tool/MpiCollectives.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace loomrt;
+
+namespace {
+int failures = 0, checks = 0;
+
+void check(bool ok, const std::string &what, int rank) {
+  ++checks;
+  if (!ok) {
+    ++failures;
+    std::fprintf(stderr, "rank %d: FAIL %s\n", rank, what.c_str());
+  }
+}
+
+bool run(std::unique_ptr<Request> r, int rank, const char *what) {
+  std::string error;
+  bool ok = r && r->wait(&error);
+  if (!r) {
+    // the call itself failed; `error` is empty here, the request null
+  }
+  check(ok, std::string(what) + " completed", rank);
+  return ok;
+}
+} // namespace
+
+int main() {
+  if (!launchedByMpi()) {
+    std::fprintf(stderr, "run me with mpirun -np N\n");
+    return 2;
+  }
+  std::string error;
+  std::unique_ptr<Collectives> comm = startMpi(&error);
+  if (!comm) {
+    std::fprintf(stderr, "startMpi: %s\n", error.c_str());
+    return 1;
+  }
+  const int r = comm->rank(), n = comm->size();
+  const size_t count = 5;
+
+  // all-reduce: sum and avg of f32, f64; max of i64.
+  {
+    std::vector<float> x(count);
+    for (size_t i = 0; i < count; ++i)
+      x[i] = float(r + 1 + i);
+    std::vector<double> y(x.begin(), x.end());
+    std::vector<int64_t> z(x.begin(), x.end());
+    std::vector<double> avg(x.begin(), x.end());
+    std::unique_ptr<Request> a =
+        comm->allReduce(x.data(), count, DType::F32, ReduceOp::Sum, &error);
+    std::unique_ptr<Request> b =
+        comm->allReduce(y.data(), count, DType::F64, ReduceOp::Sum, &error);
+    std::unique_ptr<Request> c =
+        comm->allReduce(z.data(), count, DType::I64, ReduceOp::Max, &error);
+    std::unique_ptr<Request> d =
+        comm->allReduce(avg.data(), count, DType::F64, ReduceOp::Avg, &error);
+    // All four in flight together; waited for in another order.
+    run(std::move(d), r, "allReduce avg");
+    run(std::move(c), r, "allReduce max");
+    run(std::move(a), r, "allReduce f32");
+    run(std::move(b), r, "allReduce f64");
+    for (size_t i = 0; i < count; ++i) {
+      double sum = n * (n + 1) / 2.0 + double(n) * i;
+      check(x[i] == float(sum), "f32 sum element " + std::to_string(i), r);
+      check(y[i] == sum, "f64 sum element " + std::to_string(i), r);
+      check(z[i] == int64_t(n + i), "i64 max element " + std::to_string(i), r);
+      check(std::fabs(avg[i] - sum / n) < 1e-12,
+            "f64 avg element " + std::to_string(i), r);
+    }
+  }
+  // reduce-scatter: block b of rank s holds s + b; rank r gets sum_s (s + r).
+  {
+    std::vector<float> send(count * n), recv(count, -1);
+    for (int b = 0; b < n; ++b)
+      for (size_t i = 0; i < count; ++i)
+        send[b * count + i] = float(r + b);
+    run(comm->reduceScatter(send.data(), recv.data(), count, DType::F32,
+                            ReduceOp::Sum, &error),
+        r, "reduceScatter");
+    for (size_t i = 0; i < count; ++i)
+      check(recv[i] == float(n * (n - 1) / 2 + n * r), "reduceScatter", r);
+  }
+  // all-gather of bf16 bits: block s is rank s's.
+  {
+    std::vector<uint16_t> send(count, uint16_t(100 + r)), recv(count * n, 0);
+    run(comm->allGather(send.data(), recv.data(), count, DType::BF16, &error),
+        r, "allGather");
+    for (int s = 0; s < n; ++s)
+      check(recv[s * count] == uint16_t(100 + s) &&
+                recv[s * count + count - 1] == uint16_t(100 + s),
+            "allGather block " + std::to_string(s), r);
+  }
+  // broadcast from the last rank.
+  {
+    std::vector<int32_t> x(count, r == n - 1 ? 77 : r);
+    run(comm->broadcast(x.data(), count, DType::I32, n - 1, &error), r,
+        "broadcast");
+    check(x[0] == 77 && x[count - 1] == 77, "broadcast values", r);
+  }
+  // all-to-all: block b of rank s is 10 s + b; rank r gets 10 s + r from s.
+  {
+    std::vector<double> send(count * n), recv(count * n, -1);
+    for (int b = 0; b < n; ++b)
+      for (size_t i = 0; i < count; ++i)
+        send[b * count + i] = 10.0 * r + b;
+    run(comm->allToAll(send.data(), recv.data(), count, DType::F64, &error), r,
+        "allToAll");
+    for (int s = 0; s < n; ++s)
+      check(recv[s * count] == 10.0 * s + r, "allToAll from " +
+                                                  std::to_string(s), r);
+  }
+  // send/recv around the ring, both posted before either is waited for.
+  {
+    std::vector<int64_t> out(count, 1000 + r), in(count, -1);
+    int next = (r + 1) % n, prev = (r + n - 1) % n;
+    std::unique_ptr<Request> rx =
+        comm->recv(in.data(), count, DType::I64, prev, 7, &error);
+    std::unique_ptr<Request> tx =
+        comm->send(out.data(), count, DType::I64, next, 7, &error);
+    run(std::move(rx), r, "recv");
+    run(std::move(tx), r, "send");
+    check(in[0] == 1000 + prev, "ring value", r);
+  }
+  // Refusals: a reduction of bf16, an average of i64, a rank out of range.
+  {
+    std::vector<uint16_t> h(count);
+    std::string why;
+    check(!comm->allReduce(h.data(), count, DType::BF16, ReduceOp::Sum, &why) &&
+              why.find("cannot reduce bf16") != std::string::npos,
+          "bf16 reduction refused: " + why, r);
+    std::vector<int64_t> k(count);
+    check(!comm->allReduce(k.data(), count, DType::I64, ReduceOp::Avg, &why) &&
+              why.find("avg") != std::string::npos,
+          "i64 avg refused: " + why, r);
+    check(!comm->send(k.data(), count, DType::I64, n, 0, &why) &&
+              why.find("not in [0,") != std::string::npos,
+          "send to rank n refused: " + why, r);
+  }
+  check(comm->barrier(&error), "barrier", r);
+
+  int64_t failed = failures;
+  std::unique_ptr<Request> total =
+      comm->allReduce(&failed, 1, DType::I64, ReduceOp::Sum, &error);
+  if (!total || !total->wait(&error))
+    failed = 1;
+  if (r == 0)
+    std::printf("%d ranks (%s): %d checks per rank, %lld failed in all\n", n,
+                comm->name(), checks, static_cast<long long>(failed));
+  return failed == 0 ? 0 : 1;
+}
