@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -40,13 +41,19 @@ bool run(std::unique_ptr<Request> r, int rank, const char *what) {
 }
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
   if (!launchedByMpi()) {
-    std::fprintf(stderr, "run me with mpirun -np N\n");
+    std::fprintf(stderr, "run me with mpirun -np N [ranks-per-node "
+                         "flat|hierarchical]\n");
     return 2;
   }
+  MpiOptions options;
+  if (argc == 3) {
+    options.ranksPerNode = std::atoi(argv[1]);
+    options.allReduce = argv[2];
+  }
   std::string error;
-  std::unique_ptr<Collectives> comm = startMpi(&error);
+  std::unique_ptr<Collectives> comm = startMpi(options, &error);
   if (!comm) {
     std::fprintf(stderr, "startMpi: %s\n", error.c_str());
     return 1;
@@ -83,6 +90,18 @@ int main() {
       check(std::fabs(avg[i] - sum / n) < 1e-12,
             "f64 avg element " + std::to_string(i), r);
     }
+  }
+  // An all-reduce of a count the ranks do not divide (uneven shards in the
+  // hierarchical one), and of fewer elements than ranks.
+  for (size_t odd : {size_t(7), size_t(1)}) {
+    std::vector<float> x(odd);
+    for (size_t i = 0; i < odd; ++i)
+      x[i] = float(r * 100 + i);
+    run(comm->allReduce(x.data(), odd, DType::F32, ReduceOp::Sum, &error), r,
+        "allReduce odd count");
+    for (size_t i = 0; i < odd; ++i)
+      check(x[i] == float(100 * n * (n - 1) / 2 + n * i),
+            "odd-count sum element " + std::to_string(i), r);
   }
   // reduce-scatter: block b of rank s holds s + b; rank r gets sum_s (s + r).
   {
@@ -160,7 +179,8 @@ int main() {
   if (!total || !total->wait(&error))
     failed = 1;
   if (r == 0)
-    std::printf("%d ranks (%s): %d checks per rank, %lld failed in all\n", n,
-                comm->name(), checks, static_cast<long long>(failed));
+    std::printf("%s: %d checks per rank, %lld failed in all\n",
+                describeWorld(*comm).c_str(), checks,
+                static_cast<long long>(failed));
   return failed == 0 ? 0 : 1;
 }

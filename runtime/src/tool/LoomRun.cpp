@@ -99,6 +99,12 @@ Data parallel (--train under an MPI launcher):
                           same update as one process with --accumulate R x N.
                           Rank 0 alone prints and writes metrics, checkpoints
                           and --save-params; every rank reads the same files.
+  --ranks-per-node K      group consecutive ranks by K as machines (default:
+                          as the launcher placed them)
+  --allreduce MODE        flat (MPI's, over all ranks), hierarchical
+                          (reduce-scatter in a machine, all-reduce across,
+                          all-gather in a machine) or auto (default:
+                          hierarchical with several machines of several ranks)
 
 CPU (--entry, --train):
   --threads N             threads for the kernels (OpenMP) and the GEMMs
@@ -159,6 +165,7 @@ struct Args {
   int threads = 0; // 0: all cores
   std::string profilePath; // --profile
   bool checkNumerics = false;
+  MpiOptions mpi; // --ranks-per-node, --allreduce
   std::set<std::string> given; // flags seen, for mode checks
 };
 
@@ -183,6 +190,7 @@ const Flag kFlags[] = {
     {"help", false},          {"version", false},
     {"no-cuda-graph", false}, {"threads", true},
     {"profile", true},        {"check-numerics", false},
+    {"ranks-per-node", true}, {"allreduce", true},
 };
 
 /// Flags that only make sense in some modes.
@@ -204,6 +212,8 @@ const std::map<std::string, std::set<Mode>> kFlagModes = {
     {"no-prefetch", {Mode::Train}},
     {"no-cuda-graph", {Mode::Train, Mode::Entry}},
     {"threads", {Mode::Train, Mode::Entry}},
+    {"ranks-per-node", {Mode::Train}},
+    {"allreduce", {Mode::Train}},
     {"profile", {Mode::Train, Mode::Entry}},
     {"check-numerics", {Mode::Train, Mode::Entry}},
     {"resume", {Mode::Train, Mode::Export}},
@@ -372,6 +382,17 @@ Args parseArgs(int argc, const char *const *argv, bool &help, bool &version) {
       t.prefetch = false;
     else if (name == "no-cuda-graph")
       args.cudaGraphs = false;
+    else if (name == "ranks-per-node") {
+      int64_t n = parseCount(name, value);
+      if (n < 1 || n > 65536)
+        usage("--ranks-per-node expects 1 to 65536, got '" + value + "'");
+      args.mpi.ranksPerNode = int(n);
+    } else if (name == "allreduce") {
+      if (value != "auto" && value != "flat" && value != "hierarchical")
+        usage("--allreduce expects auto, flat or hierarchical, got '" + value +
+              "'");
+      args.mpi.allReduce = value;
+    }
     else if (name == "threads") {
       int64_t n = parseCount(name, value);
       if (n < 1 || n > 4096)
@@ -773,7 +794,7 @@ void runTrain(const Args &args, std::FILE *err) {
   std::unique_ptr<Collectives> comm;
   std::string error;
   if (launchedByMpi()) {
-    comm = startMpi(&error);
+    comm = startMpi(args.mpi, &error);
     if (!comm)
       failure("started by an MPI launcher, but " + error);
   }
@@ -787,9 +808,9 @@ void runTrain(const Args &args, std::FILE *err) {
     options.collectives = comm.get();
   if (comm && comm->size() > 1 && lead && !args.quiet)
     std::fprintf(err,
-                 "loom-run: data parallel over %d ranks (%s): %lld "
-                 "micro-batch(es) per rank and step\n",
-                 comm->size(), comm->name(),
+                 "loom-run: data parallel over %s; %lld micro-batch(es) per "
+                 "rank and step\n",
+                 describeWorld(*comm).c_str(),
                  static_cast<long long>(options.accumulate));
   TrainResult result;
   if (!train(*artifact, options, &result, &error)) {

@@ -2,15 +2,19 @@
 //
 // Each collective is MPI's nonblocking one (MPI_Iallreduce, ...) on
 // MPI_COMM_WORLD; Avg is MPI_SUM, then a division when the request is waited
-// for. Element types map to MPI's (f32, f64, i64, i32; 16-bit floats only
+// for. A hierarchical all-reduce chains three nonblocking steps over a
+// machine's communicator and a cross-machine one (MpiOptions). Element types map to MPI's (f32, f64, i64, i32; 16-bit floats only
 // move, they are not reduced).
 //
 //===----------------------------------------------------------------------===//
 
 #include "MpiCollectives.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <vector>
 
 #if LOOMRT_HAVE_MPI
 #include <mpi.h>
@@ -35,36 +39,50 @@ std::string mpiError(const char *what, int code) {
   return std::string(what) + ": " + std::string(text, length);
 }
 
+/// Divides `count` f32 or f64 elements by `n` (ReduceOp::Avg).
+void divide(void *data, size_t count, DType dtype, int n) {
+  if (dtype == DType::F32)
+    for (size_t i = 0; i < count; ++i)
+      static_cast<float *>(data)[i] /= float(n);
+  else
+    for (size_t i = 0; i < count; ++i)
+      static_cast<double *>(data)[i] /= double(n);
+}
+
+/// One outstanding MPI request, then (a hierarchical all-reduce) the next
+/// steps, each started when the one before it is done.
 class MpiRequest final : public Request {
 public:
-  MpiRequest(MPI_Request request, void *avgData, size_t avgCount, DType dtype,
-             int worldSize)
-      : request(request), avgData(avgData), avgCount(avgCount), dtype(dtype),
-        worldSize(worldSize) {}
+  using Next = std::function<int(MPI_Request *)>;
+  MpiRequest(MPI_Request request, std::vector<Next> next, void *avgData,
+             size_t avgCount, DType dtype, int worldSize)
+      : request(request), next(std::move(next)), avgData(avgData),
+        avgCount(avgCount), dtype(dtype), worldSize(worldSize) {}
   ~MpiRequest() override {
     if (request != MPI_REQUEST_NULL) // never waited for: complete it anyway
       MPI_Wait(&request, MPI_STATUS_IGNORE);
   }
   bool wait(std::string *error) noexcept override {
-    int rc = MPI_Wait(&request, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      if (error)
-        *error = mpiError("MPI_Wait", rc);
-      return false;
+    for (size_t i = 0;; ++i) {
+      int rc = MPI_Wait(&request, MPI_STATUS_IGNORE);
+      if (rc == MPI_SUCCESS && i < next.size())
+        rc = next[i](&request);
+      if (rc != MPI_SUCCESS) {
+        if (error)
+          *error = mpiError("MPI_Wait", rc);
+        return false;
+      }
+      if (i == next.size())
+        break;
     }
-    if (avgData) {
-      if (dtype == DType::F32)
-        for (size_t i = 0; i < avgCount; ++i)
-          static_cast<float *>(avgData)[i] /= float(worldSize);
-      else
-        for (size_t i = 0; i < avgCount; ++i)
-          static_cast<double *>(avgData)[i] /= double(worldSize);
-    }
+    if (avgData)
+      divide(avgData, avgCount, dtype, worldSize);
     return true;
   }
 
 private:
   MPI_Request request;
+  std::vector<Next> next;
   void *avgData;
   size_t avgCount;
   DType dtype;
@@ -73,16 +91,24 @@ private:
 
 class MpiCollectives final : public Collectives {
 public:
-  MpiCollectives() {
+  /// `node`: this machine's ranks; `cross`: the ranks of every machine with
+  /// this one's local rank.
+  MpiCollectives(MPI_Comm node, MPI_Comm cross, bool hierarchical)
+      : node(node), cross(cross), hierarchical(hierarchical) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    MPI_Comm local;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_,
-                        MPI_INFO_NULL, &local);
-    MPI_Comm_rank(local, &localRank_);
-    MPI_Comm_free(&local);
+    MPI_Comm_rank(node, &localRank_);
+    MPI_Comm_size(node, &localSize_);
+    MPI_Comm_size(cross, &nodes_);
   }
-  ~MpiCollectives() override { MPI_Finalize(); }
+  ~MpiCollectives() override {
+    MPI_Comm_free(&node);
+    MPI_Comm_free(&cross);
+    MPI_Finalize();
+  }
+  int machines() const { return nodes_; }
+  int ranksPerMachine() const { return localSize_; }
+  bool isHierarchical() const { return hierarchical; }
 
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
@@ -97,10 +123,12 @@ public:
     if (!reducible(dtype, op, &type, &mop, error) || !fits(count, error))
       return nullptr;
     MPI_Request r;
+    void *avg = op == ReduceOp::Avg ? data : nullptr;
+    if (hierarchical && count >= size_t(localSize_))
+      return hierarchicalAllReduce(data, count, dtype, type, mop, avg, error);
     return finish(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), type, mop,
                                  MPI_COMM_WORLD, &r),
-                  "MPI_Iallreduce", r, op == ReduceOp::Avg ? data : nullptr,
-                  count, dtype, error);
+                  "MPI_Iallreduce", r, avg, count, dtype, error);
   }
   std::unique_ptr<Request> reduceScatter(const void *send, void *recv,
                                          size_t count, DType dtype,
@@ -183,7 +211,52 @@ public:
   }
 
 private:
-  int rank_ = 0, size_ = 1, localRank_ = 0;
+  MPI_Comm node, cross;
+  bool hierarchical;
+  int rank_ = 0, size_ = 1, localRank_ = 0, localSize_ = 1, nodes_ = 1;
+
+  /// Reduce-scatter inside the machine (shard i to local rank i, the
+  /// shards as even as the count allows), all-reduce of this rank's shard
+  /// across machines, all-gather of the shards inside the machine.
+  std::unique_ptr<Request> hierarchicalAllReduce(void *data, size_t count,
+                                                 DType dtype,
+                                                 MPI_Datatype type, MPI_Op op,
+                                                 void *avg,
+                                                 std::string *error) const {
+    auto counts = std::make_shared<std::vector<int>>(localSize_);
+    auto displs = std::make_shared<std::vector<int>>(localSize_);
+    for (int i = 0, at = 0; i < localSize_; ++i) {
+      (*counts)[i] = int(count / localSize_ + (size_t(i) < count % localSize_));
+      (*displs)[i] = at;
+      at += (*counts)[i];
+    }
+    // This rank's shard in a buffer of its own (MPI forbids the send and
+    // receive buffers of a reduce-scatter to overlap), kept alive by the
+    // steps that use it.
+    int myCount = (*counts)[localRank_];
+    auto shard = std::make_shared<std::vector<char>>(
+        std::max<size_t>(1, size_t(myCount) * dtypeSize(dtype)));
+    MPI_Comm nodeComm = node, crossComm = cross;
+    std::vector<MpiRequest::Next> next = {
+        [=](MPI_Request *r) {
+          return MPI_Iallreduce(MPI_IN_PLACE, shard->data(), myCount, type, op,
+                                crossComm, r);
+        },
+        [=](MPI_Request *r) {
+          return MPI_Iallgatherv(shard->data(), myCount, type, data,
+                                 counts->data(), displs->data(), type,
+                                 nodeComm, r);
+        }};
+    MPI_Request r;
+    int rc = MPI_Ireduce_scatter(data, shard->data(), counts->data(), type, op,
+                                 node, &r);
+    if (rc != MPI_SUCCESS) {
+      fail(error, mpiError("MPI_Ireduce_scatter", rc));
+      return nullptr;
+    }
+    return std::make_unique<MpiRequest>(r, std::move(next), avg, count, dtype,
+                                        size_);
+  }
 
   static bool fail(std::string *error, std::string message) {
     if (error)
@@ -255,13 +328,22 @@ private:
       fail(error, mpiError(what, rc));
       return nullptr;
     }
-    return std::make_unique<MpiRequest>(r, avgData, count, dtype, size_);
+    return std::make_unique<MpiRequest>(r, std::vector<MpiRequest::Next>{},
+                                        avgData, count, dtype, size_);
   }
 };
 
 } // namespace
 
-std::unique_ptr<Collectives> startMpi(std::string *error) noexcept {
+std::unique_ptr<Collectives> startMpi(const MpiOptions &options,
+                                      std::string *error) noexcept {
+  if (options.allReduce != "auto" && options.allReduce != "flat" &&
+      options.allReduce != "hierarchical") {
+    if (error)
+      *error = "--allreduce expects auto, flat or hierarchical, got '" +
+               options.allReduce + "'";
+    return nullptr;
+  }
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -275,13 +357,64 @@ std::unique_ptr<Collectives> startMpi(std::string *error) noexcept {
   }
   // Errors come back as codes, not as an abort of the whole job.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (options.ranksPerNode < 0 ||
+      (options.ranksPerNode > 0 && size % options.ranksPerNode != 0)) {
+    if (error)
+      *error = "--ranks-per-node " + std::to_string(options.ranksPerNode) +
+               " does not divide the " + std::to_string(size) + " ranks";
+    MPI_Finalize();
+    return nullptr;
+  }
+  MPI_Comm node, cross;
+  if (options.ranksPerNode > 0)
+    MPI_Comm_split(MPI_COMM_WORLD, rank / options.ranksPerNode, rank, &node);
+  else
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
+                        MPI_INFO_NULL, &node);
+  int localRank = 0, localSize = 1;
+  MPI_Comm_rank(node, &localRank);
+  MPI_Comm_size(node, &localSize);
+  MPI_Comm_split(MPI_COMM_WORLD, localRank, rank, &cross);
+  int nodes = 1;
+  MPI_Comm_size(cross, &nodes);
+  // Every machine must have as many ranks for the cross communicators to
+  // pair the shards up.
+  int minLocal = localSize, maxLocal = localSize;
+  MPI_Allreduce(MPI_IN_PLACE, &minLocal, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &maxLocal, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  bool even = minLocal == maxLocal;
+  bool hierarchical =
+      options.allReduce == "hierarchical" ||
+      (options.allReduce == "auto" && even && nodes > 1 && localSize > 1);
+  if (hierarchical && !even) {
+    if (error)
+      *error = "a hierarchical all-reduce needs as many ranks on every "
+               "machine";
+    MPI_Comm_free(&node);
+    MPI_Comm_free(&cross);
+    MPI_Finalize();
+    return nullptr;
+  }
   try {
-    return std::make_unique<MpiCollectives>();
+    return std::make_unique<MpiCollectives>(node, cross, hierarchical);
   } catch (...) {
     if (error)
       *error = "out of memory starting MPI";
     return nullptr;
   }
+}
+
+std::string describeWorld(const Collectives &comm) {
+  auto *mpi = dynamic_cast<const MpiCollectives *>(&comm);
+  std::string s = std::to_string(comm.size()) + " ranks (" + comm.name() + ")";
+  if (mpi)
+    s += ": " + std::to_string(mpi->machines()) + " machine(s) of " +
+         std::to_string(mpi->ranksPerMachine()) + ", " +
+         (mpi->isHierarchical() ? "hierarchical" : "flat") + " all-reduce";
+  return s;
 }
 
 void abortMpi(int code) noexcept {
@@ -291,11 +424,16 @@ void abortMpi(int code) noexcept {
 #else
 void abortMpi(int code) noexcept { std::_Exit(code); }
 
-std::unique_ptr<Collectives> startMpi(std::string *error) noexcept {
+std::unique_ptr<Collectives> startMpi(const MpiOptions &,
+                                      std::string *error) noexcept {
   if (error)
     *error = "this loom-run was built without MPI (install libopenmpi-dev "
              "and rebuild, see README.md)";
   return nullptr;
+}
+
+std::string describeWorld(const Collectives &comm) {
+  return std::to_string(comm.size()) + " ranks (" + comm.name() + ")";
 }
 #endif
 

@@ -20,9 +20,28 @@ namespace loomrt {
 /// this process, from its environment.
 bool launchedByMpi() noexcept;
 
+/// How the ranks are grouped into machines and how all-reduce uses that.
+struct MpiOptions {
+  /// Ranks per machine; 0: as the launcher placed them
+  /// (MPI_COMM_TYPE_SHARED). K > 0 groups consecutive world ranks by K,
+  /// which simulates several machines on one.
+  int ranksPerNode = 0;
+  /// "flat": MPI's all-reduce over the world. "hierarchical": reduce-scatter
+  /// inside each machine, all-reduce of each shard across machines,
+  /// all-gather inside each machine. "auto": hierarchical when there are
+  /// several machines with several ranks each.
+  std::string allReduce = "auto";
+};
+
 /// Initializes MPI and returns the world's collectives; null with `error`
-/// when MPI is missing or fails. MPI is finalized when the object goes.
-std::unique_ptr<Collectives> startMpi(std::string *error) noexcept;
+/// when MPI is missing or fails, or the options do not fit the world. MPI is
+/// finalized when the object goes.
+std::unique_ptr<Collectives> startMpi(const MpiOptions &options,
+                                      std::string *error) noexcept;
+
+/// "4 ranks (mpi): 2 machines of 2, hierarchical all-reduce": what a run
+/// says about its world.
+std::string describeWorld(const Collectives &comm);
 
 /// Ends every rank of the job with `code` (MPI_Abort): what a rank that
 /// fails does, since the others may be waiting for it in a collective.
