@@ -19,11 +19,12 @@ rules (halve on a skip, double after GROWTH good steps), not read from Loom. Pri
 import argparse
 import json
 import os
-import struct
 import subprocess
 import sys
 
 import numpy as np
+
+from compiled_vs_interp import read_safetensors
 
 INIT = 65536.0
 GROWTH = 2  # --loss-scale-growth-interval
@@ -52,22 +53,6 @@ def run(cmd, env=None):
         sys.exit("command failed (%d): %s\n%s%s" % (
             proc.returncode, " ".join(cmd), proc.stdout, proc.stderr))
     return proc.stdout + proc.stderr
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    types = {"F32": np.float32, "F64": np.float64, "I64": np.int64,
-             "I32": np.int32}
-    out = {}
-    for k, v in header.items():
-        if k != "__metadata__":
-            a, b = v["data_offsets"]
-            out[k] = np.frombuffer(data[a:b], types[v["dtype"]]).reshape(
-                v["shape"])
-    return out
 
 
 def main():

@@ -148,60 +148,47 @@ public:
   std::unique_ptr<Request> allGather(const void *send, void *recv,
                                      size_t count, DType dtype,
                                      std::string *error) noexcept override {
-    MPI_Datatype type;
-    if (!movable(dtype, &type, error) || !fits(count * size_t(size_), error))
-      return nullptr;
-    MPI_Request r;
-    return finish(MPI_Iallgather(send, int(count), type, recv, int(count),
-                                 type, MPI_COMM_WORLD, &r),
-                  "MPI_Iallgather", r, nullptr, 0, dtype, error);
+    return move("MPI_Iallgather", dtype, count * size_t(size_), 0, error,
+                [&](MPI_Datatype type, MPI_Request *r) {
+                  return MPI_Iallgather(send, int(count), type, recv,
+                                        int(count), type, MPI_COMM_WORLD, r);
+                });
   }
   std::unique_ptr<Request> broadcast(void *data, size_t count, DType dtype,
                                      int root,
                                      std::string *error) noexcept override {
-    MPI_Datatype type;
-    if (!movable(dtype, &type, error) || !fits(count, error) ||
-        !validRank(root, error))
-      return nullptr;
-    MPI_Request r;
-    return finish(
-        MPI_Ibcast(data, int(count), type, root, MPI_COMM_WORLD, &r),
-        "MPI_Ibcast", r, nullptr, 0, dtype, error);
+    return move("MPI_Ibcast", dtype, count, root, error,
+                [&](MPI_Datatype type, MPI_Request *r) {
+                  return MPI_Ibcast(data, int(count), type, root,
+                                    MPI_COMM_WORLD, r);
+                });
   }
   std::unique_ptr<Request> allToAll(const void *send, void *recv,
                                     size_t count, DType dtype,
                                     std::string *error) noexcept override {
-    MPI_Datatype type;
-    if (!movable(dtype, &type, error) || !fits(count * size_t(size_), error))
-      return nullptr;
-    MPI_Request r;
-    return finish(MPI_Ialltoall(send, int(count), type, recv, int(count), type,
-                                MPI_COMM_WORLD, &r),
-                  "MPI_Ialltoall", r, nullptr, 0, dtype, error);
+    return move("MPI_Ialltoall", dtype, count * size_t(size_), 0, error,
+                [&](MPI_Datatype type, MPI_Request *r) {
+                  return MPI_Ialltoall(send, int(count), type, recv,
+                                       int(count), type, MPI_COMM_WORLD, r);
+                });
   }
   std::unique_ptr<Request> send(const void *data, size_t count, DType dtype,
                                 int to, int tag,
                                 std::string *error) noexcept override {
-    MPI_Datatype type;
-    if (!movable(dtype, &type, error) || !fits(count, error) ||
-        !validRank(to, error))
-      return nullptr;
-    MPI_Request r;
-    return finish(MPI_Isend(data, int(count), type, to, tag, MPI_COMM_WORLD,
-                            &r),
-                  "MPI_Isend", r, nullptr, 0, dtype, error);
+    return move("MPI_Isend", dtype, count, to, error,
+                [&](MPI_Datatype type, MPI_Request *r) {
+                  return MPI_Isend(data, int(count), type, to, tag,
+                                   MPI_COMM_WORLD, r);
+                });
   }
   std::unique_ptr<Request> recv(void *data, size_t count, DType dtype,
                                 int from, int tag,
                                 std::string *error) noexcept override {
-    MPI_Datatype type;
-    if (!movable(dtype, &type, error) || !fits(count, error) ||
-        !validRank(from, error))
-      return nullptr;
-    MPI_Request r;
-    return finish(MPI_Irecv(data, int(count), type, from, tag, MPI_COMM_WORLD,
-                            &r),
-                  "MPI_Irecv", r, nullptr, 0, dtype, error);
+    return move("MPI_Irecv", dtype, count, from, error,
+                [&](MPI_Datatype type, MPI_Request *r) {
+                  return MPI_Irecv(data, int(count), type, from, tag,
+                                   MPI_COMM_WORLD, r);
+                });
   }
   bool barrier(std::string *error) noexcept override {
     int rc = MPI_Barrier(MPI_COMM_WORLD);
@@ -320,6 +307,20 @@ private:
       return fail(error, "avg reduces f32 and f64 only");
     *mop = op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
     return true;
+  }
+  /// A transfer that moves elements without reducing them: `total`
+  /// elements must fit MPI's counts, `peer` (a root or partner) must be a
+  /// rank, and `start` issues the MPI call with the element type.
+  template <typename Start>
+  std::unique_ptr<Request> move(const char *what, DType dtype, size_t total,
+                                int peer, std::string *error,
+                                Start start) const {
+    MPI_Datatype type;
+    if (!movable(dtype, &type, error) || !fits(total, error) ||
+        !validRank(peer, error))
+      return nullptr;
+    MPI_Request r;
+    return finish(start(type, &r), what, r, nullptr, 0, dtype, error);
   }
   std::unique_ptr<Request> finish(int rc, const char *what, MPI_Request r,
                                   void *avgData, size_t count, DType dtype,
