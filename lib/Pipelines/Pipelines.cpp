@@ -95,7 +95,6 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
   bool cuda = target && target->cuda;
   pm.addPass(createInlinerPass());
   pm.addPass(createCSEPass());
-  pm.addPass(createWidenKeepF32Pass());
   ConvToGemmPassOptions convs;
   convs.libraryConvs = !cuda; // oneDNN's primitives on the CPU
   pm.addPass(createConvToGemmPass(convs));
@@ -112,6 +111,9 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
   FusePassOptions fuse;
   fuse.recomputeMinElements = options.recomputeMinElements;
   pm.addPass(createFusePass(fuse));
+  // After fusion: the casts it adds stay inside each op's kernel rather
+  // than becoming f32 buffers of their own.
+  pm.addPass(createWidenKeepF32Pass());
   if (stopAfter == Phase::Fuse)
     return;
   pm.addPass(createPlanMemoryPass());

@@ -69,11 +69,12 @@ bool staysF32(Operation *op) {
 }
 
 /// Whether `op` takes the precision of its inputs: the `follow` class but
-/// the ops above, and softmax, whose output is a probability that 16 bits
-/// store well (loom-widen-keep-f32 still computes it in f32, rounding the
-/// output once; its gradient's row sums too).
+/// the ops above; softmax, whose output is a probability that 16 bits
+/// store well; and cross-entropy, whose 16-bit logits give an f32 loss
+/// (loom-widen-keep-f32 computes both, and their gradients' row sums, in
+/// f32).
 bool followsInputs(Operation *op) {
-  if (isa<SoftmaxOp>(op))
+  if (isa<SoftmaxOp, CrossEntropyOp>(op))
     return true;
   return classOf(op) == PrecisionClass::Follow && !staysF32(op);
 }
@@ -176,9 +177,11 @@ struct MixedPrecisionPass
       }
       OpBuilder b(op);
       Operation *lowered = b.clone(*op, map);
-      for (OpResult r : lowered->getResults())
-        if (isF32Tensor(r.getType()))
-          r.setType(withElement(r.getType(), low));
+      // A cross-entropy of 16-bit logits still gives an f32 loss (its C3).
+      if (!isa<CrossEntropyOp>(lowered))
+        for (OpResult r : lowered->getResults())
+          if (isF32Tensor(r.getType()))
+            r.setType(withElement(r.getType(), low));
       for (auto [old, next] : llvm::zip(op->getResults(), lowered->getResults()))
         now[old] = next;
       replaced.push_back(op);

@@ -82,3 +82,17 @@ func.func @other_types(%a: tensor<4x8xf64>, %b: tensor<8x4xf64>, %c: tensor<4x8x
   %n = loom.matmul %c, %d : (tensor<4x8xbf16>, tensor<8x4xbf16>) -> tensor<4x4xbf16>
   return %m, %n : tensor<4x4xf64>, tensor<4x4xbf16>
 }
+
+// -----
+
+// A cross-entropy of bf16 logits reads them as they are and gives an f32
+// loss (its C3); nothing casts the logits back to f32.
+// CHECK-LABEL: func.func @loss(
+// CHECK:         %[[M:.+]] = loom.matmul %{{.+}}, %{{.+}} : (tensor<4x8xbf16>, tensor<8x3xbf16>) -> tensor<4x3xbf16>
+// CHECK-NEXT:    %[[L:.+]] = loom.cross_entropy %[[M]], %{{.+}} reduction = mean : (tensor<4x3xbf16>, tensor<4xi64>) -> tensor<f32>
+// CHECK-NEXT:    return %[[L]]
+func.func @loss(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %y: tensor<4xi64>) -> tensor<f32> {
+  %m = loom.matmul %x, %w : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  %l = loom.cross_entropy %m, %y reduction = mean : (tensor<4x3xf32>, tensor<4xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -86,8 +86,10 @@ def MixedPrecisionPass : Pass<"loom-mixed-precision", "mlir::ModuleOp"> {
       those in f32 too).
     - `keep_f32` (norms, reductions, losses) reads f32 copies, except
       softmax, whose 16-bit input gives a 16-bit output (probabilities
-      store well in 16 bits); `loom-widen-keep-f32` still computes it, and
-      the row sums of its gradient, in f32.
+      store well in 16 bits), and cross-entropy, whose 16-bit logits give
+      an f32 loss (so a language model's logits are stored in 16 bits);
+      `loom-widen-keep-f32` still computes both, and the row sums of their
+      gradients, in f32.
     - The function's results are f32.
 
     So the activations a training step stores are mostly 16-bit. The
@@ -267,9 +269,10 @@ def WidenKeepF32Pass : Pass<"loom-widen-keep-f32", "mlir::ModuleOp"> {
     scores stores its output in 16 bits) and from `loom-autodiff` (the
     gradient of a broadcast or a softmax sums 16-bit cotangents). Loom's
     kernels accumulate in the element type otherwise, and a sum of a
-    thousand bf16 terms in bf16 stops growing long before the end. Runs at
-    the start of code generation (after inlining), so that the stored
-    values stay 16-bit and the casts fuse into the kernels.
+    thousand bf16 terms in bf16 stops growing long before the end. Runs
+    right after `loom-fuse`, inside the kernels' bodies too, so that the
+    casts are part of each op's kernel: the stored values stay 16-bit and
+    no f32 copy of them is ever a buffer.
   }];
   let statistics = [
     Statistic<"numWidened", "num-widened", "Ops computed in f32">,

@@ -1876,11 +1876,21 @@ func.func @cross_entropy_c3_none_shape(%l: tensor<32x10xf32>, %y: tensor<32xi64>
 
 // -----
 
-// Tests that loom.cross_entropy rejects a result element type that differs from the logits' (C3).
+// Tests that loom.cross_entropy rejects a result element type other than the
+// logits' (f32 for 16-bit logits) (C3).
 func.func @cross_entropy_c3_element_type(%l: tensor<32x10xbf16>, %y: tensor<32xi64>) {
-  // expected-error @+2 {{inferred type(s) 'tensor<bf16>' are incompatible with return type(s) of operation 'tensor<f32>'}}
+  // expected-error @+2 {{inferred type(s) 'tensor<f32>' are incompatible with return type(s) of operation 'tensor<bf16>'}}
   // expected-error @+1 {{failed to infer returned types}}
-  %r = loom.cross_entropy %l, %y reduction = sum : (tensor<32x10xbf16>, tensor<32xi64>) -> tensor<f32>
+  %r = loom.cross_entropy %l, %y reduction = sum : (tensor<32x10xbf16>, tensor<32xi64>) -> tensor<bf16>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_c3_f64(%l: tensor<32x10xf32>, %y: tensor<32xi64>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<f32>' are incompatible with return type(s) of operation 'tensor<f64>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %r = loom.cross_entropy %l, %y reduction = sum : (tensor<32x10xf32>, tensor<32xi64>) -> tensor<f64>
   return
 }
 

@@ -674,11 +674,14 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
                              shapeStr(labels.getShape()), " but logits ",
                              shapeStr(logits.getShape()), " need labels ",
                              shapeStr(expected));
-  // (C3)
+  // (C3) 16-bit logits (mixed precision) give an f32 loss.
+  Type element = logits.getElementType();
+  if (element.isBF16() || element.isF16())
+    element = Float32Type::get(element.getContext());
   if (adaptor.getReduction() == Reduction::None)
-    results.push_back(RankedTensorType::get(expected, logits.getElementType()));
+    results.push_back(RankedTensorType::get(expected, element));
   else
-    results.push_back(RankedTensorType::get({}, logits.getElementType()));
+    results.push_back(RankedTensorType::get({}, element));
   return success();
 }
 

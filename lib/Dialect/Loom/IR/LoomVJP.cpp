@@ -980,6 +980,12 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange cts,
   Value logits = getLogits(), labels = getLabels();
   auto lt = tensorType(logits), yt = tensorType(labels);
   Type floatType = lt.getElementType(), intType = yt.getElementType();
+  // The loss's element type: f32 for 16-bit logits (C3). The label count,
+  // the per-label weights and (softmax - onehot) * weight are computed in it
+  // (a count of thousands of labels is not exact in bf16, and in f16 the
+  // product of a scaled loss's weight can overflow where the f32 product
+  // rounds to a finite value); dlogits is rounded to the logits' type once.
+  Type lossType = tensorType(g).getElementType();
   int64_t classes = lt.getDimSize(1);
   // All dimensions of the logits but the class dimension.
   SmallVector<int64_t> labelDims = allButChannel(lt);
@@ -998,13 +1004,13 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange cts,
           e.cmp(ComparePredicate::NE, labels,
                 e.splat(yt, static_cast<double>(
                                 static_cast<int64_t>(*ignore)))),
-          floatType);
+          lossType);
     if (getReduction() == Reduction::Mean)
       count = valid ? e.sum(valid, iota(0, yt.getRank()))
                     : e.splat(tensorType(g),
                               static_cast<double>(yt.getNumElements()));
   }
-  auto perLabel = yt.clone(floatType);
+  auto perLabel = yt.clone(lossType);
   Value weight;
   switch (getReduction()) {
   case Reduction::None:
@@ -1037,9 +1043,13 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange cts,
   Value onehot = e.castTo(e.cmp(ComparePredicate::EQ,
                                 e.broadcast(labels, intLogits, labelDims),
                                 e.channel(classIds, intLogits)),
-                          floatType);
-  Value dlogits =
-      e.mul(e.sub(probs, onehot), e.broadcast(weight, lt, labelDims));
+                          lossType);
+  if (lossType != floatType)
+    probs = e.castTo(probs, lossType);
+  Value dlogits = e.mul(e.sub(probs, onehot),
+                        e.broadcast(weight, lt.clone(lossType), labelDims));
+  if (lossType != floatType)
+    dlogits = e.castTo(dlogits, floatType);
   out.append({dlogits, Value()});
   return success();
 }

@@ -1130,7 +1130,9 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, Loom_ReductionKind,
     1. (C1) `logits` has rank >= 2.
     2. (C2) `labels` has the shape of `logits` without dimension 1.
     3. (C3) `result` is 0-D for `mean` and `sum`, and has the shape of
-       `labels` for `none`; its element type is that of `logits`.
+       `labels` for `none`; its element type is that of `logits`, or f32
+       for bf16 and f16 logits (mixed precision stores the logits in 16
+       bits; the loss is computed and returned in f32).
   }];
   let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels,
                        DefaultValuedAttr<Loom_Reduction, "::loom::Reduction::Mean">:$reduction,
