@@ -14,7 +14,9 @@
 #include "loom/Codegen/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <cstdint>
 
@@ -89,10 +91,31 @@ std::string loom::hostLoweringPipeline(int64_t minParallelWork) {
   return pipeline + kLoopsToLLVM;
 }
 
+/// The f32 transcendental functions of the kernels (exp, log, tanh, erf and
+/// their kin) become MLIR's polynomial approximations: arithmetic, the same
+/// instructions for a vector of elements as for one. Left to the C library,
+/// a vectorized loop calls libmvec in its body and scalar libm in its
+/// remainder, whose last bits differ: the same value computed by two
+/// kernels of different shapes (a GELU in the forward and recomputed in the
+/// backward, loom-remat) would differ, and training with remat would not
+/// give the parameters of training without it, bit for bit.
+static LogicalResult approximateMath(ModuleOp kernels) {
+  static constexpr llvm::StringLiteral kApproximated[] = {
+      "math.exp",   "math.exp2", "math.expm1", "math.log", "math.log2",
+      "math.log1p", "math.tanh", "math.erf",   "math.erfc"};
+  RewritePatternSet patterns(kernels.getContext());
+  populateMathPolynomialApproximationPatterns(patterns, [](StringRef name) {
+    return llvm::is_contained(kApproximated, name);
+  });
+  return applyPatternsGreedily(kernels, std::move(patterns));
+}
+
 LogicalResult loom::lowerKernelsToLLVM(ModuleOp kernels, KernelInfoMap &info,
                                        int64_t minParallelWork,
                                        PipelineRunner run) {
   hoistScratch(kernels, info);
+  if (failed(approximateMath(kernels)))
+    return kernels.emitError("approximating the kernels' math functions");
   return runKernelPipeline(kernels, hostLoweringPipeline(minParallelWork),
                            run);
 }

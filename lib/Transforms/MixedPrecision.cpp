@@ -69,12 +69,13 @@ bool staysF32(Operation *op) {
 }
 
 /// Whether `op` takes the precision of its inputs: the `follow` class but
-/// the ops above; softmax, whose output is a probability that 16 bits
-/// store well; and cross-entropy, whose 16-bit logits give an f32 loss
-/// (loom-widen-keep-f32 computes both, and their gradients' row sums, in
-/// f32).
+/// the ops above, and softmax, whose output is a probability that 16 bits
+/// store well (loom-widen-keep-f32 computes it, and its gradient's row
+/// sums, in f32). Cross-entropy still reads f32 logits: fed 16-bit ones
+/// (its C3 allows it), its kernel widens them into two logits-sized f32
+/// temporaries, more than the f32 logits it saves.
 bool followsInputs(Operation *op) {
-  if (isa<SoftmaxOp, CrossEntropyOp>(op))
+  if (isa<SoftmaxOp>(op))
     return true;
   return classOf(op) == PrecisionClass::Follow && !staysF32(op);
 }
@@ -177,11 +178,9 @@ struct MixedPrecisionPass
       }
       OpBuilder b(op);
       Operation *lowered = b.clone(*op, map);
-      // A cross-entropy of 16-bit logits still gives an f32 loss (its C3).
-      if (!isa<CrossEntropyOp>(lowered))
-        for (OpResult r : lowered->getResults())
-          if (isF32Tensor(r.getType()))
-            r.setType(withElement(r.getType(), low));
+      for (OpResult r : lowered->getResults())
+        if (isF32Tensor(r.getType()))
+          r.setType(withElement(r.getType(), low));
       for (auto [old, next] : llvm::zip(op->getResults(), lowered->getResults()))
         now[old] = next;
       replaced.push_back(op);

@@ -86,10 +86,8 @@ def MixedPrecisionPass : Pass<"loom-mixed-precision", "mlir::ModuleOp"> {
       those in f32 too).
     - `keep_f32` (norms, reductions, losses) reads f32 copies, except
       softmax, whose 16-bit input gives a 16-bit output (probabilities
-      store well in 16 bits), and cross-entropy, whose 16-bit logits give
-      an f32 loss (so a language model's logits are stored in 16 bits);
-      `loom-widen-keep-f32` still computes both, and the row sums of their
-      gradients, in f32.
+      store well in 16 bits); `loom-widen-keep-f32` still computes it, and
+      the row sums of its gradient, in f32.
     - The function's results are f32.
 
     So the activations a training step stores are mostly 16-bit. The
