@@ -1109,7 +1109,9 @@ void sumOverRanks(Collectives &comm, std::map<std::string, NpyArray> &grads,
 }
 
 /// The ranks of a data-parallel run must hold the same tensors: a 64-bit
-/// FNV-1a hash of them, its minimum and maximum over the ranks compared.
+/// FNV-1a hash of them (halved to fit an i64), whose maximum and whose
+/// negated minimum over the ranks one all-reduce finds; they differ when a
+/// rank does.
 void checkRanksAgree(Collectives &comm,
                      const std::map<std::string, NpyArray> &tensors,
                      int64_t step) {
@@ -1117,20 +1119,16 @@ void checkRanksAgree(Collectives &comm,
   for (const auto &[name, a] : tensors)
     for (uint8_t byte : a.data)
       hash = (hash ^ byte) * 1099511628211ull;
-  int64_t lo = int64_t(hash >> 1), hi = lo; // fits i64
+  int64_t extremes[2] = {int64_t(hash >> 1), -int64_t(hash >> 1)};
   std::string error;
-  if (!waitFor(comm.allReduce(&hi, 1, DType::I64, ReduceOp::Max, &error),
+  if (!waitFor(comm.allReduce(extremes, 2, DType::I64, ReduceOp::Max, &error),
                &error))
     fail("comparing the ranks' tensors: " + error);
-  int64_t negLo = -lo;
-  if (!waitFor(comm.allReduce(&negLo, 1, DType::I64, ReduceOp::Max, &error),
-               &error))
-    fail("comparing the ranks' tensors: " + error);
-  if (hi != -negLo)
+  if (extremes[0] != -extremes[1])
     fail("after step " + std::to_string(step) +
-             ", the ranks hold different parameters or optimizer state "
-             "(ranks started from different files, or a reduction is not "
-             "deterministic)");
+         ", the ranks hold different parameters or optimizer state "
+         "(ranks started from different files, or a reduction is not "
+         "deterministic)");
 }
 
 std::string joinNames(const std::vector<std::string> &names) {

@@ -227,3 +227,22 @@ func.func @forward(%w: tensor<4xf32> {loom.param = "w"}) -> (tensor<f32> {loom.o
   %l = loom.reduce_sum %p dims = [0] : tensor<4xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// The gradient of a cross-entropy of bf16 logits (an f32 loss, C3): the
+// label count and the per-label weight stay f32, (softmax - onehot) times
+// the weight is computed in f32, and only dlogits is rounded to bf16.
+// CHECK-LABEL: func.func @forward_backward(
+// CHECK-SAME:    -> (tensor<f32> {loom.output = "loss"}, tensor<4x3xbf16> {loom.grad = "z"})
+// CHECK:         %[[COUNT:.+]] = loom.reduce_sum %{{.+}} dims = [0] : tensor<4xf32> -> tensor<f32>
+// CHECK:         %[[P:.+]] = loom.softmax %{{.+}} axis = 1 : tensor<4x3xbf16>
+// CHECK:         %[[PF:.+]] = loom.cast %[[P]] : tensor<4x3xbf16> -> tensor<4x3xf32>
+// CHECK:         %[[D:.+]] = loom.sub %[[PF]], %{{.+}} : tensor<4x3xf32>
+// CHECK:         %[[G:.+]] = loom.mul %[[D]], %{{.+}} : tensor<4x3xf32>
+// CHECK:         %[[GL:.+]] = loom.cast %[[G]] : tensor<4x3xf32> -> tensor<4x3xbf16>
+// CHECK:         return %{{.+}}, %[[GL]]
+func.func @forward(%z: tensor<4x3xbf16> {loom.param = "z"}, %y: tensor<4xi64> {loom.input = "labels"}) -> (tensor<f32> {loom.output = "loss"}) {
+  %l = loom.cross_entropy %z, %y reduction = mean {ignore_index = -100 : i64} : (tensor<4x3xbf16>, tensor<4xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -15,6 +15,7 @@
 #include "loomrt/Trainer.h"
 #include "loomrt/loomrt.h"
 
+#include "../Half.h"
 #include "../Support.h"
 #include "MpiCollectives.h"
 
@@ -467,9 +468,10 @@ NpyArray widenBf16(const NpyArray &a) {
   out.shape = a.shape;
   out.data.resize(a.data.size() * 2);
   for (size_t i = 0; i < a.data.size() / 2; ++i) {
-    uint32_t bits = (uint32_t(a.data[2 * i]) | uint32_t(a.data[2 * i + 1]) << 8)
-                    << 16;
-    std::memcpy(out.data.data() + 4 * i, &bits, 4);
+    uint16_t bits;
+    std::memcpy(&bits, a.data.data() + 2 * i, 2);
+    float f = bf16ToFloat(bits);
+    std::memcpy(out.data.data() + 4 * i, &f, 4);
   }
   return out;
 }
