@@ -94,15 +94,17 @@ bool isBroadcastOrFill(Operation *op) {
 }
 
 /// linalg-fuse-elementwise-ops, but a broadcast or fill is fused into every
-/// reader, not only into a single one (the upstream pass's rule), and so is
+/// reader, not only into a single one (the upstream pass's rule), and so are
+/// a widening of a 16-bit tensor (each reader extends what it loads) and
 /// a kernel output its same-shaped reader recomputes; then the loops over
 /// one domain merge (SiblingFusion.h).
 void fuseElementwise(func::FuncOp func) {
   MLIRContext *context = func.getContext();
   linalg::ControlFusionFn control = [](OpOperand *fused) {
     Operation *producer = fused->get().getDefiningOp();
-    return producer && (producer->hasOneUse() || isBroadcastOrFill(producer) ||
-                        fusesBackIntoSibling(fused));
+    return producer &&
+           (producer->hasOneUse() || isBroadcastOrFill(producer) ||
+            widenedSource(fused->get()) || fusesBackIntoSibling(fused));
   };
   linalg::ControlFusionFn singleUse = [](OpOperand *fused) {
     Operation *producer = fused->get().getDefiningOp();

@@ -51,11 +51,17 @@ namespace {
 /// axis of the same logits, shares the loss's row maxima and sums, which
 /// the kernel then computes once (two passes over the logits instead of
 /// four; the lowering's identical reductions are merged by CSE).
+/// With 16-bit logits the softmax reads their f32 cast, which
+/// loom-widen-keep-f32 also puts before the loss.
 bool sharesRowStatistics(Operation *op, Operation *reduction) {
   auto softmax = dyn_cast<SoftmaxOp>(op);
   auto loss = dyn_cast_or_null<CrossEntropyOp>(reduction);
-  return softmax && loss && softmax.getX() == loss.getLogits() &&
-         softmax.getAxis() == 1;
+  if (!softmax || !loss || softmax.getAxis() != 1)
+    return false;
+  Value x = softmax.getX();
+  if (auto cast = x.getDefiningOp<CastOp>())
+    x = cast.getX();
+  return x == loss.getLogits();
 }
 
 /// Ops the plan runs itself rather than as a generated kernel.

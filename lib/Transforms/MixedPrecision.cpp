@@ -3,7 +3,8 @@
 // `loom-mixed-precision` (Passes.td): each low-precision op (GEMM, one-group
 // convolution) reads 16-bit (bf16 or f16) copies of its f32 operands and
 // computes in 16 bits; `follow` ops whose inputs are 16-bit compute in 16
-// bits too; every other op reads f32 copies of 16-bit values.
+// bits too; every other op reads f32 copies of 16-bit values, but
+// cross-entropy, which reads 16-bit logits as they are.
 // The copies are made once per value, right after its definition (at the
 // top of the function for an argument), so a weight read by several GEMMs
 // is cast once per step.
@@ -71,13 +72,21 @@ bool staysF32(Operation *op) {
 /// Whether `op` takes the precision of its inputs: the `follow` class but
 /// the ops above, and softmax, whose output is a probability that 16 bits
 /// store well (loom-widen-keep-f32 computes it, and its gradient's row
-/// sums, in f32). Cross-entropy still reads f32 logits: fed 16-bit ones
-/// (its C3 allows it), its kernel widens them into two logits-sized f32
-/// temporaries, more than the f32 logits it saves.
+/// sums, in f32).
 bool followsInputs(Operation *op) {
   if (isa<SoftmaxOp>(op))
     return true;
   return classOf(op) == PrecisionClass::Follow && !staysF32(op);
+}
+
+/// Whether `use` reads a 16-bit value as it is, though its op stays f32:
+/// cross-entropy's logits (its C3: the loss is f32; loom-widen-keep-f32
+/// widens each logit as the kernel loads it), so that the logits, the
+/// largest activation of a language model, are saved for the backward in
+/// 16 bits.
+bool readsLowAsIs(OpOperand &use) {
+  auto loss = dyn_cast<CrossEntropyOp>(use.getOwner());
+  return loss && use.get() == loss.getLogits();
 }
 
 /// An f32 value whose 16-bit copy is as good as free to make where a
@@ -165,7 +174,7 @@ struct MixedPrecisionPass
           Value c = current(use.get());
           if (c == use.get())
             continue;
-          use.set(c.getType() == use.get().getType()
+          use.set(c.getType() == use.get().getType() || readsLowAsIs(use)
                       ? c
                       : castAfter(c, f32, f32Copies));
         }

@@ -232,12 +232,14 @@ func.func @forward(%w: tensor<4xf32> {loom.param = "w"}) -> (tensor<f32> {loom.o
 
 // The gradient of a cross-entropy of bf16 logits (an f32 loss, C3): the
 // label count and the per-label weight stay f32, (softmax - onehot) times
-// the weight is computed in f32, and only dlogits is rounded to bf16.
+// the weight is computed in f32 (the softmax of the widened logits, never
+// rounded to bf16), and only dlogits is rounded to bf16.
 // CHECK-LABEL: func.func @forward_backward(
+// CHECK-SAME:    %[[Z:[^:]+]]: tensor<4x3xbf16>
 // CHECK-SAME:    -> (tensor<f32> {loom.output = "loss"}, tensor<4x3xbf16> {loom.grad = "z"})
 // CHECK:         %[[COUNT:.+]] = loom.reduce_sum %{{.+}} dims = [0] : tensor<4xf32> -> tensor<f32>
-// CHECK:         %[[P:.+]] = loom.softmax %{{.+}} axis = 1 : tensor<4x3xbf16>
-// CHECK:         %[[PF:.+]] = loom.cast %[[P]] : tensor<4x3xbf16> -> tensor<4x3xf32>
+// CHECK:         %[[ZF:.+]] = loom.cast %[[Z]] : tensor<4x3xbf16> -> tensor<4x3xf32>
+// CHECK:         %[[PF:.+]] = loom.softmax %[[ZF]] axis = 1 : tensor<4x3xf32>
 // CHECK:         %[[D:.+]] = loom.sub %[[PF]], %{{.+}} : tensor<4x3xf32>
 // CHECK:         %[[G:.+]] = loom.mul %[[D]], %{{.+}} : tensor<4x3xf32>
 // CHECK:         %[[GL:.+]] = loom.cast %[[G]] : tensor<4x3xf32> -> tensor<4x3xbf16>

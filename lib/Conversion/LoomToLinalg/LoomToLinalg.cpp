@@ -40,6 +40,24 @@ struct ConvertLoomToLinalgPass
 
 } // namespace
 
+Value loom::widenedSource(Value v) {
+  auto g = v.getDefiningOp<linalg::GenericOp>();
+  if (!g || g.getNumDpsInputs() != 1 || g.getNumDpsInits() != 1 ||
+      g.getNumResults() != 1 || g.getNumReductionLoops() != 0 ||
+      !llvm::all_of(g.getIndexingMapsArray(),
+                    [](AffineMap m) { return m.isIdentity(); }))
+    return {};
+  Block *body = g.getBody();
+  if (!llvm::hasSingleElement(body->without_terminator()))
+    return {};
+  auto ext = dyn_cast<arith::ExtFOp>(body->front());
+  auto yield = cast<linalg::YieldOp>(body->getTerminator());
+  if (!ext || ext.getIn() != body->getArgument(0) ||
+      yield.getValues()[0] != ext.getResult())
+    return {};
+  return g.getDpsInputs()[0];
+}
+
 namespace {
 /// Whether `attr` is the 1-D integer tensor 0, 1, ..., n-1.
 bool isIota(DenseIntElementsAttr attr) {

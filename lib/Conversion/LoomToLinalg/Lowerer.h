@@ -9,6 +9,7 @@
 #ifndef LOOM_LIB_CONVERSION_LOOMTOLINALG_LOWERER_H
 #define LOOM_LIB_CONVERSION_LOOMTOLINALG_LOWERER_H
 
+#include "loom/Conversion/LoomToLinalg/LoomToLinalg.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -266,7 +267,12 @@ struct Lowerer {
 
   /// Reads `t` at `indices` (index values) with every index clamped into
   /// its dimension, so a bad index reads a valid element.
+  /// Reads through a widening (see widenedSource): the 16-bit element,
+  /// extended.
   Value extractClamped(Value t, SmallVector<Value> indices) {
+    if (Value narrow = widenedSource(t))
+      return convert(extractClamped(narrow, std::move(indices)),
+                     tensorType(t).getElementType());
     RankedTensorType tt = tensorType(t);
     for (auto [i, idx] : llvm::enumerate(indices)) {
       Value lo = index(0), hi = index(tt.getDimSize(i) - 1);

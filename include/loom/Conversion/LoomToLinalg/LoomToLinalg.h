@@ -23,6 +23,15 @@ namespace loom {
 /// op that has no lowering (matmul, fusion).
 mlir::LogicalResult lowerLoomToLinalg(mlir::func::FuncOp func);
 
+/// The 16-bit tensor that `v` widens, where `v` is the result of a
+/// linalg.generic that only extends each element of one same-shaped float
+/// input to a wider float type (a lowered `loom.cast` from bf16 or f16 to
+/// f32, which loom-widen-keep-f32 puts before the f32 math of a keep_f32
+/// op); null otherwise. Its readers widen each element they load instead:
+/// the kernel fusion fuses it into every reader, and a gather reads through
+/// it, so no f32 copy of the tensor is materialized.
+mlir::Value widenedSource(mlir::Value v);
+
 /// The dialects the lowering creates.
 void registerLoomToLinalgDependentDialects(mlir::DialectRegistry &registry);
 

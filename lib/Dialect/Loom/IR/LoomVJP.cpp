@@ -1030,7 +1030,11 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange cts,
   // ops in order, so everything after the softmax is its epilogue, in its
   // kernel (the loss's, see above), and the logits-sized one-hot is never
   // materialized.
-  Value probs = SoftmaxOp::create(b, getLoc(), logits, 1);
+  // From 16-bit logits, in f32: the probabilities are not rounded before
+  // the subtraction (loom-widen-keep-f32 would round a 16-bit softmax's).
+  Value probs = SoftmaxOp::create(
+      b, getLoc(), lossType == floatType ? logits : e.castTo(logits, lossType),
+      1);
   // onehot[n, c, ...] = (labels[n, ...] == c).
   SmallVector<Attribute> classAttrs;
   for (int64_t c = 0; c < classes; ++c)
@@ -1044,8 +1048,6 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange cts,
                                 e.broadcast(labels, intLogits, labelDims),
                                 e.channel(classIds, intLogits)),
                           lossType);
-  if (lossType != floatType)
-    probs = e.castTo(probs, lossType);
   Value dlogits = e.mul(e.sub(probs, onehot),
                         e.broadcast(weight, lt.clone(lossType), labelDims));
   if (lossType != floatType)
