@@ -14,6 +14,7 @@
 
 #include "Support.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -54,6 +55,10 @@ struct Artifact::Impl {
   std::vector<std::unique_ptr<Arena>> residentArenas;
   // Per step, the byte offsets of a kernel's buffers (precomputed).
   std::vector<std::vector<std::vector<uint64_t>>> kernelOffsets;
+  // Per entry: for each output, the last step that touches its bytes (-1:
+  // none), and the outputs in that order (RunObserver).
+  std::vector<std::vector<int64_t>> readyAt;
+  std::vector<std::vector<size_t>> readyOrder;
 
   // Resident state, by name: at first in one arena of its own, each tensor
   // at a 64-byte aligned offset (allocated by the first setResidentState).
@@ -104,6 +109,44 @@ struct Artifact::Impl {
   };
   std::vector<std::vector<StepTime>> stepTimes;
 };
+
+namespace {
+/// The buffer ids step `step` reads or writes.
+std::vector<uint32_t> operandsOf(const PlanStep &step) {
+  switch (step.kind) {
+  case PlanStep::Kind::Kernel:
+    return step.buffers;
+  case PlanStep::Kind::Gemm:
+    if (gemmEpilogueHasBias(step.gemm.epilogue))
+      return {step.gemm.a, step.gemm.b, step.gemm.c, step.gemm.bias};
+    return {step.gemm.a, step.gemm.b, step.gemm.c};
+  case PlanStep::Kind::Conv:
+    return {step.conv.x, step.conv.w, step.conv.y};
+  case PlanStep::Kind::Copy:
+    return {step.src, step.dst};
+  }
+  return {};
+}
+
+/// For each output of `entry`, the last step that touches any of its bytes
+/// (through any buffer: a reshape's result shares its operand's bytes), or
+/// -1: after it the output holds its final value.
+std::vector<int64_t> lastTouches(const PlanEntry &entry) {
+  std::vector<int64_t> last(entry.outputs.size(), -1);
+  for (size_t s = 0; s < entry.steps.size(); ++s)
+    for (uint32_t id : operandsOf(entry.steps[s])) {
+      if (id >= entry.buffers.size())
+        continue;
+      const PlanBuffer &b = entry.buffers[id];
+      for (size_t i = 0; i < entry.outputs.size(); ++i) {
+        const PlanBuffer &o = entry.buffers[entry.outputs[i].buffer];
+        if (b.offset < o.offset + o.bytes && o.offset < b.offset + b.bytes)
+          last[i] = int64_t(s);
+      }
+    }
+  return last;
+}
+} // namespace
 
 Artifact::Artifact() : impl(std::make_unique<Impl>()) {}
 Artifact::~Artifact() = default;
@@ -348,6 +391,14 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
           offsets[s].push_back(entry.buffers[id].offset);
       impl.kernelOffsets.push_back(std::move(offsets));
       impl.stepTimes.emplace_back(entry.steps.size());
+      impl.readyAt.push_back(lastTouches(entry));
+      std::vector<size_t> order(entry.outputs.size());
+      for (size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+      const std::vector<int64_t> &at = impl.readyAt.back();
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return at[a] < at[b]; });
+      impl.readyOrder.push_back(std::move(order));
     }
     sink.ok();
     return artifact;
@@ -392,7 +443,8 @@ bool Artifact::run(std::string_view entryName,
                    const std::vector<TensorRef> &inputs,
                    std::vector<NpyArray> *outputs, std::string *error,
                    ErrorCode *code) noexcept {
-  return runImpl(entryName, inputs, outputs, /*resident=*/false, error, code);
+  return runImpl(entryName, inputs, outputs, /*resident=*/false, nullptr,
+                 error, code);
 }
 
 bool Artifact::runResident(std::string_view entryName,
@@ -404,7 +456,28 @@ bool Artifact::runResident(std::string_view entryName,
                                "runResident before setResidentState");
     return false;
   }
-  return runImpl(entryName, inputs, outputs, /*resident=*/true, error, code);
+  return runImpl(entryName, inputs, outputs, /*resident=*/true, nullptr,
+                 error, code);
+}
+
+bool Artifact::canObserveRuns() const noexcept {
+  return impl->backend->hostArenas();
+}
+
+bool Artifact::runResident(std::string_view entryName,
+                           const std::vector<TensorRef> &inputs,
+                           std::vector<NpyArray> *outputs,
+                           const RunObserver &observer, std::string *error,
+                           ErrorCode *code) noexcept {
+  if (!impl->residentSet || !canObserveRuns()) {
+    ErrorSink{error, code}.set(ErrorCode::InvalidArgument,
+                               impl->residentSet
+                                   ? "this backend cannot observe runs"
+                                   : "runResident before setResidentState");
+    return false;
+  }
+  return runImpl(entryName, inputs, outputs, /*resident=*/true, &observer,
+                 error, code);
 }
 
 bool Artifact::hasResidentState() const noexcept { return impl->residentSet; }
@@ -507,7 +580,8 @@ bool Artifact::readResidentState(std::map<std::string, NpyArray> *tensors,
 bool Artifact::runImpl(std::string_view entryName,
                        const std::vector<TensorRef> &inputs,
                        std::vector<NpyArray> *outputs, bool resident,
-                       std::string *error, ErrorCode *code) noexcept {
+                       const RunObserver *observer, std::string *error,
+                       ErrorCode *code) noexcept {
   ErrorSink sink{error, code};
   try {
     Impl &im = *impl;
@@ -639,6 +713,33 @@ bool Artifact::runImpl(std::string_view entryName,
     // fixed addresses: what a recording captures.
     std::string failedAt;
     bool firstRun = im.slots[index * 2 + (resident ? 1 : 0)].runs == 0;
+    // The observer's outputs, by the step after which each is final (-1:
+    // before the first). Resident outputs are not the observer's.
+    size_t observed = 0;
+    const std::vector<int64_t> *readyAt =
+        observer ? &im.readyAt[index] : nullptr;
+    auto announce = [&](int64_t after) -> bool {
+      for (; observed < entry->outputs.size() &&
+             (*readyAt)[im.readyOrder[index][observed]] <= after;
+           ++observed) {
+        size_t i = im.readyOrder[index][observed];
+        const Binding &out = entry->outputs[i];
+        if (isResidentOutput(out))
+          continue;
+        void *data =
+            backend.hostAddress(*arena, entry->buffers[out.buffer].offset);
+        if (!data && out.bytes) {
+          stepError = "the backend has no host address for it";
+          failedAt = "output " + quoteName(out.name);
+          return false;
+        }
+        if (!observer->outputReady(i, data, &stepError)) {
+          failedAt = "output " + quoteName(out.name);
+          return false;
+        }
+      }
+      return true;
+    };
     auto issue = [&]() -> bool {
       for (const Binding &in : entry->inputs)
         if (isResidentInput(in)) {
@@ -653,6 +754,8 @@ bool Artifact::runImpl(std::string_view entryName,
             return false;
           }
         }
+      if (observer && !announce(-1))
+        return false;
       for (size_t s = 0; s < entry->steps.size(); ++s) {
         const PlanStep &step = entry->steps[s];
         bool ok = true;
@@ -713,6 +816,18 @@ bool Artifact::runImpl(std::string_view entryName,
           failedAt = "step " + std::to_string(s);
           return false;
         }
+        if (observer) {
+          if (!announce(int64_t(s)))
+            return false;
+          if (observer->afterStep && !observer->afterStep(&stepError)) {
+            failedAt = "after step " + std::to_string(s);
+            return false;
+          }
+        }
+      }
+      if (observer && observer->finish && !observer->finish(&stepError)) {
+        failedAt = "finishing the outputs";
+        return false;
       }
       for (const Binding &out : entry->outputs)
         if (isResidentOutput(out)) {
@@ -732,8 +847,9 @@ bool Artifact::runImpl(std::string_view entryName,
 
     Impl::Slot &slot = im.slots[index * 2 + (resident ? 1 : 0)];
     bool record = im.options.graphs && !im.options.profile &&
-                  !im.options.checkNumerics && backend.canRecord();
-    if (slot.recording) {
+                  !im.options.checkNumerics && !observer &&
+                  backend.canRecord();
+    if (slot.recording && !observer) {
       if (!backend.replay(*slot.recording, &stepError))
         return stepFailed("replaying the recorded steps");
     } else if (record && slot.runs >= 1) {

@@ -14,6 +14,7 @@
 
 #include "loomrt/Safetensors.h"
 
+#include "GradientBuckets.h"
 #include "Support.h"
 
 #include <algorithm>
@@ -1085,7 +1086,8 @@ void divideBy(NpyArray &sum, int64_t n) {
 }
 
 /// Data parallelism: each rank's gradient sums (and loss sum) become the
-/// sums over every rank, all transfers in flight together.
+/// sums over every rank, all transfers in flight together. `grads` may be
+/// empty (summed already, by GradientBuckets).
 void sumOverRanks(Collectives &comm, std::map<std::string, NpyArray> &grads,
                   double *lossSum, int64_t step) {
   std::vector<std::unique_ptr<Request>> pending;
@@ -1167,6 +1169,14 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   bool accumulating = micros > 1;
   const char *stepName = accumulating ? "forward_backward" : "train_step";
   const PlanEntry *stepEntry = artifact.entry(stepName);
+  // The gradients summed while the backward runs (one micro-batch per rank
+  // and a backend whose arenas the host reads), or after it.
+  std::unique_ptr<GradientBuckets> buckets;
+  if (comm && world > 1 && opt.accumulate == 1 && opt.bucketBytes > 0 &&
+      stepEntry && artifact.canObserveRuns())
+    buckets = std::make_unique<GradientBuckets>(*comm, *stepEntry,
+                                                opt.bucketBytes);
+  ReductionTimes afterBackward; // without buckets
   const PlanEntry *applyEntry =
       accumulating ? artifact.entry("apply_optimizer") : nullptr;
   if (!stepEntry || (accumulating && !applyEntry))
@@ -1486,7 +1496,12 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
         seedArray = scalarI64(dropoutSeed(seed, step, micro));
         addScalarInputs(*stepEntry, stepArray, seedArray, refs);
         std::vector<NpyArray> outs;
-        if (!artifact.runResident(stepName, refs, &outs, &error, &code))
+        bool ran = buckets ? artifact.runResident(stepName, refs, &outs,
+                                                  buckets->observer(), &error,
+                                                  &code)
+                           : artifact.runResident(stepName, refs, &outs,
+                                                  &error, &code);
+        if (!ran)
           fail("step " + std::to_string(step) + " micro-batch " +
                    std::to_string(micro) + ": " + error,
                code);
@@ -1506,8 +1521,17 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
         posBatch = b.index;
         loader.advance(posEpoch, posBatch);
       }
-      if (comm)
+      if (comm && buckets) { // the gradients are summed already
+        std::map<std::string, NpyArray> none;
+        sumOverRanks(*comm, none, lossOut ? &lossSum : nullptr, step);
+      } else if (comm) {
+        auto reduceBegin = Clock::now();
         sumOverRanks(*comm, grads, lossOut ? &lossSum : nullptr, step);
+        double s = secondsSince(reduceBegin);
+        afterBackward.seconds += s;
+        afterBackward.exposedSeconds += s;
+        afterBackward.buckets += int64_t(grads.size());
+      }
       for (auto &[name, g] : grads)
         divideBy(g, micros);
       if (lossOut)
@@ -1606,6 +1630,10 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   result.skippedSteps = skippedSteps;
   result.seconds = seconds;
   result.samplesPerSecond = seconds > 0 ? samplesDone / seconds : 0;
+  const ReductionTimes &reduced = buckets ? buckets->times() : afterBackward;
+  result.reduceSeconds = reduced.seconds;
+  result.reduceExposedSeconds = reduced.exposedSeconds;
+  result.reduceBuckets = reduced.buckets;
   if (!progress.quiet()) {
     std::string line;
     if (step == result.startStep)
@@ -1619,6 +1647,14 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     if (scaleOut && skippedSteps > 0)
       line += ", " + std::to_string(skippedSteps) +
               " step(s) skipped by loss scaling";
+    int64_t ran = step - result.startStep;
+    if (comm && ran > 0 && result.reduceBuckets > 0)
+      line += "; gradient all-reduce: " +
+              std::to_string(result.reduceBuckets / ran) +
+              " call(s) per step, " +
+              formatNumber(1000.0 * result.reduceExposedSeconds /
+                           double(ran)) +
+              " ms per step waited for after the backward";
     if (lastEval == step) {
       if (lastEvalResult.haveLoss)
         line += ", eval loss " + formatNumber(lastEvalResult.loss);

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -63,6 +64,22 @@ struct StepProfile {
   std::string what;
   uint64_t calls = 0;
   double seconds = 0;
+};
+
+/// Watches a run step by step, on a backend whose arenas are host memory
+/// (the CPU's): data parallelism all-reduces each gradient as soon as the
+/// plan step that writes it last is done, while the rest of the backward
+/// runs. Every callback returns false with a message to stop the run.
+struct RunObserver {
+  /// Output `index` (of the entry's outputs) holds its final value at
+  /// `data` (its bytes in the arena): it may be read, and written in place,
+  /// until `finish` returns; what is there then is what the run returns.
+  std::function<bool(size_t index, void *data, std::string *error)>
+      outputReady;
+  /// After every plan step (to let communication progress).
+  std::function<bool(std::string *error)> afterStep;
+  /// After the last step, before the outputs are read back.
+  std::function<bool(std::string *error)> finish;
 };
 
 /// A borrowed tensor given to Artifact::run: `nbytes` bytes at `data`, dense,
@@ -153,6 +170,12 @@ public:
   bool runResident(std::string_view entry, const std::vector<TensorRef> &inputs,
                    std::vector<NpyArray> *outputs, std::string *error,
                    ErrorCode *code = nullptr) noexcept;
+  /// runResident, watched by `observer` (see RunObserver), which only
+  /// backends with host arenas support (canObserveRuns()).
+  bool runResident(std::string_view entry, const std::vector<TensorRef> &inputs,
+                   std::vector<NpyArray> *outputs, const RunObserver &observer,
+                   std::string *error, ErrorCode *code = nullptr) noexcept;
+  bool canObserveRuns() const noexcept;
 
   /// With LoadOptions::profile: every step that ran at least once, in
   /// plan order (entry, then step). Empty otherwise.
@@ -161,7 +184,8 @@ public:
 private:
   bool runImpl(std::string_view entry, const std::vector<TensorRef> &inputs,
                std::vector<NpyArray> *outputs, bool resident,
-               std::string *error, ErrorCode *code) noexcept;
+               const RunObserver *observer, std::string *error,
+               ErrorCode *code) noexcept;
   Artifact();
   struct Impl;
   std::unique_ptr<Impl> impl;

@@ -124,6 +124,14 @@ public:
                            uint64_t dstOffset, uint64_t bytes,
                            std::string *error) noexcept = 0;
 
+  /// Whether arenas are host memory the host may read and write between
+  /// operations (the CPU's), and the address of `offset` in one (null
+  /// elsewhere).
+  virtual bool hostArenas() const noexcept { return false; }
+  virtual void *hostAddress(Arena & /*arena*/, uint64_t /*offset*/) noexcept {
+    return nullptr;
+  }
+
   /// Waits until all work issued so far has finished (no-op on CPU) and
   /// completes pending downloads.
   virtual bool synchronize(std::string *error) noexcept = 0;

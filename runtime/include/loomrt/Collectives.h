@@ -1,12 +1,14 @@
 //===- Collectives.h - Communication between the ranks of a run -*- C++ -*-===//
 //
-// The collectives a distributed run issues, over host memory: all-reduce,
+// The collectives a distributed run issues: all-reduce,
 // reduce-scatter, all-gather, broadcast, all-to-all, and point-to-point
 // send/recv. Every call is nonblocking: it returns a Request to wait on, so
 // that communication overlaps the work issued after it. Ranks issue the same
 // collectives in the same order (MPI's rule). loom-run makes the MPI
-// implementation (src/tool/MpiCollectives.cpp) when an MPI launcher started
-// it (`mpirun -np N loom-run ...`); the library itself links no MPI.
+// implementation (src/tool/MpiCollectives.cpp, host memory) when an MPI
+// launcher started it (`mpirun -np N loom-run ...`); the library itself
+// links no MPI. The NCCL implementation (src/cuda/NcclCollectives.h) takes
+// device pointers.
 //
 // Nothing here throws; every failure is `false` (or null) plus a message.
 //
@@ -31,6 +33,13 @@ public:
   virtual ~Request();
   /// Blocks until the transfer is done (its buffers may then be reused).
   virtual bool wait(std::string *error) noexcept = 0;
+  /// Lets the transfer progress without blocking (MPI moves data only
+  /// inside its calls); `*complete` says whether it is done, and then
+  /// wait() returns at once. The default makes no progress.
+  virtual bool test(bool *complete, std::string * /*error*/) noexcept {
+    *complete = false;
+    return true;
+  }
 };
 
 class Collectives {

@@ -68,6 +68,12 @@ struct TrainOptions {
   /// accumulate * size()`. Rank 0 alone writes metrics, checkpoints and
   /// progress; every rank must see the same data file.
   Collectives *collectives = nullptr;
+  /// Data parallelism with one micro-batch per rank and step, on the CPU:
+  /// the gradients are summed in buckets of at least this many bytes, each
+  /// issued as soon as the backward has written its gradients, while the
+  /// backward goes on (PyTorch DDP's 25 MiB by default). 0: every
+  /// gradient is summed after the backward (as always with --accumulate).
+  uint64_t bucketBytes = 25ull << 20;
 };
 
 struct TrainResult {
@@ -79,6 +85,14 @@ struct TrainResult {
   int64_t skippedSteps = 0;
   double samplesPerSecond = 0;
   double seconds = 0;
+  /// Data parallelism: the time from each step's first gradient
+  /// all-reduce to its last completion (during the backward, with buckets),
+  /// and the time the steps waited for them once the backward was done (a
+  /// slower rank's backward included).
+  double reduceSeconds = 0;
+  double reduceExposedSeconds = 0;
+  int64_t reduceBuckets = 0; ///< all-reduces of gradients issued
+
   /// Final values of every param and state tensor, by name.
   std::map<std::string, NpyArray> tensors;
 };

@@ -316,6 +316,11 @@ public:
     return true;
   }
 
+  bool hostArenas() const noexcept override { return true; }
+  void *hostAddress(Arena &arena, uint64_t offset) noexcept override {
+    return offset <= arena.size() ? cpu(arena).data() + offset : nullptr;
+  }
+
   bool synchronize(std::string *) noexcept override { return true; }
 
 private:

@@ -103,6 +103,10 @@ Loaded openDriver(const std::string &path, bool fromEnv) {
   resolve(handle, "cuGraphLaunch", d.cuGraphLaunch, missing);
   resolve(handle, "cuGraphExecDestroy", d.cuGraphExecDestroy, missing);
   resolve(handle, "cuGraphDestroy", d.cuGraphDestroy, missing);
+  resolve(handle, "cuEventCreate", d.cuEventCreate, missing);
+  resolve(handle, "cuEventRecord", d.cuEventRecord, missing);
+  resolve(handle, "cuEventQuery", d.cuEventQuery, missing);
+  resolve(handle, "cuEventDestroy_v2", d.cuEventDestroy, missing);
   resolve(handle, "cuGetErrorString", d.cuGetErrorString, missing);
   resolve(handle, "cuGetErrorName", d.cuGetErrorName, missing);
   if (!missing.empty()) {

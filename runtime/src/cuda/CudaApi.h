@@ -37,6 +37,8 @@ using CUgraph = CUgraph_st *;
 struct CUgraphExec_st;
 using CUgraphExec = CUgraphExec_st *;
 using CUjit_option = int;
+struct CUevent_st;
+using CUevent = CUevent_st *;
 
 inline constexpr CUresult CUDA_SUCCESS = 0;
 inline constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
@@ -47,6 +49,7 @@ inline constexpr CUresult CUDA_ERROR_NO_BINARY_FOR_GPU = 209;
 inline constexpr CUresult CUDA_ERROR_INVALID_PTX = 218;
 inline constexpr CUresult CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222;
 inline constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
+inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 
 inline constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
@@ -57,6 +60,7 @@ inline constexpr CUjit_option CU_JIT_ERROR_LOG_BUFFER = 5;
 inline constexpr CUjit_option CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 inline constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
 inline constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
+inline constexpr unsigned CU_EVENT_DISABLE_TIMING = 2;
 
 /// The driver entry points the backend calls, resolved from libcuda.so.1.
 struct DriverApi {
@@ -100,6 +104,11 @@ struct DriverApi {
   CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
   CUresult (*cuGraphExecDestroy)(CUgraphExec);
   CUresult (*cuGraphDestroy)(CUgraph);
+  // Events mark where a collective ends on its stream (NcclCollectives).
+  CUresult (*cuEventCreate)(CUevent *, unsigned);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventQuery)(CUevent);
+  CUresult (*cuEventDestroy)(CUevent); // _v2
   CUresult (*cuGetErrorString)(CUresult, const char **);
   CUresult (*cuGetErrorName)(CUresult, const char **);
 

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <array>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -106,6 +107,15 @@ Data parallel (--train under an MPI launcher):
                           (reduce-scatter in a machine, all-reduce across,
                           all-gather in a machine) or auto (default:
                           hierarchical with several machines of several ranks)
+  --bucket-mb MB          with one micro-batch per rank (CPU): sum the
+                          gradients in buckets of at least MB MiB (a
+                          decimal), each issued as soon as the backward has
+                          written it (default 25); 0 sums them all after
+                          the backward
+  --collective-timeout S  seconds a rank waits for a collective before it
+                          ends the job with an error naming itself and the
+                          collective (another rank died or hangs); default
+                          60, 0 waits forever
 
 CPU (--entry, --train):
   --threads N             threads for the kernels (OpenMP) and the GEMMs
@@ -192,6 +202,7 @@ const Flag kFlags[] = {
     {"no-cuda-graph", false}, {"threads", true},
     {"profile", true},        {"check-numerics", false},
     {"ranks-per-node", true}, {"allreduce", true},
+    {"collective-timeout", true}, {"bucket-mb", true},
 };
 
 /// Flags that only make sense in some modes.
@@ -215,6 +226,8 @@ const std::map<std::string, std::set<Mode>> kFlagModes = {
     {"threads", {Mode::Train, Mode::Entry}},
     {"ranks-per-node", {Mode::Train}},
     {"allreduce", {Mode::Train}},
+    {"collective-timeout", {Mode::Train}},
+    {"bucket-mb", {Mode::Train}},
     {"profile", {Mode::Train, Mode::Entry}},
     {"check-numerics", {Mode::Train, Mode::Entry}},
     {"resume", {Mode::Train, Mode::Export}},
@@ -245,6 +258,18 @@ int64_t parseCount(const std::string &flag, const std::string &text) {
       text.find_first_not_of("0123456789") != std::string::npos)
     usage("--" + flag + " expects a non-negative integer, got '" + text + "'");
   return std::stoll(text);
+}
+
+/// A non-negative decimal number of `unit`s ("60", "2.5"), at most 1e9.
+double parseAmount(const std::string &flag, const std::string &text,
+                   const char *unit) {
+  char *end = nullptr;
+  double v = text.empty() ? -1 : std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v >= 0) || v > 1e9 ||
+      text.find_first_not_of("0123456789.") != std::string::npos)
+    usage("--" + flag + " expects a number of " + unit + ", got '" + text +
+          "'");
+  return v;
 }
 
 uint64_t parseSeed(const std::string &text) {
@@ -393,6 +418,13 @@ Args parseArgs(int argc, const char *const *argv, bool &help, bool &version) {
         usage("--allreduce expects auto, flat or hierarchical, got '" + value +
               "'");
       args.mpi.allReduce = value;
+    } else if (name == "bucket-mb") {
+      double mb = parseAmount(name, value, "MiB");
+      if (mb > 1048576)
+        usage("--bucket-mb expects 0 to 1048576, got '" + value + "'");
+      t.bucketBytes = uint64_t(mb * 1048576.0);
+    } else if (name == "collective-timeout") {
+      args.mpi.timeoutSeconds = parseAmount(name, value, "seconds");
     }
     else if (name == "threads") {
       int64_t n = parseCount(name, value);

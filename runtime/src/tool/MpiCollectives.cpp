@@ -3,17 +3,24 @@
 // Each collective is MPI's nonblocking one (MPI_Iallreduce, ...) on
 // MPI_COMM_WORLD; Avg is MPI_SUM, then a division when the request is waited
 // for. A hierarchical all-reduce chains three nonblocking steps over a
-// machine's communicator and a cross-machine one (MpiOptions). Element types map to MPI's (f32, f64, i64, i32; 16-bit floats only
-// move, they are not reduced).
+// machine's communicator and a cross-machine one (MpiOptions). Element
+// types map to MPI's (f32, f64, i64, i32; 16-bit floats only move, they are
+// not reduced). Waiting polls the request (MPI_Test) against a deadline, the
+// watchdog: a collective that another rank never joins (it died or hangs)
+// fails after MpiOptions::timeoutSeconds with a message that names this
+// rank and the collective, and loom-run then ends the job.
 //
 //===----------------------------------------------------------------------===//
 
 #include "MpiCollectives.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #if LOOMRT_HAVE_MPI
@@ -49,52 +56,127 @@ void divide(void *data, size_t count, DType dtype, int n) {
       static_cast<double *>(data)[i] /= double(n);
 }
 
+/// What a request says about itself when it times out.
+struct Watch {
+  std::string what; ///< "MPI_Iallreduce of 1024 f32 elements (collective 7)"
+  double timeoutSeconds = 0; ///< 0: none
+};
+
 /// One outstanding MPI request, then (a hierarchical all-reduce) the next
 /// steps, each started when the one before it is done.
 class MpiRequest final : public Request {
 public:
   using Next = std::function<int(MPI_Request *)>;
   MpiRequest(MPI_Request request, std::vector<Next> next, void *avgData,
-             size_t avgCount, DType dtype, int worldSize)
+             size_t avgCount, DType dtype, int worldSize, Watch watch)
       : request(request), next(std::move(next)), avgData(avgData),
-        avgCount(avgCount), dtype(dtype), worldSize(worldSize) {}
+        avgCount(avgCount), dtype(dtype), worldSize(worldSize),
+        watch(std::move(watch)) {}
   ~MpiRequest() override {
-    if (request != MPI_REQUEST_NULL) // never waited for: complete it anyway
+    // Never waited for: complete it anyway (not after a timeout, which
+    // ends the job).
+    if (request != MPI_REQUEST_NULL && !timedOut)
       MPI_Wait(&request, MPI_STATUS_IGNORE);
   }
   bool wait(std::string *error) noexcept override {
-    for (size_t i = 0;; ++i) {
-      int rc = MPI_Wait(&request, MPI_STATUS_IGNORE);
-      if (rc == MPI_SUCCESS && i < next.size())
-        rc = next[i](&request);
-      if (rc != MPI_SUCCESS) {
+    std::chrono::steady_clock::time_point start =
+        std::chrono::steady_clock::now();
+    while (!finished) {
+      int rc = poll(start);
+      if (rc == kTimedOut) {
+        if (error)
+          *error = watch.what + " did not complete within " + seconds() +
+                   " s (another rank died or hangs; --collective-timeout)";
+        return false;
+      }
+      if (rc != MPI_SUCCESS || !advance(&rc)) {
         if (error)
           *error = mpiError("MPI_Wait", rc);
         return false;
       }
-      if (i == next.size())
-        break;
     }
-    if (avgData)
-      divide(avgData, avgCount, dtype, worldSize);
+    return true;
+  }
+  bool test(bool *complete, std::string *error) noexcept override {
+    while (!finished) {
+      int done = 0;
+      int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (rc == MPI_SUCCESS && !done) {
+        *complete = false;
+        return true;
+      }
+      if (rc != MPI_SUCCESS || !advance(&rc)) {
+        if (error)
+          *error = mpiError("MPI_Test", rc);
+        return false;
+      }
+    }
+    *complete = true;
     return true;
   }
 
 private:
+  static constexpr int kTimedOut = -1;
   MPI_Request request;
   std::vector<Next> next;
   void *avgData;
   size_t avgCount;
   DType dtype;
   int worldSize;
+  Watch watch;
+  bool timedOut = false;
+  size_t stage = 0; ///< the next of `next` to start
+  bool finished = false;
+
+  /// The current MPI request is done: starts the next step, or finishes
+  /// (Avg's division).
+  bool advance(int *rc) {
+    if (stage < next.size()) {
+      *rc = next[stage++](&request);
+      return *rc == MPI_SUCCESS;
+    }
+    if (avgData)
+      divide(avgData, avgCount, dtype, worldSize);
+    finished = true;
+    return true;
+  }
+
+  /// Waits for `request` (MPI_Test drives MPI's progress), sleeping a
+  /// little more each time up to 1 ms, until the watch's deadline from
+  /// `start`.
+  int poll(std::chrono::steady_clock::time_point start) {
+    auto limit = std::chrono::duration<double>(watch.timeoutSeconds);
+    std::chrono::microseconds nap(0);
+    for (;;) {
+      int done = 0;
+      int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS || done)
+        return rc;
+      if (watch.timeoutSeconds > 0 &&
+          std::chrono::steady_clock::now() - start > limit) {
+        timedOut = true;
+        return kTimedOut;
+      }
+      nap = std::min(std::chrono::microseconds(1000),
+                     nap + std::chrono::microseconds(10));
+      std::this_thread::sleep_for(nap);
+    }
+  }
+  std::string seconds() const {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", watch.timeoutSeconds);
+    return text;
+  }
 };
 
 class MpiCollectives final : public Collectives {
 public:
   /// `node`: this machine's ranks; `cross`: the ranks of every machine with
   /// this one's local rank.
-  MpiCollectives(MPI_Comm node, MPI_Comm cross, bool hierarchical)
-      : node(node), cross(cross), hierarchical(hierarchical) {
+  MpiCollectives(MPI_Comm node, MPI_Comm cross, bool hierarchical,
+                 double timeoutSeconds)
+      : node(node), cross(cross), hierarchical(hierarchical),
+        timeoutSeconds(timeoutSeconds) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     MPI_Comm_rank(node, &localRank_);
@@ -128,7 +210,7 @@ public:
       return hierarchicalAllReduce(data, count, dtype, type, mop, avg, error);
     return finish(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), type, mop,
                                  MPI_COMM_WORLD, &r),
-                  "MPI_Iallreduce", r, avg, count, dtype, error);
+                  "MPI_Iallreduce", r, avg, count, dtype, count, error);
   }
   std::unique_ptr<Request> reduceScatter(const void *send, void *recv,
                                          size_t count, DType dtype,
@@ -143,7 +225,8 @@ public:
     return finish(MPI_Ireduce_scatter_block(send, recv, int(count), type, mop,
                                             MPI_COMM_WORLD, &r),
                   "MPI_Ireduce_scatter_block", r,
-                  op == ReduceOp::Avg ? recv : nullptr, count, dtype, error);
+                  op == ReduceOp::Avg ? recv : nullptr, count, dtype,
+                  count * size_t(size_), error);
   }
   std::unique_ptr<Request> allGather(const void *send, void *recv,
                                      size_t count, DType dtype,
@@ -191,15 +274,18 @@ public:
                 });
   }
   bool barrier(std::string *error) noexcept override {
-    int rc = MPI_Barrier(MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS && error)
-      *error = mpiError("MPI_Barrier", rc);
-    return rc == MPI_SUCCESS;
+    MPI_Request r;
+    return waitFor(finish(MPI_Ibarrier(MPI_COMM_WORLD, &r), "MPI_Ibarrier", r,
+                          nullptr, 0, DType::U8, 0, error),
+                   error);
   }
 
 private:
   MPI_Comm node, cross;
   bool hierarchical;
+  double timeoutSeconds;
+  /// Collectives this rank has issued, to name one that times out.
+  mutable int64_t issued = 0;
   int rank_ = 0, size_ = 1, localRank_ = 0, localSize_ = 1, nodes_ = 1;
 
   /// Reduce-scatter inside the machine (shard i to local rank i, the
@@ -241,10 +327,20 @@ private:
       fail(error, mpiError("MPI_Ireduce_scatter", rc));
       return nullptr;
     }
-    return std::make_unique<MpiRequest>(r, std::move(next), avg, count, dtype,
-                                        size_);
+    return std::make_unique<MpiRequest>(
+        r, std::move(next), avg, count, dtype, size_,
+        watchFor("hierarchical all-reduce", count, dtype));
   }
 
+  Watch watchFor(const std::string &what, size_t elements,
+                 DType dtype) const {
+    std::string text = what;
+    if (elements)
+      text += " of " + std::to_string(elements) + " " +
+              std::string(dtypeToShortName(dtype)) + " elements";
+    text += " (this rank's collective " + std::to_string(++issued) + ")";
+    return {text, timeoutSeconds};
+  }
   static bool fail(std::string *error, std::string message) {
     if (error)
       *error = std::move(message);
@@ -320,17 +416,20 @@ private:
         !validRank(peer, error))
       return nullptr;
     MPI_Request r;
-    return finish(start(type, &r), what, r, nullptr, 0, dtype, error);
+    return finish(start(type, &r), what, r, nullptr, 0, dtype, total, error);
   }
+  /// The request of MPI call `what` (its return code `rc`), which moves
+  /// `elements` elements in all.
   std::unique_ptr<Request> finish(int rc, const char *what, MPI_Request r,
                                   void *avgData, size_t count, DType dtype,
-                                  std::string *error) const {
+                                  size_t elements, std::string *error) const {
     if (rc != MPI_SUCCESS) {
       fail(error, mpiError(what, rc));
       return nullptr;
     }
     return std::make_unique<MpiRequest>(r, std::vector<MpiRequest::Next>{},
-                                        avgData, count, dtype, size_);
+                                        avgData, count, dtype, size_,
+                                        watchFor(what, elements, dtype));
   }
 };
 
@@ -400,7 +499,8 @@ std::unique_ptr<Collectives> startMpi(const MpiOptions &options,
     return nullptr;
   }
   try {
-    return std::make_unique<MpiCollectives>(node, cross, hierarchical);
+    return std::make_unique<MpiCollectives>(node, cross, hierarchical,
+                                            options.timeoutSeconds);
   } catch (...) {
     if (error)
       *error = "out of memory starting MPI";

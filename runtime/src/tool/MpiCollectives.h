@@ -31,6 +31,9 @@ struct MpiOptions {
   /// all-gather inside each machine. "auto": hierarchical when there are
   /// several machines with several ranks each.
   std::string allReduce = "auto";
+  /// Seconds a rank waits for one collective before it gives up and ends
+  /// the job (another rank died or hangs); 0 waits forever.
+  double timeoutSeconds = 60;
 };
 
 /// Initializes MPI and returns the world's collectives; null with `error`

@@ -5,7 +5,8 @@
 // the driver-API and cuBLASLt functions the backend resolves, with host
 // memory standing in for device memory. Work queued on a stream runs only at
 // cuStreamSynchronize (so a backend that reads a download before
-// synchronizing, or reuses staging memory too early, fails the tests), and
+// synchronizing, or reuses staging memory too early, fails the tests), or
+// when cuEventQuery asks for an event recorded after it, and
 // stream capture records the queued work into a graph that cuGraphLaunch
 // replays. A "module" is a text image naming a host library and its kernels:
 //
@@ -17,6 +18,8 @@
 // access is checked against the live allocations; counters (fakecuda_stats)
 // let tests see what the backend did. Configuration, read at each call:
 // FAKECUDA_DEVICES (1), FAKECUDA_SM (90), FAKECUDA_MEM_BYTES (1 GiB).
+// The fake NCCL (tests/fakenccl) queues its collectives on these streams
+// through fakecuda_enqueue and checks its buffers with fakecuda_device_range.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,6 +59,9 @@ long envLong(const char *name, long fallback) {
 
 struct Stream {
   std::vector<Op> queue;
+  /// Ops ever queued (not captured) and ops run: an event waits for the
+  /// count queued when it was recorded.
+  uint64_t queued = 0, ran = 0;
   bool capturing = false;
   std::vector<Op> captured;
   CUresult sticky = kSuccess;
@@ -106,12 +112,33 @@ Stream defaultStream;
 
 CUresult enqueue(void *s, Op op) {
   Stream *stream = s ? streamOf(s) : &defaultStream;
-  if (stream->capturing)
+  if (stream->capturing) {
     stream->captured.push_back(std::move(op));
-  else
+  } else {
     stream->queue.push_back(std::move(op));
+    ++stream->queued;
+  }
   return kSuccess;
 }
+
+/// Runs the stream's queued ops, oldest first, until `ran` reaches `upTo`.
+CUresult runQueue(Stream *stream, uint64_t upTo) {
+  while (stream->ran < upTo && !stream->queue.empty()) {
+    Op op = std::move(stream->queue.front());
+    stream->queue.erase(stream->queue.begin());
+    ++stream->ran;
+    CUresult r = op();
+    if (r != kSuccess && stream->sticky == kSuccess)
+      stream->sticky = r;
+  }
+  return stream->sticky;
+}
+
+/// An event: done once its stream has run the ops queued before it.
+struct Event {
+  Stream *stream = nullptr;
+  uint64_t after = 0;
+};
 
 bool anyCapturing = false;
 
@@ -129,6 +156,19 @@ EXPORT void fakecuda_reset() {
   stats.contextsRetained = live.contextsRetained;
 }
 EXPORT const char *fakecuda_last_error() { return lastError.c_str(); }
+/// For the fake NCCL (tests/fakenccl): queues `fn(arg)` on `stream` like
+/// any other work (its nonzero result becomes the stream's error); `release`
+/// frees `arg` when the op is gone.
+EXPORT CUresult fakecuda_enqueue(void *stream, int (*fn)(void *), void *arg,
+                                 void (*release)(void *)) {
+  std::shared_ptr<void> owned(arg, release);
+  return enqueue(stream, [fn, owned] { return CUresult(fn(owned.get())); });
+}
+/// Whether [p, p + bytes) lies inside one live device allocation (a miss
+/// counts as an invalid access).
+EXPORT int fakecuda_device_range(const void *p, size_t bytes) {
+  return deviceRange(reinterpret_cast<uintptr_t>(p), bytes) ? 1 : 0;
+}
 
 // --- driver API
 // -----------------------------------------------------------------
@@ -404,14 +444,39 @@ EXPORT CUresult cuStreamSynchronize(void *s) {
     return kCaptureUnsupported;
   }
   ++stats.synchronizations;
-  std::vector<Op> ops;
-  ops.swap(stream->queue);
-  for (Op &op : ops) {
-    CUresult r = op();
-    if (r != kSuccess && stream->sticky == kSuccess)
-      stream->sticky = r;
+  return runQueue(stream, stream->queued);
+}
+EXPORT CUresult cuEventCreate(void **event, unsigned) {
+  *event = new Event();
+  return kSuccess;
+}
+EXPORT CUresult cuEventDestroy_v2(void *event) {
+  delete static_cast<Event *>(event);
+  return kSuccess;
+}
+EXPORT CUresult cuEventRecord(void *e, void *s) {
+  Stream *stream = s ? streamOf(s) : &defaultStream;
+  if (!e)
+    return kInvalidValue;
+  if (stream->capturing) {
+    ++stats.captureViolations;
+    return kCaptureUnsupported;
   }
-  return stream->sticky;
+  auto *event = static_cast<Event *>(e);
+  event->stream = stream;
+  event->after = stream->queued;
+  return kSuccess;
+}
+/// A real event completes as the GPU gets there; here the query is what
+/// runs the stream's work up to the event (so polling makes progress).
+EXPORT CUresult cuEventQuery(void *e) {
+  auto *event = static_cast<Event *>(e);
+  if (!event)
+    return kInvalidValue;
+  if (!event->stream)
+    return kSuccess;
+  ++stats.eventQueries;
+  return runQueue(event->stream, event->after);
 }
 EXPORT CUresult cuStreamBeginCapture_v2(void *s, int) {
   Stream *stream = streamOf(s);

@@ -19,6 +19,7 @@ struct FakeCudaStats {
   int64_t cubinLoads = 0, ptxLoads = 0, ptxWithoutEx = 0;
   int64_t deviceAllocations = 0, streams = 0, contextsRetained = 0;
   int64_t synchronizations = 0;
+  int64_t eventQueries = 0;
   int maxDynamicShared = 0;
   int lastComputeType = 0;
   unsigned lastGrid[3] = {0, 0, 0}, lastBlock[3] = {0, 0, 0}, lastShared = 0;

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Data parallelism on the CPU: speed of two ranks, and the all-reduce
+hidden behind the backward.
+
+Compiles the character-level GPT of examples/charlm (4 layers, d 128, T 64,
+batch 32 per micro-batch, AdamW) and trains it for STEPS steps of a global
+batch of two micro-batches:
+
+  - one process, one thread, --accumulate 2 (the reference);
+  - one process, two threads, --accumulate 2;
+  - mpirun -np 2, one thread each, gradients summed in buckets during the
+    backward (--bucket-mb, default 25) and after it (--bucket-mb 0).
+
+It reports the median ms per step of steps 4.. (metrics' samples_per_sec),
+and for the two-rank runs the all-reduce calls per step and the time each
+step waited for them after its backward (loom-run's summary), and the
+share of the no-bucket run's wait that buckets hid behind the backward.
+
+  .venv/bin/python bench/dp_overlap.py [--steps 30] [--bucket-mb 25] [--repeats 2]
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+def run(cmd, env=None):
+    proc = subprocess.run(cmd, capture_output=True, text=True,
+                          env=dict(os.environ, **(env or {})))
+    if proc.returncode != 0:
+        sys.exit("command failed: %s\n%s%s" % (" ".join(cmd), proc.stdout,
+                                               proc.stderr))
+    return proc.stdout + proc.stderr
+
+
+def ms_per_step(metrics, batch):
+    rows = [json.loads(line) for line in open(metrics)]
+    rates = [r["samples_per_sec"] for r in rows if r["step"] >= 4]
+    return 1000.0 * batch / statistics.median(rates)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--bucket-mb", default="25")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--tools", default=os.path.join(ROOT, "build", "bin"))
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="loom-dp-")
+    run([sys.executable, os.path.join(ROOT, "examples/charlm/make_data.py"),
+         "--out-dir", work])
+    art = os.path.join(work, "charlm.loom")
+    run([os.path.join(args.tools, "loomc"),
+         os.path.join(ROOT, "examples/charlm/charlm.onnx"), "--train",
+         "--loss=cross_entropy", "--labels=labels", "--optimizer=adamw",
+         "--lr=1e-3", "--clip-norm=1.0", "--target=cpu", "-o", art])
+    loom_run = os.path.join(args.tools, "loom-run")
+    data = os.path.join(work, "train.npz")
+    common = [art, "--train", "--data", data, "--steps", str(args.steps),
+              "--progress=lines"]
+    runs = [
+        ("1 process, 1 thread, --accumulate 2", None,
+         ["--accumulate", "2", "--threads", "1"]),
+        ("1 process, 2 threads, --accumulate 2", None,
+         ["--accumulate", "2", "--threads", "2"]),
+        ("2 ranks x 1 thread, --bucket-mb %s (during the backward)"
+         % args.bucket_mb, 2, ["--threads", "1", "--bucket-mb", args.bucket_mb]),
+        ("2 ranks x 1 thread, --bucket-mb 0 (after the backward)", 2,
+         ["--threads", "1", "--bucket-mb", "0"]),
+    ]
+    print("| run | ms per step | all-reduce calls per step | ms per step waited after the backward |")
+    print("|---|---:|---:|---:|")
+    waits = {}
+    for name, ranks, flags in runs:
+        times, reduce = [], "-"
+        for r in range(args.repeats):
+            metrics = os.path.join(work, "m%d.jsonl" % r)
+            if os.path.exists(metrics):
+                os.remove(metrics)
+            cmd = [loom_run] + common + flags + ["--metrics", metrics]
+            if ranks:
+                cmd = ["mpirun", "--oversubscribe", "-np", str(ranks)] + cmd
+            out = run(cmd, MPI_ENV if ranks else None)
+            times.append(ms_per_step(metrics, 64))
+            m = re.search(r"gradient all-reduce: (\d+) call\(s\) per step, "
+                          r"(\S+) ms per step waited", out)
+            if m:
+                reduce = m.group(1)
+                waits.setdefault(name, []).append(float(m.group(2)))
+        wait = waits.get(name)
+        print("| %s | %s | %s | %s |" % (
+            name, ", ".join("%.1f" % t for t in times), reduce,
+            ", ".join("%.2f" % w for w in wait) if wait else "-"))
+    with_b, without = [waits.get(runs[i][0]) for i in (2, 3)]
+    if with_b and without:
+        print("\nwait after the backward, buckets against none: %.0f%% hidden"
+              % (100 * (1 - statistics.mean(with_b) / statistics.mean(without))))
+
+
+if __name__ == "__main__":
+    main()

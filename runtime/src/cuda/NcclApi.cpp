@@ -1,0 +1,149 @@
+//===- NcclApi.cpp - dlopen NCCL ------------------------------------------===//
+//
+// NCCL is opened once per process and path and never closed (its proxy
+// threads may outlive a communicator), like the CUDA driver in CudaApi.cpp.
+// Every entry point but ncclGetLastError is required; NCCL older than 2.10
+// (no ncclAvg) is refused.
+//
+//===----------------------------------------------------------------------===//
+
+#include "NcclApi.h"
+
+#include <cstdlib>
+#include <dlfcn.h>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace loomrt::nccl {
+
+namespace {
+
+struct Loaded {
+  std::unique_ptr<NcclApi> api;
+  std::string error;
+};
+
+std::string dlText() {
+  const char *why = ::dlerror();
+  return why ? why : "unknown dlopen error";
+}
+
+template <typename Fn>
+void resolve(void *handle, const char *symbol, Fn &fn, std::string &missing) {
+  ::dlerror();
+  void *address = ::dlsym(handle, symbol);
+  fn = reinterpret_cast<Fn>(address);
+  if (!address && missing.empty())
+    missing = symbol;
+}
+
+Loaded open(const std::vector<std::string> &paths, bool fromEnv) {
+  Loaded result;
+  void *handle = nullptr;
+  std::string tried, path;
+  for (const std::string &p : paths) {
+    ::dlerror();
+    handle = ::dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle) {
+      path = p;
+      break;
+    }
+    tried += (tried.empty() ? "" : "; ") + dlText();
+  }
+  if (!handle) {
+    result.error = fromEnv
+                       ? "no NCCL (LOOMRT_NCCL_LIBRARY=" + paths.front() +
+                             " cannot be loaded: " + tried + ")"
+                       : "no NCCL (libnccl.so.2 not found): install NCCL (the "
+                         "libnccl2 package, or the CUDA toolkit's) or set "
+                         "LOOMRT_NCCL_LIBRARY (dlopen: " +
+                             tried + ")";
+    return result;
+  }
+  auto api = std::make_unique<NcclApi>();
+  api->path = path;
+  NcclApi &n = *api;
+  std::string missing;
+  resolve(handle, "ncclGetVersion", n.ncclGetVersion, missing);
+  resolve(handle, "ncclGetUniqueId", n.ncclGetUniqueId, missing);
+  resolve(handle, "ncclCommInitRank", n.ncclCommInitRank, missing);
+  resolve(handle, "ncclCommDestroy", n.ncclCommDestroy, missing);
+  resolve(handle, "ncclCommAbort", n.ncclCommAbort, missing);
+  resolve(handle, "ncclCommGetAsyncError", n.ncclCommGetAsyncError, missing);
+  resolve(handle, "ncclGetErrorString", n.ncclGetErrorString, missing);
+  resolve(handle, "ncclAllReduce", n.ncclAllReduce, missing);
+  resolve(handle, "ncclReduceScatter", n.ncclReduceScatter, missing);
+  resolve(handle, "ncclAllGather", n.ncclAllGather, missing);
+  resolve(handle, "ncclBroadcast", n.ncclBroadcast, missing);
+  resolve(handle, "ncclSend", n.ncclSend, missing);
+  resolve(handle, "ncclRecv", n.ncclRecv, missing);
+  resolve(handle, "ncclGroupStart", n.ncclGroupStart, missing);
+  resolve(handle, "ncclGroupEnd", n.ncclGroupEnd, missing);
+  if (!missing.empty()) {
+    result.error = path + " has no " + missing +
+                   ": it is not NCCL, or an NCCL older than 2.10";
+    return result;
+  }
+  std::string optional;
+  resolve(handle, "ncclGetLastError", n.ncclGetLastError, optional);
+  if (n.ncclGetVersion(&n.version) != ncclSuccess)
+    n.version = 0;
+  if (n.version < 21000) {
+    result.error = path + " is NCCL " + n.versionString() +
+                   ": 2.10 or newer is needed (ncclAvg)";
+    return result;
+  }
+  result.api = std::move(api);
+  return result;
+}
+
+} // namespace
+
+std::string NcclApi::describe(ncclResult_t result, ncclComm_t comm) const {
+  static const char *const names[] = {
+      "ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
+      "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
+      "ncclRemoteError",   "ncclInProgress"};
+  std::string out = result >= 0 && result < 8
+                        ? names[result]
+                        : "NCCL error " + std::to_string(result);
+  const char *text = ncclGetErrorString ? ncclGetErrorString(result) : nullptr;
+  if (text && *text)
+    out += std::string(" (") + text + ")";
+  const char *last = ncclGetLastError ? ncclGetLastError(comm) : nullptr;
+  if (last && *last)
+    out += std::string(": ") + last;
+  return out;
+}
+
+std::string NcclApi::versionString() const {
+  // NCCL_VERSION(X, Y, Z): X*1000 + Y*100 + Z up to 2.8, X*10000 + Y*100 + Z
+  // after.
+  int major = version >= 10000 ? version / 10000 : version / 1000;
+  int rest = version >= 10000 ? version % 10000 : version % 1000;
+  return std::to_string(major) + "." + std::to_string(rest / 100) + "." +
+         std::to_string(rest % 100);
+}
+
+const NcclApi *loadNccl(std::string *error) {
+  const char *env = std::getenv("LOOMRT_NCCL_LIBRARY");
+  bool fromEnv = env && *env;
+  std::vector<std::string> paths;
+  if (fromEnv)
+    paths = {env};
+  else
+    paths = {"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2"};
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  static std::map<std::string, Loaded> cache;
+  auto it = cache.find(paths.front());
+  if (it == cache.end())
+    it = cache.emplace(paths.front(), open(paths, fromEnv)).first;
+  if (!it->second.api && error)
+    *error = it->second.error;
+  return it->second.api.get();
+}
+
+} // namespace loomrt::nccl

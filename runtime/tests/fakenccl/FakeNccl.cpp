@@ -1,0 +1,586 @@
+//===- FakeNccl.cpp - A host-memory stand-in for libnccl.so.2, over MPI ---===//
+//
+// Lets NcclCollectives run end to end without a GPU: loaded through
+// LOOMRT_NCCL_LIBRARY next to the fake CUDA driver (tests/fakecuda, which
+// LOOMRT_CUDA_DRIVER names: its "device" pointers are host memory), it
+// implements the NCCL entry points that src/cuda/NcclApi.h declares with MPI.
+// A communicator is a duplicate of MPI_COMM_WORLD, and ncclCommInitRank
+// refuses a rank or a world size other than MPI's, an id that
+// ncclGetUniqueId did not make, and ranks that pass different ids. Each
+// collective checks its buffers against the fake driver's live allocations
+// and is queued on the fake stream (fakecuda_enqueue), so it runs when the
+// stream does, in order with the copies around it: MPI_Allreduce,
+// MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast, and send/recv (a
+// group's all at once: each send is its size then its data, nonblocking,
+// and each receive reads the size first, so that a receive of another size
+// than the send is caught). f16 and bf16 reduce in float through MPI user
+// operations; avg is MPI_SUM divided by the world size. An error while the
+// work runs (MPI's, or a size mismatch) becomes the communicator's
+// asynchronous error, as NCCL reports errors found on the GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../../src/Half.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <dlfcn.h>
+#include <functional>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#define EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+using ncclResult_t = int;
+constexpr ncclResult_t kSuccess = 0, kUnhandledCudaError = 1, kSystemError = 2,
+                       kInvalidArgument = 4, kInvalidUsage = 5;
+constexpr int kNumTypes = 10, kNumOps = 5;
+constexpr int kF16 = 6, kBf16 = 9, kAvg = 4;
+constexpr size_t kElementSize[kNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+constexpr char kMagic[8] = {'F', 'A', 'K', 'E', 'N', 'C', 'C', 'L'};
+
+struct UniqueId {
+  char internal[128];
+};
+
+struct Comm {
+  MPI_Comm mpi = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+  bool destroyed = false;
+  ncclResult_t asyncError = kSuccess;
+};
+
+thread_local std::string lastError;
+/// Why the running work item failed, beyond its MPI code (a size mismatch).
+std::string workDetail;
+
+ncclResult_t fail(ncclResult_t code, const std::string &message) {
+  lastError = "fake NCCL: " + message;
+  return code;
+}
+
+/// The fake driver's hooks, from the library LOOMRT_CUDA_DRIVER names.
+struct Hooks {
+  int (*enqueue)(void *, int (*)(void *), void *, void (*)(void *)) = nullptr;
+  int (*deviceRange)(const void *, size_t) = nullptr;
+};
+
+const Hooks *hooks() {
+  static Hooks h;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    const char *path = std::getenv("LOOMRT_CUDA_DRIVER");
+    void *lib = path ? ::dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
+    if (lib) {
+      h.enqueue = reinterpret_cast<decltype(h.enqueue)>(
+          ::dlsym(lib, "fakecuda_enqueue"));
+      h.deviceRange = reinterpret_cast<decltype(h.deviceRange)>(
+          ::dlsym(lib, "fakecuda_device_range"));
+    }
+  }
+  return h.enqueue && h.deviceRange ? &h : nullptr;
+}
+
+std::string mpiText(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return std::string(text, length);
+}
+
+// --- 16-bit floats in MPI ----------------------------------------------------
+
+MPI_Datatype f16Type = MPI_DATATYPE_NULL, bf16Type = MPI_DATATYPE_NULL;
+MPI_Op ops16[kNumOps - 1] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL,
+                             MPI_OP_NULL};
+
+template <int Op>
+void reduce16(void *in, void *inout, int *len, MPI_Datatype *type) {
+  bool bf = *type == bf16Type;
+  auto *a = static_cast<uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i) {
+    float x = bf ? loomrt::bf16ToFloat(a[i]) : loomrt::halfToFloat(a[i]);
+    float y = bf ? loomrt::bf16ToFloat(b[i]) : loomrt::halfToFloat(b[i]);
+    float r = Op == 0   ? x + y
+              : Op == 1 ? x * y
+              : Op == 2 ? (x > y ? x : y)
+                        : (x < y ? x : y);
+    b[i] = bf ? loomrt::floatToBf16(r) : loomrt::floatToHalf(r);
+  }
+}
+
+void make16BitTypes() {
+  if (f16Type != MPI_DATATYPE_NULL)
+    return;
+  MPI_Type_contiguous(2, MPI_BYTE, &f16Type);
+  MPI_Type_commit(&f16Type);
+  MPI_Type_contiguous(2, MPI_BYTE, &bf16Type);
+  MPI_Type_commit(&bf16Type);
+  MPI_Op_create(reduce16<0>, 1, &ops16[0]);
+  MPI_Op_create(reduce16<1>, 1, &ops16[1]);
+  MPI_Op_create(reduce16<2>, 1, &ops16[2]);
+  MPI_Op_create(reduce16<3>, 1, &ops16[3]);
+}
+
+MPI_Datatype mpiType(int type) {
+  switch (type) {
+  case 0:
+    return MPI_INT8_T;
+  case 1:
+    return MPI_UINT8_T;
+  case 2:
+    return MPI_INT32_T;
+  case 3:
+    return MPI_UINT32_T;
+  case 4:
+    return MPI_INT64_T;
+  case 5:
+    return MPI_UINT64_T;
+  case kF16:
+    return f16Type;
+  case 7:
+    return MPI_FLOAT;
+  case 8:
+    return MPI_DOUBLE;
+  default:
+    return bf16Type;
+  }
+}
+
+MPI_Op mpiOp(int op, int type) {
+  int base = op == kAvg ? 0 : op; // avg: a sum, divided afterwards
+  if (type == kF16 || type == kBf16)
+    return ops16[base];
+  static const MPI_Op ops[] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN};
+  return ops[base];
+}
+
+template <typename T> void divideAll(void *data, size_t count, int n) {
+  for (size_t i = 0; i < count; ++i)
+    static_cast<T *>(data)[i] = T(static_cast<T *>(data)[i] / T(n));
+}
+
+void divide(void *data, size_t count, int type, int n) {
+  switch (type) {
+  case 0:
+    return divideAll<int8_t>(data, count, n);
+  case 1:
+    return divideAll<uint8_t>(data, count, n);
+  case 2:
+    return divideAll<int32_t>(data, count, n);
+  case 3:
+    return divideAll<uint32_t>(data, count, n);
+  case 4:
+    return divideAll<int64_t>(data, count, n);
+  case 5:
+    return divideAll<uint64_t>(data, count, n);
+  case 7:
+    return divideAll<float>(data, count, n);
+  case 8:
+    return divideAll<double>(data, count, n);
+  }
+  auto *h = static_cast<uint16_t *>(data);
+  for (size_t i = 0; i < count; ++i)
+    h[i] = type == kBf16
+               ? loomrt::floatToBf16(loomrt::bf16ToFloat(h[i]) / float(n))
+               : loomrt::floatToHalf(loomrt::halfToFloat(h[i]) / float(n));
+}
+
+// --- checks and queueing
+// -------------------------------------------------------
+
+ncclResult_t checkComm(Comm *comm) {
+  if (!comm || comm->destroyed)
+    return fail(kInvalidArgument, "invalid communicator");
+  if (!hooks())
+    return fail(kSystemError, "needs the fake CUDA driver "
+                              "(LOOMRT_CUDA_DRIVER=.../libfakecuda.so)");
+  return kSuccess;
+}
+
+ncclResult_t checkCount(size_t count, int type, size_t times) {
+  if (type < 0 || type >= kNumTypes)
+    return fail(kInvalidArgument, "invalid datatype " + std::to_string(type));
+  if (count > size_t(INT_MAX) / times)
+    return fail(kInvalidArgument,
+                "count " + std::to_string(count) + " is past what MPI counts");
+  return kSuccess;
+}
+
+ncclResult_t checkBuffer(const void *p, size_t bytes, const char *which) {
+  if (bytes == 0)
+    return kSuccess;
+  if (!p || !hooks()->deviceRange(p, bytes))
+    return fail(kInvalidArgument, std::string(which) + " " +
+                                      std::to_string(bytes) +
+                                      " bytes at a pointer that is not "
+                                      "device memory");
+  return kSuccess;
+}
+
+struct Work {
+  Comm *comm;
+  std::string what;
+  std::function<int()> run; ///< an MPI return code
+};
+
+int runWork(void *arg) {
+  Work *w = static_cast<Work *>(arg);
+  if (w->comm->destroyed)
+    return 0;
+  workDetail.clear();
+  int rc = w->run();
+  if (rc != MPI_SUCCESS && w->comm->asyncError == kSuccess) {
+    w->comm->asyncError = kSystemError;
+    lastError = "fake NCCL: " + w->what + ": " + mpiText(rc) +
+                (workDetail.empty() ? "" : ": " + workDetail);
+  }
+  return 0;
+}
+
+void releaseWork(void *arg) { delete static_cast<Work *>(arg); }
+
+ncclResult_t enqueue(Comm *comm, void *stream, std::string what,
+                     std::function<int()> run) {
+  auto *w = new Work{comm, std::move(what), std::move(run)};
+  if (hooks()->enqueue(stream, runWork, w, releaseWork) != 0)
+    return fail(kUnhandledCudaError, "fakecuda_enqueue failed");
+  return kSuccess;
+}
+
+struct Transfer {
+  bool send;
+  void *data;
+  size_t count;
+  int type, peer;
+  Comm *comm;
+};
+int groupDepth = 0;
+int64_t groupsQueued = 0;
+std::vector<Transfer> grouped;
+void *groupStream = nullptr;
+
+/// A send is a header (its byte count, tag 1) and the data (tag 0); a
+/// receive reads the header first, so that a send and a receive of
+/// different sizes are reported (NCCL requires equal counts) and the data
+/// is still drained. All sends are posted before any header is awaited.
+int runTransfers(const std::vector<Transfer> &transfers) {
+  std::vector<MPI_Request> requests;
+  std::vector<uint64_t> sizes(transfers.size());
+  std::vector<std::vector<char>> drains;
+  MPI_Comm comm = transfers.front().comm->mpi;
+  for (size_t i = 0; i < transfers.size(); ++i) {
+    const Transfer &t = transfers[i];
+    if (!t.send)
+      continue;
+    sizes[i] = t.count * kElementSize[t.type];
+    requests.resize(requests.size() + 2);
+    int rc = MPI_Isend(&sizes[i], 1, MPI_UINT64_T, t.peer, 1, comm,
+                       &requests[requests.size() - 2]);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Isend(t.data, int(sizes[i]), MPI_BYTE, t.peer, 0, comm,
+                     &requests.back());
+    if (rc != MPI_SUCCESS)
+      return rc;
+  }
+  int mismatch = MPI_SUCCESS;
+  for (size_t i = 0; i < transfers.size(); ++i) {
+    const Transfer &t = transfers[i];
+    if (t.send)
+      continue;
+    uint64_t sent = 0, wanted = t.count * kElementSize[t.type];
+    int rc =
+        MPI_Recv(&sent, 1, MPI_UINT64_T, t.peer, 1, comm, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS)
+      return rc;
+    void *into = t.data;
+    if (sent != wanted && mismatch == MPI_SUCCESS) {
+      mismatch = MPI_ERR_TRUNCATE;
+      workDetail = "ncclRecv of " + std::to_string(wanted) +
+                   " bytes from rank " + std::to_string(t.peer) +
+                   ", which sent " + std::to_string(sent);
+    }
+    if (sent != wanted) {
+      drains.emplace_back(sent);
+      into = drains.back().data();
+    }
+    requests.emplace_back();
+    rc =
+        MPI_Irecv(into, int(sent), MPI_BYTE, t.peer, 0, comm, &requests.back());
+    if (rc != MPI_SUCCESS)
+      return rc;
+  }
+  int rc =
+      MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  return rc != MPI_SUCCESS ? rc : mismatch;
+}
+
+ncclResult_t pointToPoint(bool send, void *data, size_t count, int type,
+                          int peer, Comm *comm, void *stream) {
+  ncclResult_t r = checkComm(comm);
+  if (r == kSuccess)
+    r = checkCount(count, type, 1);
+  if (r != kSuccess)
+    return r;
+  if (peer < 0 || peer >= comm->size)
+    return fail(kInvalidArgument, "peer " + std::to_string(peer) +
+                                      " is not a rank of the " +
+                                      std::to_string(comm->size));
+  if ((r = checkBuffer(data, count * kElementSize[type],
+                       send ? "ncclSend:" : "ncclRecv:")) != kSuccess)
+    return r;
+  Transfer t{send, data, count, type, peer, comm};
+  if (groupDepth > 0) {
+    if (grouped.empty())
+      groupStream = stream;
+    grouped.push_back(t);
+    return kSuccess;
+  }
+  return enqueue(comm, stream, send ? "MPI_Send" : "MPI_Recv",
+                 [t] { return runTransfers({t}); });
+}
+
+} // namespace
+
+// --- the NCCL API
+// ----------------------------------------------------------------
+
+EXPORT ncclResult_t ncclGetVersion(int *version) {
+  *version = 22800; // 2.28.0
+  return kSuccess;
+}
+
+EXPORT const char *ncclGetErrorString(ncclResult_t r) {
+  switch (r) {
+  case kSuccess:
+    return "no error";
+  case kUnhandledCudaError:
+    return "unhandled cuda error";
+  case kSystemError:
+    return "unhandled system error";
+  case kInvalidArgument:
+    return "invalid argument";
+  case kInvalidUsage:
+    return "invalid usage";
+  }
+  return "unknown result code";
+}
+
+EXPORT const char *ncclGetLastError(void *) { return lastError.c_str(); }
+
+EXPORT ncclResult_t ncclGetUniqueId(UniqueId *id) {
+  if (!id)
+    return fail(kInvalidArgument, "null unique id");
+  std::memset(id->internal, 0, sizeof id->internal);
+  std::memcpy(id->internal, kMagic, sizeof kMagic);
+  // Different on every call, so that ranks that make their own ids (instead
+  // of receiving rank 0's) are caught.
+  uint64_t seed = uint64_t(::getpid()) * 0x9E3779B97F4A7C15ull ^
+                  uint64_t(std::time(nullptr)) ^
+                  uint64_t(reinterpret_cast<uintptr_t>(id));
+  static uint64_t calls = 0;
+  seed += ++calls * 0xBF58476D1CE4E5B9ull;
+  std::memcpy(id->internal + 8, &seed, sizeof seed);
+  return kSuccess;
+}
+
+EXPORT ncclResult_t ncclCommInitRank(Comm **out, int nranks, UniqueId id,
+                                     int rank) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized)
+    return fail(kSystemError, "MPI is not initialized (the fake runs under "
+                              "mpirun, after MPI_Init)");
+  if (!out)
+    return fail(kInvalidArgument, "null communicator pointer");
+  if (!hooks())
+    return fail(kSystemError, "needs the fake CUDA driver "
+                              "(LOOMRT_CUDA_DRIVER=.../libfakecuda.so)");
+  int worldRank = 0, worldSize = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
+  MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return fail(kInvalidArgument, "rank " + std::to_string(rank) +
+                                      " is not in [0, " +
+                                      std::to_string(nranks) + ")");
+  if (nranks != worldSize || rank != worldRank)
+    return fail(kInvalidArgument, "rank " + std::to_string(rank) + " of " +
+                                      std::to_string(nranks) +
+                                      " does not match MPI_COMM_WORLD's rank " +
+                                      std::to_string(worldRank) + " of " +
+                                      std::to_string(worldSize));
+  if (std::memcmp(id.internal, kMagic, sizeof kMagic) != 0)
+    return fail(kInvalidArgument,
+                "the unique id was not made by ncclGetUniqueId");
+  // Every rank must hold the same id.
+  uint64_t hash = 1469598103934665603ull;
+  for (char c : id.internal)
+    hash = (hash ^ uint8_t(c)) * 1099511628211ull;
+  uint64_t low = hash, high = hash;
+  MPI_Allreduce(MPI_IN_PLACE, &low, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &high, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  if (low != high)
+    return fail(kInvalidUsage, "the ranks passed different unique ids");
+  make16BitTypes();
+  auto *comm = new Comm();
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm->mpi);
+  MPI_Comm_set_errhandler(comm->mpi, MPI_ERRORS_RETURN);
+  comm->rank = rank;
+  comm->size = nranks;
+  *out = comm;
+  return kSuccess;
+}
+
+// The Comm itself is never freed: work still queued on a stream may name it
+// (it then does nothing).
+EXPORT ncclResult_t ncclCommDestroy(Comm *comm) {
+  if (!comm || comm->destroyed)
+    return fail(kInvalidArgument, "invalid communicator");
+  comm->destroyed = true;
+  MPI_Comm_free(&comm->mpi);
+  return kSuccess;
+}
+EXPORT ncclResult_t ncclCommAbort(Comm *comm) { return ncclCommDestroy(comm); }
+
+EXPORT ncclResult_t ncclCommGetAsyncError(Comm *comm, ncclResult_t *error) {
+  if (!comm || !error)
+    return fail(kInvalidArgument, "invalid communicator");
+  *error = comm->asyncError;
+  return kSuccess;
+}
+
+EXPORT ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
+                                  int type, int op, Comm *comm, void *stream) {
+  ncclResult_t r = checkComm(comm);
+  if (r == kSuccess)
+    r = checkCount(count, type, 1);
+  if (r != kSuccess)
+    return r;
+  if (op < 0 || op >= kNumOps)
+    return fail(kInvalidArgument, "invalid reduction " + std::to_string(op));
+  size_t bytes = count * kElementSize[type];
+  if ((r = checkBuffer(send, bytes, "ncclAllReduce: send")) != kSuccess ||
+      (r = checkBuffer(recv, bytes, "ncclAllReduce: recv")) != kSuccess)
+    return r;
+  return enqueue(comm, stream, "MPI_Allreduce", [=] {
+    int rc = MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, int(count),
+                           mpiType(type), mpiOp(op, type), comm->mpi);
+    if (rc == MPI_SUCCESS && op == kAvg)
+      divide(recv, count, type, comm->size);
+    return rc;
+  });
+}
+
+EXPORT ncclResult_t ncclReduceScatter(const void *send, void *recv,
+                                      size_t count, int type, int op,
+                                      Comm *comm, void *stream) {
+  ncclResult_t r = checkComm(comm);
+  if (r == kSuccess)
+    r = checkCount(count, type, size_t(comm->size));
+  if (r != kSuccess)
+    return r;
+  if (op < 0 || op >= kNumOps)
+    return fail(kInvalidArgument, "invalid reduction " + std::to_string(op));
+  size_t bytes = count * kElementSize[type];
+  if ((r = checkBuffer(send, bytes * comm->size, "ncclReduceScatter: send")) !=
+          kSuccess ||
+      (r = checkBuffer(recv, bytes, "ncclReduceScatter: recv")) != kSuccess)
+    return r;
+  return enqueue(comm, stream, "MPI_Reduce_scatter_block", [=] {
+    // A copy of the input: NCCL allows recv inside send, MPI does not.
+    const char *in = static_cast<const char *>(send);
+    std::vector<char> copy(in, in + bytes * comm->size);
+    int rc =
+        MPI_Reduce_scatter_block(copy.data(), recv, int(count), mpiType(type),
+                                 mpiOp(op, type), comm->mpi);
+    if (rc == MPI_SUCCESS && op == kAvg)
+      divide(recv, count, type, comm->size);
+    return rc;
+  });
+}
+
+EXPORT ncclResult_t ncclAllGather(const void *send, void *recv, size_t count,
+                                  int type, Comm *comm, void *stream) {
+  ncclResult_t r = checkComm(comm);
+  if (r == kSuccess)
+    r = checkCount(count, type, size_t(comm->size));
+  if (r != kSuccess)
+    return r;
+  size_t bytes = count * kElementSize[type];
+  if ((r = checkBuffer(send, bytes, "ncclAllGather: send")) != kSuccess ||
+      (r = checkBuffer(recv, bytes * comm->size, "ncclAllGather: recv")) !=
+          kSuccess)
+    return r;
+  return enqueue(comm, stream, "MPI_Allgather", [=] {
+    const char *in = static_cast<const char *>(send);
+    std::vector<char> copy(in, in + bytes);
+    return MPI_Allgather(copy.data(), int(count), mpiType(type), recv,
+                         int(count), mpiType(type), comm->mpi);
+  });
+}
+
+EXPORT ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count,
+                                  int type, int root, Comm *comm,
+                                  void *stream) {
+  ncclResult_t r = checkComm(comm);
+  if (r == kSuccess)
+    r = checkCount(count, type, 1);
+  if (r != kSuccess)
+    return r;
+  if (root < 0 || root >= comm->size)
+    return fail(kInvalidArgument, "root " + std::to_string(root) +
+                                      " is not a rank of the " +
+                                      std::to_string(comm->size));
+  size_t bytes = count * kElementSize[type];
+  if ((comm->rank == root &&
+       (r = checkBuffer(send, bytes, "ncclBroadcast: send")) != kSuccess) ||
+      (r = checkBuffer(recv, bytes, "ncclBroadcast: recv")) != kSuccess)
+    return r;
+  return enqueue(comm, stream, "MPI_Bcast", [=] {
+    if (comm->rank == root && send != recv)
+      std::memmove(recv, send, bytes);
+    return MPI_Bcast(recv, int(count), mpiType(type), root, comm->mpi);
+  });
+}
+
+EXPORT ncclResult_t ncclSend(const void *data, size_t count, int type, int peer,
+                             Comm *comm, void *stream) {
+  return pointToPoint(true, const_cast<void *>(data), count, type, peer, comm,
+                      stream);
+}
+EXPORT ncclResult_t ncclRecv(void *data, size_t count, int type, int peer,
+                             Comm *comm, void *stream) {
+  return pointToPoint(false, data, count, type, peer, comm, stream);
+}
+
+EXPORT ncclResult_t ncclGroupStart() {
+  ++groupDepth;
+  return kSuccess;
+}
+EXPORT ncclResult_t ncclGroupEnd() {
+  if (groupDepth == 0)
+    return fail(kInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  if (--groupDepth > 0 || grouped.empty())
+    return kSuccess;
+  std::vector<Transfer> transfers;
+  transfers.swap(grouped);
+  Comm *comm = transfers.front().comm;
+  ++groupsQueued;
+  return enqueue(comm, groupStream,
+                 "a group of " + std::to_string(transfers.size()) +
+                     " send/recv",
+                 [transfers] { return runTransfers(transfers); });
+}
+
+/// Send/recv groups queued (a test checks that a ring exchange was one).
+EXPORT int64_t fakenccl_groups() { return groupsQueued; }
