@@ -1,0 +1,180 @@
+"""Artifact.train and the training state: loss goes down, runs continue
+bitwise, callbacks, checkpoints, parameters, ONNX export, the GIL."""
+
+import json
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import loom
+from conftest import mlp_forward
+
+
+def test_training_lowers_the_loss_and_changes_the_parameters(digits, data,
+                                                             held_out):
+    before = digits.parameters()
+    metrics = digits.train(data, steps=200, progress=False)
+    assert len(metrics) == 200
+    assert [m["step"] for m in metrics] == list(range(1, 201))
+    assert {"step", "loss", "samples_per_sec", "epoch"} <= set(metrics[0])
+    losses = [m["loss"] for m in metrics]
+    assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:10])
+    after = digits.parameters()
+    for name in before:
+        assert not np.array_equal(before[name], after[name]), name
+    assert digits.step == 200
+    # The trained model predicts held-out data better than chance (10%).
+    result = digits.evaluate(held_out)
+    assert result["samples"] == 320
+    assert result["accuracy"] > 0.4
+    assert result["loss"] < losses[0]
+    # predict runs with the trained parameters.
+    x = held_out["x"][:32]
+    np.testing.assert_allclose(digits.run(x=x)["logits"],
+                               mlp_forward(after, x), rtol=1e-4, atol=1e-4)
+
+
+def test_evaluation_during_training(digits, data, held_out, tmp_path):
+    metrics = digits.train(data, steps=40, eval_data=held_out, eval_every=20,
+                           metrics_file=tmp_path / "m.jsonl", progress=False)
+    evals = [m for m in metrics if "eval_accuracy" in m]
+    assert [m["step"] for m in evals] == [20, 40]
+    assert {"eval_loss", "eval_samples"} <= set(evals[0])
+    assert len(metrics) == 42
+    lines = [json.loads(l) for l in (tmp_path / "m.jsonl").read_text().split("\n")
+             if l]
+    assert lines == metrics
+
+
+def test_several_calls_train_exactly_like_one(tmp_path, data):
+    one = loom.compile(data_model(), tmp_path / "one.loom", loss="cross_entropy",
+                       optimizer="adamw", lr=1e-2)
+    two = loom.Artifact(tmp_path / "one.loom")
+    one.train(data, steps=30, seed=5, progress=False)
+    two.train(data, steps=12, seed=5, progress=False)
+    two.train(data, steps=18, progress=False)
+    assert two.step == 30
+    for name, value in one.state().items():
+        np.testing.assert_array_equal(value, two.state()[name], err_msg=name)
+    # A different seed shuffles differently.
+    three = loom.Artifact(tmp_path / "one.loom")
+    three.train(data, steps=30, seed=6, progress=False)
+    assert not np.array_equal(three.parameters()["fc1.weight"],
+                              one.parameters()["fc1.weight"])
+
+
+def data_model():
+    from conftest import DIGITS
+    return DIGITS
+
+
+def test_the_callback_sees_each_step_and_can_stop(digits, data):
+    seen = []
+
+    def callback(m):
+        seen.append(m)
+        return False if m["step"] == 7 else None
+
+    metrics = digits.train(data, steps=50, callback=callback, progress=False)
+    assert [m["step"] for m in seen] == list(range(1, 8))
+    assert metrics == seen
+    assert digits.step == 7
+
+
+def test_an_exception_in_the_callback_propagates_and_keeps_the_state(digits,
+                                                                      data):
+    def callback(m):
+        if m["step"] == 4:
+            raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        digits.train(data, steps=50, callback=callback, progress=False)
+    assert digits.step == 4
+    digits.train(data, steps=2, progress=False)
+    assert digits.step == 6
+
+
+def test_parameters_round_trip(digits, data):
+    p = digits.parameters()
+    rng = np.random.default_rng(7)
+    new = {k: rng.standard_normal(v.shape).astype(v.dtype) for k, v in p.items()}
+    digits.load_parameters(new)
+    got = digits.parameters()
+    for k in new:
+        np.testing.assert_array_equal(got[k], new[k])
+    x = data["x"][:32]
+    np.testing.assert_allclose(digits.run(x=x)["logits"], mlp_forward(new, x),
+                               rtol=1e-4, atol=1e-4)
+    # Optimizer state is there too, but not among the parameters.
+    state = digits.state()
+    assert set(p) < set(state)
+
+
+def test_checkpoints_resume_the_same_steps(digits, data, tmp_path):
+    digits.train(data, steps=10, progress=False)
+    digits.save_checkpoint(tmp_path / "at10.safetensors")
+    digits.train(data, steps=10, progress=False)
+    expected = digits.state()
+    digits.load_checkpoint(tmp_path / "at10.safetensors")
+    assert digits.step == 10
+    digits.train(data, steps=10, progress=False)
+    for name, value in expected.items():
+        np.testing.assert_array_equal(value, digits.state()[name], err_msg=name)
+    # Checkpoints written by train() resume too (the newest of a directory).
+    digits.train(data, steps=5, checkpoint_dir=tmp_path / "ckpt", save_every=5,
+                 progress=False)
+    latest = digits.state()
+    digits.train(data, steps=3, progress=False)
+    digits.train(data, steps=0, resume=tmp_path / "ckpt", progress=False)
+    assert digits.step == 25
+    for name, value in latest.items():
+        np.testing.assert_array_equal(value, digits.state()[name], err_msg=name)
+    with pytest.raises(FileNotFoundError):
+        digits.load_checkpoint(tmp_path / "nope.safetensors")
+
+
+def test_export_onnx_writes_the_trained_weights(digits, data, tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import numpy_helper
+
+    digits.train(data, steps=5, progress=False)
+    replaced = digits.export_onnx(tmp_path / "trained.onnx")
+    assert sorted(replaced) == sorted(digits.parameters())
+    model = onnx.load(str(tmp_path / "trained.onnx"))
+    got = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    for name, value in digits.parameters().items():
+        np.testing.assert_array_equal(got[name], value)
+
+
+def test_training_releases_the_gil(digits, data):
+    # A Python thread notes the time while train() runs in this one. Python
+    # hands the GIL from one thread to another only between bytecodes; if
+    # the runtime held it, the thread could not run in the middle of the
+    # call, only before and after it.
+    stamps = []
+    done = threading.Event()
+
+    def count():
+        n = 0
+        while not done.is_set():
+            n += 1
+            if n % 1000 == 0:
+                stamps.append(time.perf_counter())
+
+    thread = threading.Thread(target=count)
+    thread.start()
+    try:
+        start = time.perf_counter()
+        digits.train(data, steps=1000, progress=False)
+        end = time.perf_counter()
+    finally:
+        done.set()
+        thread.join()
+    assert digits.step == 1000
+    assert end - start > 0.1
+    quarter = (end - start) / 4
+    middle = [t for t in stamps if start + quarter < t < end - quarter]
+    assert len(middle) > 20, (len(middle), len(stamps), end - start)
