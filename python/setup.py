@@ -1,6 +1,7 @@
 """Packages the loom Python package with its native module, which the
-project's CMake build makes (build/python/loom/_loom*.so): pip does not
-build Loom itself. From the source tree (pip install ./python) the module is
+project's CMake build makes (build/python/loom/_loom*.so, with its private
+libloom-protobuf.so): pip does not build Loom itself. The module needs
+Debian's LLVM 22 libraries (libMLIR.so, libLLVM.so) at run time. From the source tree (pip install ./python) the module is
 taken from $LOOM_BUILD_DIR/python/loom (default: ../build); from the build
 tree (pip install build/python) it is already beside the sources."""
 
@@ -16,8 +17,9 @@ from setuptools.dist import Distribution
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def native_module():
-    """The built loom/_loom*.so, or exit with what to do."""
+def native_files():
+    """The built loom/_loom*.so and the private libprotobuf beside it
+    (python/CMakeLists.txt), or exit with what to do."""
     candidates = [os.path.join(HERE, "loom")]
     build = os.environ.get("LOOM_BUILD_DIR",
                            os.path.join(os.path.dirname(HERE), "build"))
@@ -25,7 +27,7 @@ def native_module():
     for folder in candidates:
         found = glob.glob(os.path.join(folder, "_loom*.so"))
         if found:
-            return found[0]
+            return found + glob.glob(os.path.join(folder, "libloom-*.so"))
     sys.exit("loom: the native module (_loom*.so) is not built: run "
              "`bash scripts/build.sh` first, or set LOOM_BUILD_DIR to the "
              "build directory (looked in %s)" % ", ".join(candidates))
@@ -36,7 +38,8 @@ class BuildPyWithNativeModule(build_py):
         super().run()
         target = os.path.join(self.build_lib, "loom")
         os.makedirs(target, exist_ok=True)
-        shutil.copy2(native_module(), target)
+        for path in native_files():
+            shutil.copy2(path, target)
 
 
 class BinaryDistribution(Distribution):

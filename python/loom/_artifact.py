@@ -118,6 +118,13 @@ class Artifact:
                 if i.kind == "input" and i.name not in ("step", "seed")]
 
     @property
+    def last_train(self):
+        """The last train() call as the runtime measured it: start_step,
+        step, last_loss, samples_per_second, seconds (its training loop,
+        what loom-run's closing line reports), skipped_steps."""
+        return self._trainer.summary()
+
+    @property
     def step(self):
         """Optimizer steps done so far."""
         return self._trainer.summary()["step"]

@@ -57,10 +57,25 @@ const char *const kDtypeNames[] = {"float64", "float32", "float16", "V2",
                                    "uint8",   "bool"};
 const char *const kDtypeShortNames[] = {"f64", "f32", "f16", "bf16", "i64",
                                         "i32", "i16", "i8",  "u8",   "bool"};
+// Element sizes, kept here rather than asked of numpy: pybind11 2.10 reads
+// them from numpy's dtype struct, whose layout numpy 2 changed.
+const size_t kDtypeSizes[] = {8, 4, 2, 2, 8, 4, 2, 1, 1, 1};
 const char *const kKindNames[] = {"param",  "state", "input",
                                   "output", "grad",  "buffer"};
 
 py::dtype numpyDtype(loomrt_dtype d) { return py::dtype(kDtypeNames[d]); }
+
+/// A new C-contiguous array of `dtype` and `shape` (strides computed here,
+/// see kDtypeSizes).
+py::array newArray(loomrt_dtype dtype, const int64_t *dims, size_t rank) {
+  std::vector<py::ssize_t> shape(dims, dims + rank), strides(rank);
+  py::ssize_t stride = static_cast<py::ssize_t>(kDtypeSizes[dtype]);
+  for (size_t i = rank; i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  return py::array(numpyDtype(dtype), shape, strides);
+}
 
 /// loomrt_dtype of a numpy dtype, or -1.
 int loomrtDtype(const py::dtype &dtype) {
@@ -103,12 +118,15 @@ loomrt_tensor viewOf(const char *name, const py::array &a,
                          py::str(a.dtype()).cast<std::string>() +
                          ", which Loom does not handle");
   shape = shapeOf(a);
+  size_t nbytes = kDtypeSizes[d];
+  for (int64_t dim : shape)
+    nbytes *= static_cast<size_t>(dim);
   return loomrt_tensor{name,
                        static_cast<loomrt_dtype>(d),
                        shape.size(),
                        shape.data(),
                        const_cast<void *>(a.data()),
-                       static_cast<size_t>(a.nbytes())};
+                       nbytes};
 }
 
 class NativeArtifact {
@@ -179,8 +197,7 @@ public:
     for (size_t i = 0; i < n; ++i) {
       loomrt_tensor info;
       check(loomrt_artifact_output_info(handle, entry.c_str(), i, &info));
-      std::vector<py::ssize_t> shape(info.shape, info.shape + info.rank);
-      results.emplace_back(numpyDtype(info.dtype), shape);
+      results.push_back(newArray(info.dtype, info.shape, info.rank));
       out[i].data = results.back().mutable_data();
       out[i].nbytes = info.nbytes;
     }
@@ -311,8 +328,7 @@ public:
       loomrt_tensor t;
       loomrt_binding_kind kind;
       check(loomrt_train_tensor(handle, i, &t, &kind));
-      std::vector<py::ssize_t> shape(t.shape, t.shape + t.rank);
-      py::array a(numpyDtype(t.dtype), shape);
+      py::array a = newArray(t.dtype, t.shape, t.rank);
       std::memcpy(a.mutable_data(), t.data, t.nbytes);
       result.append(py::make_tuple(describe(t, kind), a));
     }

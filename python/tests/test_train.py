@@ -1,6 +1,7 @@
 """Artifact.train and the training state: loss goes down, runs continue
 bitwise, callbacks, checkpoints, parameters, ONNX export, the GIL."""
 
+import _thread
 import json
 import sys
 import threading
@@ -95,6 +96,23 @@ def test_an_exception_in_the_callback_propagates_and_keeps_the_state(digits,
     assert digits.step == 4
     digits.train(data, steps=2, progress=False)
     assert digits.step == 6
+
+
+def test_ctrl_c_stops_training_after_a_step_and_keeps_the_state(digits,
+                                                                data):
+    # interrupt_main() raises the SIGINT flag as Ctrl-C would; the runtime,
+    # without the GIL, must still notice it (no callback is given).
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            digits.train(data, steps=10**7, progress=False)
+    finally:
+        timer.cancel()
+    reached = digits.step
+    assert 0 < reached < 10**7
+    digits.train(data, steps=1, progress=False)
+    assert digits.step == reached + 1
 
 
 def test_parameters_round_trip(digits, data):
