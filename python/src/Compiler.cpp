@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FdCapture.h"
 #include "Module.h"
 
 #include "loom/Driver/Loomc.h"
@@ -17,53 +18,12 @@
 
 #include <cstdio>
 #include <mutex>
-#include <stdexcept>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace py = pybind11;
 
 namespace {
-
-/// Sends file descriptor `fd` to an anonymous temporary file until
-/// finish(), which restores it and returns what was written.
-class FdCapture {
-public:
-  explicit FdCapture(int fd) : fd(fd) {
-    file = std::tmpfile();
-    saved = ::dup(fd);
-    if (!file || saved < 0 || ::dup2(::fileno(file), fd) < 0)
-      throw std::runtime_error("loom: cannot redirect file descriptor " +
-                               std::to_string(fd) + " to capture output");
-  }
-  FdCapture(const FdCapture &) = delete;
-  FdCapture &operator=(const FdCapture &) = delete;
-  ~FdCapture() { finish(); }
-
-  std::string finish() {
-    std::string text;
-    if (saved < 0)
-      return text;
-    ::dup2(saved, fd);
-    ::close(saved);
-    saved = -1;
-    std::rewind(file);
-    char buf[4096];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, file)) > 0;)
-      text.append(buf, n);
-    std::fclose(file);
-    return text;
-  }
-
-private:
-  int fd;
-  int saved = -1;
-  std::FILE *file = nullptr;
-};
-
-/// One compilation at a time: LLVM's command-line parser is global.
-std::mutex compilerMutex;
 
 /// Runs loomc with `args` (argv[1..]); returns (exit code, stdout, stderr).
 py::tuple runLoomc(const std::vector<std::string> &args) {
@@ -80,10 +40,12 @@ py::tuple runLoomc(const std::vector<std::string> &args) {
   std::string out, err;
   {
     py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(compilerMutex);
+    // One compilation at a time: LLVM's command-line parser is global (and
+    // so are the file descriptors captured).
+    std::lock_guard<std::mutex> lock(loom::python::captureMutex());
     std::fflush(stdout);
     std::fflush(stderr);
-    FdCapture captureOut(1), captureErr(2);
+    loom::python::FdCapture captureOut(1), captureErr(2);
     rc = loom::loomcRunEmbedded(static_cast<int>(argv.size() - 1), argv.data());
     std::fflush(stdout);
     std::fflush(stderr);

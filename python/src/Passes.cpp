@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FdCapture.h"
 #include "Module.h"
 
 #include "loom/InitAll.h"
@@ -22,6 +23,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -87,7 +89,16 @@ std::string run(const std::string &ir, const std::string &pipeline) {
   bool ok;
   {
     py::gil_scoped_release release;
+    // Some messages (a bad pass option) go to stderr rather than to the
+    // diagnostic handler: they join the error.
+    std::lock_guard<std::mutex> lock(loom::python::captureMutex());
+    std::fflush(stderr);
+    loom::python::FdCapture captureErr(2);
     ok = runPipeline(ir, pipeline, result, error);
+    std::fflush(stderr);
+    std::string printed = captureErr.finish();
+    if (!ok && !printed.empty())
+      error = printed + error;
   }
   if (!ok)
     raisePassError(error);

@@ -121,12 +121,8 @@ loomrt_tensor viewOf(const char *name, const py::array &a,
   size_t nbytes = kDtypeSizes[d];
   for (int64_t dim : shape)
     nbytes *= static_cast<size_t>(dim);
-  return loomrt_tensor{name,
-                       static_cast<loomrt_dtype>(d),
-                       shape.size(),
-                       shape.data(),
-                       const_cast<void *>(a.data()),
-                       nbytes};
+  return loomrt_tensor{name,         static_cast<loomrt_dtype>(d), shape.size(),
+                       shape.data(), const_cast<void *>(a.data()), nbytes};
 }
 
 class NativeArtifact {

@@ -24,6 +24,17 @@ def test_an_unknown_pass_is_a_pass_error():
         loom.passes.run(ir, "loom-frobnicate")
 
 
+def test_a_bad_pass_option_is_named_in_the_error():
+    # The option parser prints to stderr, not to the diagnostic handler.
+    ir = loom.ir(MLP_ONNX)
+    with pytest.raises(loom.PassError) as info:
+        loom.passes.run(ir, "loom-training{los=x}")
+    assert "no such option los" in str(info.value)
+    # Options that exist work (the training pipeline, as loomc builds it).
+    out = loom.passes.run(ir, "loom-training{loss=cross_entropy optimizer=sgd}")
+    assert "func.func @train_step" in out
+
+
 def test_bad_ir_is_a_pass_error_with_its_location():
     with pytest.raises(loom.PassError) as info:
         loom.passes.run("func.func @f() {\n  %0 = loom.nope : i32\n}\n",
