@@ -62,6 +62,7 @@ class Artifact:
         self._trainer = _loom.NativeTrainer(self._native)
         self._lock = threading.Lock()
         self.history = []
+        self._stopped = False  # the last runtime run was stopped by a callback
         if source is None:
             source = self._plan_source()
         self.source = source
@@ -319,8 +320,11 @@ class Artifact:
         """Trains for `steps` more optimizer steps; returns their metrics.
 
         data: {input name: array [N, ...]} (the entry's data inputs and
-            labels; N samples, shuffled into batches each epoch) or an .npz
-            path. Arrays are borrowed, not copied, while training runs.
+            labels; N samples, shuffled into batches each epoch), an .npz
+            path, or an iterable of such dicts holding one batch each (of
+            the compiled batch size, used in order, one per step: slower,
+            the state goes through the host between steps). Arrays are
+            borrowed, not copied, while training runs.
         eval_data, eval_every: held-out data, evaluated every K steps and at
             the end (loss through `forward`, accuracy through `predict`).
         checkpoint_dir, save_every, keep_checkpoints: checkpoints as
@@ -348,64 +352,150 @@ class Artifact:
                            "%s); compile with train=True" %
                            (entry, ", ".join(self.entries)),
                            "LOOMRT_ERROR_UNSUPPORTED")
+        options = dict(batch_size=batch_size or 0, accumulate=accumulate or 1,
+                       eval_every=eval_every or 0,
+                       checkpoint_dir=checkpoint_dir or "",
+                       save_every=save_every or 0,
+                       keep_checkpoints=3 if keep_checkpoints is None
+                       else keep_checkpoints,
+                       seed=seed or 0, metrics=metrics_file or "")
+        bar = self._progress_bar(progress, steps)
+        report = self._reporter(callback, bar)
+        try:
+            if isinstance(data, (dict, str, os.PathLike)):
+                metrics = self._run_trainer(entry, data, eval_data, steps,
+                                            options, report, progress, bar)
+            else:
+                metrics = self._train_on_batches(entry, data, eval_data, steps,
+                                                 options, report, progress, bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        self.history.extend(metrics)
+        return metrics
+
+    @staticmethod
+    def _progress_bar(progress, steps):
+        """A tqdm bar, if asked for (or by default) and tqdm is installed."""
+        if progress is False or steps == 0:
+            return None
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            return None
+        return tqdm(total=steps, unit="step", desc="loom train")
+
+    @staticmethod
+    def _reporter(callback, bar):
+        """The runtime's metrics callback: a JSON line to the bar and the
+        user's callback (None when there is neither: no GIL per step)."""
+        if callback is None and bar is None:
+            return None
+
+        def report(line):
+            m = json.loads(line)
+            if bar is not None and "loss" in m:
+                bar.update(1)
+                if m["loss"] is not None:
+                    bar.set_postfix(loss="%.4g" % m["loss"], refresh=False)
+            if callback is not None:
+                return callback(m)
+            return None
+        return report
+
+    def _run_trainer(self, entry, data, eval_data, steps, options, report,
+                     progress, bar):
+        """One loomrt_train_run of `steps` steps on `data`; its metrics and
+        whether the callback stopped it."""
         t = self._trainer
-        bar = None
         with self._lock:
             t.clear_data()
             t.set_option("data", "")
             t.set_option("eval_data", "")
-            self._set_data(data, False, entry, "training data")
-            if eval_data is not None:
-                self._set_data(eval_data, True,
-                               "predict" if "predict" in self.entries
-                               else "forward", "evaluation data")
-            start = t.summary()["step"]
-            # Every option every time: nothing carries over from the last
-            # call but the state.
-            options = dict(steps=start + steps, batch_size=batch_size or 0,
-                           accumulate=accumulate or 1,
-                           eval_every=eval_every or 0,
-                           checkpoint_dir=checkpoint_dir or "",
-                           save_every=save_every or 0,
-                           keep_checkpoints=3 if keep_checkpoints is None
-                           else keep_checkpoints,
-                           seed=seed or 0, metrics=metrics_file or "")
-            use_tqdm = progress is None or progress is True
-            tqdm = None
-            if use_tqdm:
-                try:
-                    from tqdm.auto import tqdm
-                except ImportError:
-                    tqdm = None
-            t.set_option("progress",
-                         "lines" if progress is True and tqdm is None
-                         else "none")
-            for key, value in options.items():
-                t.set_option(key, os.fspath(value)
-                             if isinstance(value, os.PathLike) else str(value))
-            if tqdm is not None and steps > 0:
-                bar = tqdm(total=steps, unit="step", desc="loom train")
-            native_callback = None
-            if callback is not None or bar is not None:
-                def native_callback(line):
-                    m = json.loads(line)
-                    if bar is not None and "loss" in m:
-                        bar.update(1)
-                        if m["loss"] is not None:
-                            bar.set_postfix(loss="%.4g" % m["loss"],
-                                            refresh=False)
-                    if callback is not None:
-                        return callback(m)
-                    return None
             try:
-                lines, _stopped = t.run(native_callback)
+                self._set_data(data, False, entry, "training data")
+                if eval_data is not None:
+                    self._set_data(eval_data, True,
+                                   "predict" if "predict" in self.entries
+                                   else "forward", "evaluation data")
+                # Every option every time: nothing carries over from the
+                # last call but the state.
+                t.set_option("steps", str(t.summary()["step"] + steps))
+                t.set_option("progress", "lines" if progress is True and
+                             bar is None else "none")
+                for key, value in options.items():
+                    t.set_option(key, os.fspath(value)
+                                 if isinstance(value, os.PathLike)
+                                 else str(value))
+                lines, stopped = t.run(report)
             finally:
-                if bar is not None:
-                    bar.close()
                 t.clear_data()
-        metrics = [json.loads(line) for line in lines]
-        self.history.extend(metrics)
+        self._stopped = stopped
+        return [json.loads(line) for line in lines]
+
+    def _train_on_batches(self, entry, batches, eval_data, steps, options,
+                          report, progress, bar):
+        """Training on an iterable of batches: one runtime run per batch
+        (of the compiled size, so the loader takes it whole), evaluation
+        between them here."""
+        if isinstance(batches, np.ndarray) or not hasattr(batches, "__iter__"):
+            raise TypeError("loom: training data must be a dict of arrays, "
+                            "an .npz path or an iterable of batch dicts, not "
+                            "%s" % type(batches).__name__)
+        if options["checkpoint_dir"] or options["save_every"] or \
+                options["accumulate"] != 1:
+            raise ValueError("loom: with an iterable of batches, checkpoints "
+                             "(checkpoint_dir, save_every) and accumulate are "
+                             "not supported; call save_checkpoint() between "
+                             "train() calls")
+        size = self.data_inputs(entry)[0].shape[0]
+        every = options.pop("eval_every")
+        metrics = []
+        last_eval = None
+        iterator = iter(batches)
+        for _ in range(steps):
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                break
+            if not isinstance(batch, dict):
+                raise TypeError("loom: each batch must be a dict of arrays, "
+                                "not %s" % type(batch).__name__)
+            for name, value in batch.items():
+                rows = np.shape(value)[:1]
+                if rows != (size,):
+                    raise ValueError("loom: batch array '%s' has %s rows, "
+                                     "the compiled batch size is %d"
+                                     % (name, rows[0] if rows else "no",
+                                        size))
+            metrics += self._run_trainer(entry, batch, None, 1, options,
+                                         report, progress, bar)
+            if self._stopped:
+                return metrics
+            if eval_data is not None and every and self.step % every == 0:
+                last_eval = self.step
+                if self._evaluation_metrics(eval_data, metrics, report,
+                                            options["metrics"]):
+                    return metrics
+        if eval_data is not None and last_eval != self.step:
+            self._evaluation_metrics(eval_data, metrics, report,
+                                     options["metrics"])
         return metrics
+
+    def _evaluation_metrics(self, eval_data, metrics, report, metrics_file):
+        """Evaluates, appends the metrics line loom-run would write (to
+        `metrics` and `metrics_file`); True if the callback asked to stop."""
+        r = self.evaluate(eval_data)
+        m = {"step": self.step, "eval_samples": r["samples"]}
+        if r["loss"] is not None:
+            m["eval_loss"] = r["loss"]
+        if r["accuracy"] is not None:
+            m["eval_accuracy"] = r["accuracy"]
+        metrics.append(m)
+        if metrics_file:
+            with open(metrics_file, "a") as f:
+                f.write(json.dumps(m) + "\n")
+        return report is not None and report(json.dumps(m)) is False
 
     def evaluate(self, data):
         """Held-out loss (entry `forward`) and accuracy (entry `predict`,

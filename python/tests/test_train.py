@@ -72,6 +72,38 @@ def data_model():
     return DIGITS
 
 
+def test_an_iterable_of_batches_trains_one_step_per_batch(tmp_path, data,
+                                                          held_out):
+    one = {"x": data["x"][:32], "labels": data["labels"][:32]}
+    # The same single batch 30 times, against a data set of that batch:
+    # the same steps (the loader only permutes rows inside the batch).
+    by_batch = loom.compile(data_model(), tmp_path / "b.loom",
+                            loss="cross_entropy", optimizer="sgd", lr=0.1)
+    by_set = loom.Artifact(tmp_path / "b.loom")
+    metrics = by_batch.train((one for _ in range(1000)), steps=30,
+                             eval_data=held_out, eval_every=10, progress=False,
+                             metrics_file=tmp_path / "m.jsonl")
+    by_set.train(one, steps=30, progress=False)
+    assert by_batch.step == 30
+    for name, value in by_set.parameters().items():
+        np.testing.assert_allclose(by_batch.parameters()[name], value,
+                                   rtol=1e-5, atol=1e-6, err_msg=name)
+    assert [m["step"] for m in metrics if "eval_loss" in m] == [10, 20, 30]
+    assert len(metrics) == 33
+    written = [json.loads(l) for l in
+               (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in written] == [m["step"] for m in metrics]
+    # An iterator that ends early ends training.
+    by_batch.train(iter([one, one]), steps=5, progress=False)
+    assert by_batch.step == 32
+    with pytest.raises(ValueError, match="has 16 rows, the compiled batch "
+                                         "size is 32"):
+        by_batch.train([{"x": data["x"][:16], "labels": data["labels"][:16]}],
+                       steps=1)
+    with pytest.raises(ValueError, match="checkpoints"):
+        by_batch.train([one], steps=1, checkpoint_dir=tmp_path / "c")
+
+
 def test_the_callback_sees_each_step_and_can_stop(digits, data):
     seen = []
 
