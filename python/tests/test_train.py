@@ -147,6 +147,15 @@ def test_ctrl_c_stops_training_after_a_step_and_keeps_the_state(digits,
     assert digits.step == reached + 1
 
 
+def test_progress_bar_with_tqdm(digits, data, capsys):
+    pytest.importorskip("tqdm")
+    digits.train(data, steps=5, progress=True)
+    err = capsys.readouterr().err
+    assert "loom train" in err and "5/5" in err
+    digits.train(data, steps=5, progress=False)
+    assert "loom train" not in capsys.readouterr().err
+
+
 def test_parameters_round_trip(digits, data):
     p = digits.parameters()
     rng = np.random.default_rng(7)
