@@ -352,6 +352,12 @@ class Artifact:
                            "%s); compile with train=True" %
                            (entry, ", ".join(self.entries)),
                            "LOOMRT_ERROR_UNSUPPORTED")
+        compiled = self._batch_size(entry)
+        if batch_size and compiled and batch_size != compiled:
+            raise ValueError("loom: batch_size %d does not match the compiled "
+                             "batch size %d (shapes are static: compile "
+                             "again for another batch size)"
+                             % (batch_size, compiled))
         options = dict(batch_size=batch_size or 0, accumulate=accumulate or 1,
                        eval_every=eval_every or 0,
                        checkpoint_dir=checkpoint_dir or "",
@@ -373,6 +379,12 @@ class Artifact:
                 bar.close()
         self.history.extend(metrics)
         return metrics
+
+    def _batch_size(self, entry):
+        """The compiled batch size of `entry` (dim 0 of its data inputs),
+        or None if it has none (the runtime then says what is wrong)."""
+        data = [i for i in self.data_inputs(entry) if i.shape]
+        return data[0].shape[0] if data else None
 
     @staticmethod
     def _progress_bar(progress, steps):
@@ -448,7 +460,7 @@ class Artifact:
                              "(checkpoint_dir, save_every) and accumulate are "
                              "not supported; call save_checkpoint() between "
                              "train() calls")
-        size = self.data_inputs(entry)[0].shape[0]
+        size = self._batch_size(entry)
         every = options.pop("eval_every")
         metrics = []
         last_eval = None
@@ -463,7 +475,7 @@ class Artifact:
                                 "not %s" % type(batch).__name__)
             for name, value in batch.items():
                 rows = np.shape(value)[:1]
-                if rows != (size,):
+                if size is not None and rows != (size,):
                     raise ValueError("loom: batch array '%s' has %s rows, "
                                      "the compiled batch size is %d"
                                      % (name, rows[0] if rows else "no",

@@ -64,6 +64,10 @@ def test_compile_json_dict(tmp_path):
     expected = h @ p["fc3.weight"] + p["fc3.bias"]
     np.testing.assert_allclose(art.predict(x)["logits"], expected, rtol=1e-4,
                                atol=1e-5)
+    # The JSON file itself compiles to the same initial parameters.
+    from_path = loom.compile(MLP_JSON, tmp_path / "path.loom", train=False)
+    for name, value in from_path.parameters().items():
+        np.testing.assert_array_equal(value, p[name], err_msg=name)
     # Reloaded from its directory, the same artifact.
     again = loom.Artifact(tmp_path / "json.loom")
     assert again.entries == art.entries

@@ -104,6 +104,18 @@ def test_an_iterable_of_batches_trains_one_step_per_batch(tmp_path, data,
         by_batch.train([one], steps=1, checkpoint_dir=tmp_path / "c")
 
 
+def test_gradient_accumulation(digits, data):
+    # Two micro-batches per step through forward_backward + apply_optimizer.
+    metrics = digits.train(data, steps=6, accumulate=2, progress=False)
+    assert [m["step"] for m in metrics] == list(range(1, 7))
+    assert digits.step == 6
+    # Six steps of 2 x 32 samples: 384 samples in all, epoch 0 of 640.
+    assert metrics[-1]["epoch"] == 0
+    with pytest.raises(ValueError, match="batch_size 16 does not match the "
+                                         "compiled batch size 32"):
+        digits.train(data, steps=1, batch_size=16, progress=False)
+
+
 def test_the_callback_sees_each_step_and_can_stop(digits, data):
     seen = []
 
