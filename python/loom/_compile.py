@@ -19,12 +19,21 @@ from ._errors import CompileError
 __all__ = ["compile", "ir"]
 
 
+# Flags LLVM's parser answers by printing and exiting the process.
+_EXITING_FLAGS = {"help", "help-hidden", "help-list", "help-list-hidden",
+                  "version", "print-options", "print-all-options"}
+
+
 def _flags(options):
     """loomc flags for keyword options, in the order given."""
     args = []
     for key, value in options.items():
         if value is None:
             continue
+        if key.replace("_", "-") in _EXITING_FLAGS:
+            raise ValueError("loom: '%s' is not a compiler option here (it "
+                             "would end the process); run `loomc --help` "
+                             "in a shell for the options" % key)
         flag = "--" + key.replace("_", "-")
         if value is True:
             args.append(flag)

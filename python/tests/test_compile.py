@@ -84,6 +84,8 @@ def test_options_become_loomc_flags(tmp_path):
         loom.compile(DIGITS, tmp_path / "b.loom", frobnicate=3)
     assert "--frobnicate=3" in str(info.value)
     assert info.value.exit_code == 2
+    with pytest.raises(ValueError, match="would end the process"):
+        loom.ir(DIGITS, help=True)
     art = loom.compile(DIGITS, tmp_path / "c.loom", loss="cross_entropy",
                        precision="bf16", memory_budget="64M")
     assert "train_step" in art.entries
