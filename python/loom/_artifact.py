@@ -63,6 +63,7 @@ class Artifact:
         self._lock = threading.Lock()
         self.history = []
         self._stopped = False  # the last runtime run was stopped by a callback
+        self._state_cache = None  # _current_state()
         if source is None:
             source = self._plan_source()
         self.source = source
@@ -186,7 +187,7 @@ class Artifact:
                 feed[info.name] = self._array(entry, info, given[info.name])
             elif info.kind in _STATE_KINDS:
                 if state is None:
-                    state = self.state()
+                    state = self._current_state()
                 if info.name not in state:
                     raise RunError("loom: no value for %s '%s'" %
                                    (info.kind, info.name),
@@ -209,6 +210,17 @@ class Artifact:
         return self.run(None, *args, **inputs)
 
     # -- training state ----------------------------------------------------
+
+    def _current_state(self):
+        """The state tensors as read-only arrays, read from the runtime
+        once per change of the state (run() feeds them on every call)."""
+        if self._state_cache is None:
+            cache = {}
+            for d, a in self._trainer.tensors():
+                a.flags.writeable = False
+                cache[d["name"]] = a
+            self._state_cache = cache
+        return self._state_cache
 
     def state(self):
         """Every state tensor (params, buffers, optimizer state), as copies."""
@@ -249,6 +261,7 @@ class Artifact:
                                                       info["shape"])))
             with self._lock:
                 self._trainer.set_tensor(name, np.ascontiguousarray(value))
+                self._state_cache = None
 
     def save_checkpoint(self, path):
         """Writes the training state as a checkpoint file (loom-run
@@ -265,6 +278,7 @@ class Artifact:
                                     % path)
         with self._lock:
             self._trainer.load_checkpoint(path)
+            self._state_cache = None
 
     def export_onnx(self, path, source=None):
         """Writes the ONNX model `source` (default: the one compiled) with
@@ -439,6 +453,7 @@ class Artifact:
                     t.set_option(key, os.fspath(value)
                                  if isinstance(value, os.PathLike)
                                  else str(value))
+                self._state_cache = None
                 lines, stopped = t.run(report)
             finally:
                 t.clear_data()
