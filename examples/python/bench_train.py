@@ -4,7 +4,7 @@
     PYTHONPATH=build/python python3 examples/python/bench_train.py \\
         ARTIFACT.loom DATA.npz --steps 1000 --repeats 3
 
-Alternates `loom-run ARTIFACT --train --data DATA --steps N` and
+Alternates (ABBA) `loom-run ARTIFACT --train --data DATA --steps N` and
 `loom.Artifact(ARTIFACT).train(data, steps=N)` (the data loaded into numpy
 first), each from the artifact's initial state, and reports for each the
 samples per second of the training loop (the runtime's own measure: what
@@ -12,11 +12,13 @@ loom-run's closing line prints, and Artifact.last_train in Python) and the
 wall time of the whole train call. docs/python.md records results.
 """
 import argparse
+import json
 import os
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -26,25 +28,40 @@ import loom
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def median_step(metrics):
+    """The median of the steps' own samples per second: robust to a
+    machine whose load comes and goes."""
+    return statistics.median(m["samples_per_sec"] for m in metrics
+                             if m.get("samples_per_sec"))
+
+
 def loom_run(binary, artifact, data, steps):
-    start = time.perf_counter()
-    result = subprocess.run([binary, artifact, "--train", "--data", data,
-                             "--steps", str(steps), "--progress=lines"],
-                            capture_output=True, text=True, check=True)
-    wall = time.perf_counter() - start
+    with tempfile.TemporaryDirectory() as tmp:
+        lines = os.path.join(tmp, "metrics.jsonl")
+        start = time.perf_counter()
+        result = subprocess.run([binary, artifact, "--train", "--data", data,
+                                 "--steps", str(steps), "--progress=lines",
+                                 "--metrics", lines],
+                                capture_output=True, text=True, check=True)
+        wall = time.perf_counter() - start
+        with open(lines) as f:
+            metrics = [json.loads(line) for line in f if line.strip()]
     match = re.search(r"trained steps \d+\.\.\d+ in [0-9.]+ s: ([0-9.]+) "
                       r"samples/s", result.stderr)
     if not match:
         sys.exit("cannot read loom-run's summary:\n" + result.stderr)
-    return float(match.group(1)), wall
+    return float(match.group(1)), median_step(metrics), wall
 
 
 def python_train(artifact, arrays, steps):
     art = loom.Artifact(artifact)
-    start = time.perf_counter()
-    art.train(arrays, steps=steps, progress=False)
-    wall = time.perf_counter() - start
-    return art.last_train["samples_per_second"], wall
+    with tempfile.TemporaryDirectory() as tmp:
+        # The same metrics file as loom-run's, so both loops do the same I/O.
+        start = time.perf_counter()
+        metrics = art.train(arrays, steps=steps, progress=False,
+                            metrics_file=os.path.join(tmp, "metrics.jsonl"))
+        wall = time.perf_counter() - start
+    return art.last_train["samples_per_second"], median_step(metrics), wall
 
 
 def main():
@@ -59,19 +76,35 @@ def main():
     with np.load(args.data) as f:
         arrays = {k: f[k] for k in f.files}
     runs = {"loom-run": [], "python": []}
-    for _ in range(args.repeats):
-        runs["loom-run"].append(loom_run(args.loom_run, args.artifact,
-                                         args.data, args.steps))
-        runs["python"].append(python_train(args.artifact, arrays, args.steps))
+    ratios, step_ratios = [], []
+    for i in range(args.repeats):
+        # ABBA order, so that a load that drifts during the benchmark
+        # weighs on both alike.
+        if i % 2 == 0:
+            a = loom_run(args.loom_run, args.artifact, args.data, args.steps)
+            b = python_train(args.artifact, arrays, args.steps)
+        else:
+            b = python_train(args.artifact, arrays, args.steps)
+            a = loom_run(args.loom_run, args.artifact, args.data, args.steps)
+        runs["loom-run"].append(a)
+        runs["python"].append(b)
+        ratios.append(b[0] / a[0])
+        step_ratios.append(b[1] / a[1])
     for name, results in runs.items():
         sps = [r[0] for r in results]
-        walls = [r[1] for r in results]
-        print("%-8s  %s samples/s (median %.1f)  wall %s s" % (
-            name, " ".join("%.1f" % v for v in sps), statistics.median(sps),
-            " ".join("%.2f" % w for w in walls)))
-    ratio = (statistics.median(s for s, _ in runs["python"]) /
-             statistics.median(s for s, _ in runs["loom-run"]))
-    print("python / loom-run samples/s: %.3f" % ratio)
+        steps = [r[1] for r in results]
+        walls = [r[2] for r in results]
+        print("%-8s  loop %s samples/s (median %.1f); median step %s "
+              "samples/s (median %.1f); wall %s s" % (
+                  name, " ".join("%.1f" % v for v in sps),
+                  statistics.median(sps), " ".join("%.1f" % v for v in steps),
+                  statistics.median(steps),
+                  " ".join("%.2f" % w for w in walls)))
+    print("python / loom-run, per pair: loop %s (median %.3f); median step "
+          "%s (median %.3f)"
+          % (" ".join("%.3f" % r for r in ratios), statistics.median(ratios),
+             " ".join("%.3f" % r for r in step_ratios),
+             statistics.median(step_ratios)))
 
 
 if __name__ == "__main__":
