@@ -221,31 +221,30 @@ def test_export_onnx_writes_the_trained_weights(digits, data, tmp_path):
 
 
 def test_training_releases_the_gil(digits, data):
-    # A Python thread notes the time while train() runs in this one. Python
-    # hands the GIL from one thread to another only between bytecodes; if
-    # the runtime held it, the thread could not run in the middle of the
-    # call, only before and after it.
+    # A Python thread notes the time every millisecond while train() runs
+    # in this one. Python hands the GIL from one thread to another only
+    # between bytecodes; if the runtime held it, the thread could not run in
+    # the middle of the call, only before and after it.
     stamps = []
     done = threading.Event()
 
     def count():
-        n = 0
+        # Sleeping, not spinning: the runtime's threads keep their cores.
         while not done.is_set():
-            n += 1
-            if n % 1000 == 0:
-                stamps.append(time.perf_counter())
+            time.sleep(0.001)
+            stamps.append(time.perf_counter())
 
     thread = threading.Thread(target=count)
     thread.start()
     try:
         start = time.perf_counter()
-        digits.train(data, steps=1000, progress=False)
+        digits.train(data, steps=2000, progress=False)
         end = time.perf_counter()
     finally:
         done.set()
         thread.join()
-    assert digits.step == 1000
-    assert end - start > 0.1
+    assert digits.step == 2000
+    assert end - start > 0.1  # else the check below would mean little
     quarter = (end - start) / 4
     middle = [t for t in stamps if start + quarter < t < end - quarter]
-    assert len(middle) > 20, (len(middle), len(stamps), end - start)
+    assert len(middle) > 5, (len(middle), len(stamps), end - start)
