@@ -2,6 +2,7 @@
 
 import json
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -89,6 +90,39 @@ def test_options_become_loomc_flags(tmp_path):
     art = loom.compile(DIGITS, tmp_path / "c.loom", loss="cross_entropy",
                        precision="bf16", memory_budget="64M")
     assert "train_step" in art.entries
+
+
+def test_report_is_printed_and_kept(tmp_path, capsys):
+    art = loom.compile(DIGITS, tmp_path / "r.loom", loss="cross_entropy",
+                       report=True)
+    assert art.report.startswith("loomc report: ")
+    assert "@train_step: " in art.report
+    assert art.report in capsys.readouterr().out
+    quiet = loom.compile(DIGITS, tmp_path / "q.loom", loss="cross_entropy")
+    assert quiet.report == "" and capsys.readouterr().out == ""
+
+
+def test_compiling_from_two_threads_at_once(tmp_path):
+    # The driver's global state (LLVM's option parser, the captured file
+    # descriptors) is taken one compilation at a time.
+    results, errors = {}, []
+
+    def work(name):
+        try:
+            results[name] = loom.compile(DIGITS, tmp_path / name,
+                                         loss="cross_entropy").entries
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=("t%d.loom" % i,))
+               for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(results) == 3
+    assert all("train_step" in e for e in results.values())
 
 
 def test_the_compiler_can_run_many_times_in_one_process(tmp_path):
