@@ -3,6 +3,8 @@ bitwise, callbacks, checkpoints, parameters, ONNX export, the GIL."""
 
 import _thread
 import json
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -65,6 +67,59 @@ def test_several_calls_train_exactly_like_one(tmp_path, data):
     three.train(data, steps=30, seed=6, progress=False)
     assert not np.array_equal(three.parameters()["fc1.weight"],
                               one.parameters()["fc1.weight"])
+
+
+def loom_run_binary():
+    """build/bin/loom-run beside the build tree's package, or skip."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(loom.__file__)))
+    path = os.environ.get("LOOM_RUN",
+                          os.path.join(os.path.dirname(here), "bin",
+                                       "loom-run"))
+    if not os.path.exists(path):
+        pytest.skip("no loom-run binary (the package is not the build "
+                    "tree's; set LOOM_RUN)")
+    return path
+
+
+def read_safetensors(path):
+    """{name: array} of a safetensors file (8-byte header size, JSON
+    header, raw little-endian data)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    size = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + size])
+    kinds = {"F32": np.float32, "F64": np.float64, "I64": np.int64}
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = t["data_offsets"]
+        out[name] = np.frombuffer(raw[8 + size + begin:8 + size + end],
+                                  kinds[t["dtype"]]).reshape(t["shape"])
+    return out
+
+
+def test_python_trains_exactly_like_loom_run(tmp_path, data):
+    # The same artifact, data and seed: loom-run from an .npz file and
+    # Python from arrays in memory take the same steps, bit for bit.
+    art = loom.compile(data_model(), tmp_path / "a.loom", loss="cross_entropy",
+                       optimizer="adamw", lr=1e-2)
+    np.savez(tmp_path / "data.npz", **data)
+    subprocess.run([loom_run_binary(), str(tmp_path / "a.loom"), "--train",
+                    "--data", str(tmp_path / "data.npz"), "--steps", "40",
+                    "--seed", "3", "--progress=none",
+                    "--metrics", str(tmp_path / "run.jsonl"),
+                    "--save-params", str(tmp_path / "run.safetensors")],
+                   check=True)
+    metrics = art.train(data, steps=25, seed=3, progress=False)
+    metrics += art.train(data, steps=15, progress=False)
+    expected = read_safetensors(tmp_path / "run.safetensors")
+    assert sorted(expected) == sorted(art.parameters())
+    for name, value in art.parameters().items():
+        np.testing.assert_array_equal(value, expected[name], err_msg=name)
+    run = [json.loads(l) for l in
+           (tmp_path / "run.jsonl").read_text().splitlines()]
+    assert [m["loss"] for m in metrics] == [m["loss"] for m in run]
 
 
 def data_model():
