@@ -22,6 +22,11 @@ PACKAGES=(
   libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin libomp-22-dev
   # Tests: GoogleTest and the Python used by model scripts.
   libgtest-dev python3 python3-numpy python3-onnx python3-venv
+  # The loom Python package (python/): pybind11 builds its native module,
+  # patchelf gives it a private libprotobuf (python/CMakeLists.txt); pytest
+  # runs its tests (CTest's loom-python); tqdm draws its progress bars.
+  pybind11-dev python3-pybind11 python3-dev python3-pytest patchelf
+  python3-tqdm
   # Fuzzing (scripts/fuzz.sh): libFuzzer and the sanitizer runtimes of clang-22.
   libclang-rt-22-dev
 )

@@ -411,6 +411,25 @@ int compileForTarget(ModuleOp module, Options &opts,
     printReport(module, target.cuda ? &info : nullptr, llvm::outs());
   return 0;
 }
+
+/// loomc's work once the options are parsed.
+int runLoomc(Options &opts, const loom::LoomcExtensions &extensions);
+
+/// loomc's usage text.
+const char *const kOverview =
+    "loomc: Loom's compiler driver\n\n"
+    "  loomc MODEL.onnx|MODEL.json [--emit=mlir] [-o OUT.mlir] [--summary]\n"
+    "  loomc MODEL [--train --loss=cross_entropy ...] --target=cpu|cuda:sm_90"
+    " -o OUT.loom [--report]\n\n"
+    "Imports the model into the loom dialect and prints it. Parameters are\n"
+    "function arguments marked loom.param; their values are written to a\n"
+    "safetensors file (see --params), never into the IR. --train builds the\n"
+    "training step; --target compiles it to an artifact that loom-run\n"
+    "runs on the CPU or an NVIDIA GPU. --memory-budget makes the arena\n"
+    "of every entry point fit, recomputing forward values in the backward\n"
+    "(loom-remat); --precision=bf16|fp16 runs the GEMMs and convolutions\n"
+    "in 16 bits (loom-mixed-precision; fp16 with dynamic loss scaling).\n"
+    "Sharding and pipelining are not implemented yet.\n";
 } // namespace
 
 int loom::loomcMain(int argc, char **argv,
@@ -420,22 +439,33 @@ int loom::loomcMain(int argc, char **argv,
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
   cl::HideUnrelatedOptions({&opts.category});
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "loomc: Loom's compiler driver\n\n"
-      "  loomc MODEL.onnx|MODEL.json [--emit=mlir] [-o OUT.mlir] [--summary]\n"
-      "  loomc MODEL [--train --loss=cross_entropy ...] --target=cpu|cuda:sm_90"
-      " -o OUT.loom [--report]\n\n"
-      "Imports the model into the loom dialect and prints it. Parameters are\n"
-      "function arguments marked loom.param; their values are written to a\n"
-      "safetensors file (see --params), never into the IR. --train builds the\n"
-      "training step; --target compiles it to an artifact that loom-run\n"
-      "runs on the CPU or an NVIDIA GPU. --memory-budget makes the arena\n"
-      "of every entry point fit, recomputing forward values in the backward\n"
-      "(loom-remat); --precision=bf16|fp16 runs the GEMMs and convolutions\n"
-      "in 16 bits (loom-mixed-precision; fp16 with dynamic loss scaling).\n"
-      "Sharding and pipelining are not implemented yet.\n");
+  cl::ParseCommandLineOptions(argc, argv, kOverview);
+  return runLoomc(opts, extensions);
+}
 
+int loom::loomcRunEmbedded(int argc, char **argv) {
+  int rc;
+  {
+    Options opts;
+    cl::HideUnrelatedOptions({&opts.category});
+    // With an error stream the parser reports and returns false rather
+    // than exiting the process.
+    if (!cl::ParseCommandLineOptions(argc, argv, kOverview, &llvm::errs()))
+      rc = 2;
+    else
+      rc = runLoomc(opts, {});
+    // `opts` registered its options with LLVM's global parser, which would
+    // keep pointers to them after they are gone: forget every registration
+    // (the next call registers its own afresh).
+    cl::ResetCommandLineParser();
+  }
+  llvm::outs().flush();
+  llvm::errs().flush();
+  return rc;
+}
+
+namespace {
+int runLoomc(Options &opts, const loom::LoomcExtensions &extensions) {
   llvm::raw_ostream &err = llvm::errs();
   if (opts.onnxOps) {
     for (StringRef op : loom::supportedOnnxOps())
@@ -636,3 +666,4 @@ int loom::loomcMain(int argc, char **argv,
     printSummary(*module, err);
   return 0;
 }
+} // namespace

@@ -7,6 +7,8 @@
 
 #include "loomrt/loomrt.h"
 
+#include "CApiSupport.h"
+
 #include "loomrt/Artifact.h"
 #include "loomrt/ErrorCode.h"
 #include "loomrt/Safetensors.h"
@@ -42,6 +44,18 @@ static_assert(static_cast<int>(ErrorCode::OutOfMemory) ==
 static_assert(static_cast<int>(ErrorCode::NonFinite) ==
                   LOOMRT_ERROR_NON_FINITE,
               "ErrorCode and loomrt_status differ");
+static_assert(static_cast<int>(ErrorCode::Cancelled) == LOOMRT_ERROR_CANCELLED,
+              "ErrorCode and loomrt_status differ");
+
+static_assert(
+    static_cast<int>(loomrt::BindingKind::Param) == LOOMRT_BINDING_PARAM &&
+        static_cast<int>(loomrt::BindingKind::State) == LOOMRT_BINDING_STATE &&
+        static_cast<int>(loomrt::BindingKind::Input) == LOOMRT_BINDING_INPUT &&
+        static_cast<int>(loomrt::BindingKind::Output) ==
+            LOOMRT_BINDING_OUTPUT &&
+        static_cast<int>(loomrt::BindingKind::Grad) == LOOMRT_BINDING_GRAD &&
+        static_cast<int>(loomrt::BindingKind::Buffer) == LOOMRT_BINDING_BUFFER,
+    "BindingKind and loomrt_binding_kind differ");
 
 static_assert(static_cast<int>(loomrt::DType::F64) == LOOMRT_DTYPE_F64 &&
                   static_cast<int>(loomrt::DType::F32) == LOOMRT_DTYPE_F32 &&
@@ -55,16 +69,12 @@ static_assert(static_cast<int>(loomrt::DType::F64) == LOOMRT_DTYPE_F64 &&
                   static_cast<int>(loomrt::DType::Bool) == LOOMRT_DTYPE_BOOL,
               "DType and loomrt_dtype differ");
 
-struct loomrt_artifact {
-  std::unique_ptr<loomrt::Artifact> artifact;
-};
+namespace loomrt::capi {
 
 namespace {
-
 thread_local std::string lastError;
+} // namespace
 
-/// Records `message` as this thread's last error and returns `status`. If the
-/// copy fails for lack of memory, a fixed message stands in for it.
 loomrt_status setError(loomrt_status status, const char *message) noexcept {
   try {
     lastError = message;
@@ -84,6 +94,14 @@ loomrt_status clearError() noexcept {
   lastError.clear();
   return LOOMRT_OK;
 }
+
+const char *lastErrorText() noexcept { return lastError.c_str(); }
+
+} // namespace loomrt::capi
+
+using namespace loomrt::capi;
+
+namespace {
 
 /// The entry `name` of `artifact`, or null after setting the error.
 const loomrt::PlanEntry *findEntry(const loomrt_artifact *artifact,
@@ -110,20 +128,48 @@ void describe(const loomrt::Binding &b, loomrt_tensor *info) {
   info->nbytes = static_cast<size_t>(b.bytes);
 }
 
+/// Binding `index` of `entry`'s inputs or outputs, or null after setting
+/// the error (`status`). `out` is the caller's result pointer, checked too.
+const loomrt::Binding *findBinding(const loomrt_artifact *artifact,
+                                   const char *entry, size_t index,
+                                   const void *out, bool output,
+                                   loomrt_status &status,
+                                   const char *function) noexcept {
+  const loomrt::PlanEntry *e = findEntry(artifact, entry, status, function);
+  if (!e)
+    return nullptr;
+  const auto &list = output ? e->outputs : e->inputs;
+  if (!out || index >= list.size()) {
+    status = setError(LOOMRT_ERROR_INVALID_ARGUMENT,
+                      std::string(function) + ": index " +
+                          std::to_string(index) + " out of range (entry '" +
+                          entry + "' has " + std::to_string(list.size()) + ")");
+    return nullptr;
+  }
+  return &list[index];
+}
+
 loomrt_status bindingInfo(const loomrt_artifact *artifact, const char *entry,
                           size_t index, loomrt_tensor *info, bool output,
                           const char *function) noexcept {
   loomrt_status status = LOOMRT_OK;
-  const loomrt::PlanEntry *e = findEntry(artifact, entry, status, function);
-  if (!e)
+  const loomrt::Binding *b =
+      findBinding(artifact, entry, index, info, output, status, function);
+  if (!b)
     return status;
-  const auto &list = output ? e->outputs : e->inputs;
-  if (!info || index >= list.size())
-    return setError(LOOMRT_ERROR_INVALID_ARGUMENT,
-                    std::string(function) + ": index " + std::to_string(index) +
-                        " out of range (entry '" + entry + "' has " +
-                        std::to_string(list.size()) + ")");
-  describe(list[index], info);
+  describe(*b, info);
+  return clearError();
+}
+
+loomrt_status bindingKind(const loomrt_artifact *artifact, const char *entry,
+                          size_t index, loomrt_binding_kind *kind, bool output,
+                          const char *function) noexcept {
+  loomrt_status status = LOOMRT_OK;
+  const loomrt::Binding *b =
+      findBinding(artifact, entry, index, kind, output, status, function);
+  if (!b)
+    return status;
+  *kind = static_cast<loomrt_binding_kind>(b->kind);
   return clearError();
 }
 
@@ -149,11 +195,15 @@ const char *loomrt_status_string(loomrt_status status) {
     return "LOOMRT_ERROR_NO_DEVICE";
   case LOOMRT_ERROR_OUT_OF_MEMORY:
     return "LOOMRT_ERROR_OUT_OF_MEMORY";
+  case LOOMRT_ERROR_NON_FINITE:
+    return "LOOMRT_ERROR_NON_FINITE";
+  case LOOMRT_ERROR_CANCELLED:
+    return "LOOMRT_ERROR_CANCELLED";
   }
   return "LOOMRT_UNKNOWN_STATUS";
 }
 
-const char *loomrt_last_error(void) { return lastError.c_str(); }
+const char *loomrt_last_error(void) { return lastErrorText(); }
 
 loomrt_status loomrt_safetensors_inspect(const char *path, char *buf,
                                          size_t buflen) {
@@ -270,6 +320,20 @@ loomrt_status loomrt_artifact_output_info(const loomrt_artifact *artifact,
                                           loomrt_tensor *info) {
   return bindingInfo(artifact, entry, index, info, true,
                      "loomrt_artifact_output_info");
+}
+
+loomrt_status loomrt_artifact_input_kind(const loomrt_artifact *artifact,
+                                         const char *entry, size_t index,
+                                         loomrt_binding_kind *kind) {
+  return bindingKind(artifact, entry, index, kind, false,
+                     "loomrt_artifact_input_kind");
+}
+
+loomrt_status loomrt_artifact_output_kind(const loomrt_artifact *artifact,
+                                          const char *entry, size_t index,
+                                          loomrt_binding_kind *kind) {
+  return bindingKind(artifact, entry, index, kind, true,
+                     "loomrt_artifact_output_kind");
 }
 
 loomrt_status loomrt_artifact_initial_value(const loomrt_artifact *artifact,

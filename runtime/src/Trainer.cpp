@@ -165,23 +165,50 @@ int64_t compiledBatch(const PlanEntry &entry,
   return inputs[0].batch;
 }
 
+/// Where a data set comes from: an .npz file, or arrays in memory.
+struct DataSource {
+  std::string path;                   ///< the .npz, when `arrays` is null
+  const DataArrays *arrays = nullptr; ///< borrowed
+  std::string label;                  ///< names the in-memory data in errors
+};
+
 struct Dataset {
-  std::string path;
-  std::map<std::string, NpyArray> arrays;
+  std::string path; ///< the file, or the in-memory data's label, for errors
+  std::map<std::string, NpyArray> owned; ///< what was read from a file
+  DataArrays arrays;                     ///< views of `owned` or borrowed
   uint64_t samples = 0;
 };
 
-/// Loads `path` and checks it holds every one of `inputs`: same dtype, shape
-/// [N, <sample shape>] with one N for all.
-void loadDataset(const std::string &path, const std::vector<DataInput> &inputs,
+DataArray viewOf(const NpyArray &a) {
+  return DataArray{a.dtype, a.shape, a.data.data(), a.data.size()};
+}
+
+/// Loads `source` and checks it holds every one of `inputs`: same dtype,
+/// shape [N, <sample shape>] with one N for all.
+void loadDataset(const DataSource &source, const std::vector<DataInput> &inputs,
                  const std::string &entryName, Dataset &out) {
-  std::string error;
-  ErrorCode code = ErrorCode::Ok;
-  auto arrays = readNpz(path, &error, &code);
-  if (!arrays)
-    fail(error, code);
-  out.path = path;
-  out.arrays = std::move(*arrays);
+  if (source.arrays) {
+    out.path = source.label;
+    out.arrays = *source.arrays;
+    for (const auto &[name, a] : out.arrays) {
+      std::optional<uint64_t> bytes = checkedByteSize(a.dtype, a.shape);
+      if (!bytes || *bytes != a.nbytes || (a.nbytes && !a.data))
+        fail(source.label + ": array " + quoteName(name) + " is " +
+             describe(a.dtype, a.shape) + " but has " +
+             std::to_string(a.nbytes) + " bytes");
+    }
+  } else {
+    std::string error;
+    ErrorCode code = ErrorCode::Ok;
+    auto arrays = readNpz(source.path, &error, &code);
+    if (!arrays)
+      fail(error, code);
+    out.path = source.path;
+    out.owned = std::move(*arrays);
+    for (const auto &[name, a] : out.owned)
+      out.arrays.emplace(name, viewOf(a));
+  }
+  const std::string &path = out.path;
   bool first = true;
   std::string firstName;
   for (const DataInput &d : inputs) {
@@ -198,11 +225,12 @@ void loadDataset(const std::string &path, const std::vector<DataInput> &inputs,
         have += (have.empty() ? "" : ", ") + quoteName(name);
       fail(path + ": no array " + quoteName(d.name) + " (entry " +
                quoteName(entryName) + " takes input " + quoteName(d.name) +
-               ", expected " + expectText + "; the file has " +
+               ", expected " + expectText +
+               (source.arrays ? "; it has " : "; the file has ") +
                (have.empty() ? std::string("no arrays") : have) + ")",
            ErrorCode::Format);
     }
-    const NpyArray &a = it->second;
+    const DataArray &a = it->second;
     bool shapeOk = a.shape.size() == d.sampleShape.size() + 1 &&
                    std::equal(d.sampleShape.begin(), d.sampleShape.end(),
                               a.shape.begin() + 1);
@@ -359,7 +387,7 @@ private:
       out.shape.insert(out.shape.end(), d.sampleShape.begin(),
                        d.sampleShape.end());
       out.data.resize(batch * d.rowBytes);
-      const uint8_t *src = sources[i]->data.data();
+      const uint8_t *src = sources[i]->data;
       for (uint64_t j = 0; j < batch; ++j)
         std::memcpy(out.data.data() + j * d.rowBytes,
                     src + order[index * batch + j] * d.rowBytes, d.rowBytes);
@@ -369,7 +397,7 @@ private:
 
   const Dataset &data;
   std::vector<DataInput> inputs;
-  std::vector<const NpyArray *> sources;
+  std::vector<const DataArray *> sources;
   uint64_t batch, seed, batchesPerEpoch;
   // Producer position (guarded by mu when the thread runs).
   uint64_t nextEpoch, nextIndex;
@@ -711,7 +739,7 @@ std::map<std::string, NpyArray> initialTensors(const Artifact &artifact,
 //===----------------------------------------------------------------------===//
 
 /// A view of rows [first, first + count) of a data-set array.
-TensorRef rowsOf(const std::string &name, const NpyArray &array,
+TensorRef rowsOf(const std::string &name, const DataArray &array,
                  const std::vector<int64_t> &batchShape, uint64_t rowBytes,
                  uint64_t first, uint64_t count) {
   TensorRef ref;
@@ -719,7 +747,7 @@ TensorRef rowsOf(const std::string &name, const NpyArray &array,
   ref.dtype = array.dtype;
   ref.shape = batchShape.data();
   ref.rank = batchShape.size();
-  ref.data = array.data.data() + first * rowBytes;
+  ref.data = array.data + first * rowBytes;
   ref.nbytes = count * rowBytes;
   return ref;
 }
@@ -741,8 +769,8 @@ int64_t argmaxStrided(const uint8_t *base, int64_t n, int64_t stride) {
   return best;
 }
 
-bool labelValue(const NpyArray &labels, size_t i, int64_t &out) {
-  const uint8_t *p = labels.data.data();
+bool labelValue(const DataArray &labels, size_t i, int64_t &out) {
+  const uint8_t *p = labels.data;
   switch (labels.dtype) {
   case DType::I64: {
     int64_t v;
@@ -797,7 +825,7 @@ void addTensorInputs(const PlanEntry &entry,
 
 void evaluateImpl(Artifact &artifact,
                   const std::map<std::string, NpyArray> &tensors,
-                  const std::string &path, int64_t step, EvalResult &result) {
+                  const DataSource &source, int64_t step, EvalResult &result) {
   const PlanEntry *predict = artifact.entry("predict");
   const PlanEntry *forward = artifact.entry("forward");
   if (!predict && !forward)
@@ -832,7 +860,8 @@ void evaluateImpl(Artifact &artifact,
                      [&](const DataInput &p) { return p.name == d.name; }))
       all.push_back(d);
   Dataset data;
-  loadDataset(path, all, predict ? "predict" : "forward", data);
+  loadDataset(source, all, predict ? "predict" : "forward", data);
+  const std::string &path = data.path;
   NpyArray stepArray = scalarI64(step);
   NpyArray seedArray = scalarI64(0);
   result = EvalResult();
@@ -844,7 +873,7 @@ void evaluateImpl(Artifact &artifact,
       fail(path + ": no array " + quoteName(labelName) +
                " with the labels for accuracy",
            ErrorCode::Format);
-    const NpyArray &labels = labelsIt->second;
+    const DataArray &labels = labelsIt->second;
     if (labels.shape.empty() ||
         static_cast<uint64_t>(labels.shape[0]) != data.samples)
       fail(path + ": labels " + quoteName(labelName) + " are " +
@@ -885,8 +914,7 @@ void evaluateImpl(Artifact &artifact,
       inner *= p[i];
     uint64_t batches = data.samples / static_cast<uint64_t>(batch);
     int64_t correct = 0, counted = 0;
-    uint64_t labelRow =
-        labels.data.size() / std::max<uint64_t>(data.samples, 1);
+    uint64_t labelRow = labels.nbytes / std::max<uint64_t>(data.samples, 1);
     size_t labelsPerRow = labelRow / dtypeSize(labels.dtype);
     for (uint64_t b = 0; b < batches; ++b) {
       std::vector<TensorRef> refs;
@@ -1152,12 +1180,26 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
          "non-negative");
   if (opt.saveEvery > 0 && opt.checkpointDir.empty())
     fail("--save-every needs --checkpoint-dir");
-  if (opt.evalEvery > 0 && opt.evalDataPath.empty())
+  const bool haveEval = !opt.evalDataPath.empty() || opt.evalData;
+  if (opt.evalEvery > 0 && !haveEval)
     fail("--eval-every needs --eval-data");
-  if (opt.dataPath.empty())
+  if (opt.dataPath.empty() && !opt.data)
     fail("training needs --data FILE.npz");
-  if (!opt.resumePath.empty() && !opt.paramsPath.empty())
-    fail("--resume and --params both set the starting tensors; give one");
+  if (!opt.dataPath.empty() && opt.data)
+    fail("training data given twice: as a file and in memory");
+  if (!opt.evalDataPath.empty() && opt.evalData)
+    fail("evaluation data given twice: as a file and in memory");
+  if (int(!opt.resumePath.empty()) + int(!opt.paramsPath.empty()) +
+          int(opt.startTensors != nullptr) >
+      1)
+    fail(opt.startTensors
+             ? "startTensors and --resume or --params all set the starting "
+               "tensors; give one"
+             : "--resume and --params both set the starting tensors; give "
+               "one");
+  const DataSource trainSource{opt.dataPath, opt.data, "the training data"};
+  const DataSource evalSource{opt.evalDataPath, opt.evalData,
+                              "the evaluation data"};
 
   // Data parallelism: every rank runs `opt.accumulate` micro-batches of
   // the step's `micros`, and the gradients are summed over the ranks.
@@ -1283,6 +1325,23 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
                     std::to_string(micros) +
                     " (--accumulate times ranks); the data order will "
                     "differ from the original run");
+  } else if (opt.startTensors) {
+    // An embedder's run going on from the last one: the same as resuming
+    // from a checkpoint, without the file.
+    for (const auto &[name, binding] : stateBindings(artifact.plan())) {
+      auto it = opt.startTensors->find(name);
+      if (it == opt.startTensors->end())
+        fail("the starting tensors have no " +
+             std::string(bindingKindName(binding->kind)) + " " +
+             quoteName(name));
+      checkTensor("the starting tensors", name, it->second.dtype,
+                  it->second.shape, *binding);
+      tensors.emplace(name, it->second);
+    }
+    if (opt.startPosition.step > 0) {
+      start = opt.startPosition;
+      resumed = true;
+    }
   } else {
     tensors = initialTensors(artifact, opt.paramsPath, progress);
   }
@@ -1297,18 +1356,18 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   int64_t skipNotes = 0;
 
   Dataset data;
-  loadDataset(opt.dataPath, dataInputs, stepName, data);
+  loadDataset(trainSource, dataInputs, stepName, data);
   if (data.samples < static_cast<uint64_t>(batch))
-    fail(opt.dataPath + ": " + std::to_string(data.samples) +
+    fail(data.path + ": " + std::to_string(data.samples) +
              " samples, fewer than one batch of " + std::to_string(batch),
          ErrorCode::Format);
   if (resumed && start.dataSamples != 0 && start.dataSamples != data.samples)
     progress.note("warning: the checkpoint was written for " +
-                  std::to_string(start.dataSamples) + " samples, " +
-                  opt.dataPath + " has " + std::to_string(data.samples) +
+                  std::to_string(start.dataSamples) + " samples, " + data.path +
+                  " has " + std::to_string(data.samples) +
                   "; the data order will differ from the original run");
 
-  if (!opt.evalDataPath.empty()) {
+  if (haveEval) {
     // Fail before training rather than at the first evaluation.
     if (!artifact.entry("predict") && !artifact.entry("forward"))
       fail("--eval-data needs an entry 'predict' or 'forward'; the artifact "
@@ -1330,6 +1389,14 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   Metrics metrics;
   if (lead)
     metrics.open(opt.metricsPath, resumed);
+  // A metrics line to the file and to the caller; false once the caller
+  // asked to stop.
+  bool stopRequested = false;
+  auto report = [&](const std::string &body) {
+    metrics.line(body);
+    if (lead && opt.onMetrics && !opt.onMetrics("{" + body + "}"))
+      stopRequested = true;
+  };
 
   // Every rank starts from rank 0's tensors (the same file gives the same
   // values, but a --params on one machine only must not split the run).
@@ -1404,7 +1471,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       return;
     EvalResult r;
     refreshTensors();
-    evaluateImpl(artifact, tensors, opt.evalDataPath, step, r);
+    evaluateImpl(artifact, tensors, evalSource, step, r);
     std::string body = "\"step\": " + std::to_string(step) +
                        ", \"eval_samples\": " + std::to_string(r.samples);
     std::string text = "eval at step " + std::to_string(step) + ":";
@@ -1417,7 +1484,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       text += " accuracy " + formatNumber(r.accuracy);
     }
     text += " (" + std::to_string(r.samples) + " samples)";
-    metrics.line(body);
+    report(body);
     progress.note(text);
     lastEval = step;
     lastEvalResult = r;
@@ -1593,16 +1660,18 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       body += ", \"loss_scale\": " + jsonNumber(scale) +
               ", \"skipped\": " + (skipped ? "true" : "false") +
               ", \"skipped_steps\": " + std::to_string(skippedSteps);
-    metrics.line(body);
+    report(body);
     progress.update(step, loss, elapsed > 0 ? samplesDone / elapsed : 0,
                     elapsed);
     if (opt.evalEvery > 0 && step % opt.evalEvery == 0)
       runEval();
     if (opt.saveEvery > 0 && step % opt.saveEvery == 0)
       save();
+    if (stopRequested)
+      break;
   }
   double seconds = secondsSince(begin);
-  if (!opt.evalDataPath.empty() && lastEval != step)
+  if (haveEval && lastEval != step && !stopRequested)
     runEval();
   if (!opt.checkpointDir.empty() && lastSaved != step)
     save();
@@ -1626,6 +1695,8 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   }
 
   result.finalStep = step;
+  result.stopped = stopRequested;
+  result.position = checkpointInfo();
   result.lastLoss = lastLoss;
   result.skippedSteps = skippedSteps;
   result.seconds = seconds;
@@ -1794,7 +1865,21 @@ bool evaluate(Artifact &artifact,
   ErrorSink sink{error, code};
   return guarded(sink, "evaluation", [&] {
     EvalResult r;
-    evaluateImpl(artifact, tensors, dataPath, step, r);
+    evaluateImpl(artifact, tensors, DataSource{dataPath, nullptr, ""}, step, r);
+    if (result)
+      *result = r;
+  });
+}
+
+bool evaluate(Artifact &artifact,
+              const std::map<std::string, NpyArray> &tensors,
+              const DataArrays &data, int64_t step, EvalResult *result,
+              std::string *error, ErrorCode *code) noexcept {
+  ErrorSink sink{error, code};
+  return guarded(sink, "evaluation", [&] {
+    EvalResult r;
+    evaluateImpl(artifact, tensors,
+                 DataSource{"", &data, "the evaluation data"}, step, r);
     if (result)
       *result = r;
   });

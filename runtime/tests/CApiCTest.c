@@ -1,5 +1,6 @@
 /* CApiCTest.c - Proves loomrt.h compiles as C99 and its functions link, and
- * runs an artifact (gemm + kernel + copy) through the C API. */
+ * runs an artifact (gemm + kernel + copy) through the C API; the training
+ * calls link and report errors from C too. */
 
 #define _POSIX_C_SOURCE 200809L
 
@@ -145,6 +146,28 @@ static void testArtifact(void) {
   outputs[0].nbytes = 8;
   status = loomrt_artifact_run(artifact, "main", inputs, 3, outputs, 2);
   check(status == LOOMRT_ERROR_INVALID_ARGUMENT, "small output refused");
+
+  /* The training calls, from C: this artifact has nothing to train, and
+   * the trainer says what is missing (CApiTrainTest.cpp trains for real). */
+  {
+    loomrt_trainer *trainer = NULL;
+    loomrt_binding_kind kind;
+    check(loomrt_artifact_input_kind(artifact, "main", 2, &kind) ==
+                  LOOMRT_OK &&
+              kind == LOOMRT_BINDING_INPUT,
+          "input kind");
+    check(loomrt_train_create(artifact, &trainer) == LOOMRT_OK,
+          "trainer created");
+    check(loomrt_train_set_option(trainer, "steps", "2") == LOOMRT_OK,
+          "steps set");
+    check(loomrt_train_set_option(trainer, "stepz", "2") ==
+              LOOMRT_ERROR_INVALID_ARGUMENT,
+          "unknown option refused");
+    check(loomrt_train_run(trainer) == LOOMRT_ERROR_INVALID_ARGUMENT &&
+              strstr(loomrt_last_error(), "training needs") != NULL,
+          "training without data refused");
+    loomrt_train_free(trainer);
+  }
 
 cleanup:
   loomrt_artifact_free(artifact);

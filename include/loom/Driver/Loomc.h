@@ -21,6 +21,14 @@ struct LoomcExtensions {
 /// Runs `loomc` with the given command line; returns the process exit code.
 int loomcMain(int argc, char **argv, const LoomcExtensions &extensions = {});
 
+/// Runs `loomc` inside a process that goes on afterwards and may call it
+/// again (the Python bindings): no process-wide LLVM set-up or shutdown, a
+/// bad command line returns 2 instead of exiting, and the command-line
+/// options are unregistered again on return. Messages go to llvm::errs()
+/// and llvm::outs(), as loomcMain's do. Not thread-safe: LLVM's command-line
+/// parser is global, so one call at a time per process.
+int loomcRunEmbedded(int argc, char **argv);
+
 } // namespace loom
 
 #endif // LOOM_DRIVER_LOOMC_H

@@ -20,6 +20,7 @@ enum class ErrorCode : int {
   NoDevice,        ///< The requested device or driver is not available.
   OutOfMemory,     ///< An allocation failed.
   NonFinite,       ///< A step wrote inf or NaN (LoadOptions::checkNumerics).
+  Cancelled,       ///< The caller asked to stop (TrainOptions::onMetrics).
 };
 
 } // namespace loomrt

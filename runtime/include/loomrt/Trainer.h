@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,8 +37,34 @@ enum class ProgressMode {
   None,  ///< nothing but errors and warnings
 };
 
+/// An array of a data set held by the caller (the Python bindings' numpy
+/// arrays): dense, row-major, little-endian, `nbytes` bytes at `data`.
+/// Borrowed: it must stay valid and unchanged while train() runs.
+struct DataArray {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape; ///< [N, <the input's shape without dim 0>]
+  const uint8_t *data = nullptr;
+  uint64_t nbytes = 0;
+};
+
+/// A data set in memory, by array name (the names an .npz would hold).
+using DataArrays = std::map<std::string, DataArray>;
+
+/// What a checkpoint holds besides its tensors.
+struct CheckpointInfo {
+  int64_t step = 0;
+  uint64_t seed = 0;
+  uint64_t dataEpoch = 0;   ///< the loader's epoch of the next batch
+  uint64_t dataBatch = 0;   ///< the index of the next batch in that epoch
+  uint64_t dataSamples = 0; ///< samples in the training data set
+  int64_t batchSize = 0;
+  int64_t accumulate = 1;
+};
+
 struct TrainOptions {
   std::string dataPath;   ///< .npz, arrays named like the data inputs
+  /// Instead of dataPath: the training data in memory (not owned).
+  const DataArrays *data = nullptr;
   int64_t steps = 0;      ///< train until this many optimizer steps are done
   int64_t batchSize = 0;  ///< 0: the compiled one; else must equal it
   int64_t accumulate = 1; ///< micro-batches per optimizer step
@@ -45,10 +72,18 @@ struct TrainOptions {
   bool prefetch = true;   ///< assemble the next batch on a second thread
 
   std::string evalDataPath; ///< .npz for held-out loss/accuracy
+  /// Instead of evalDataPath: the held-out data in memory (not owned).
+  const DataArrays *evalData = nullptr;
   int64_t evalEvery = 0;    ///< evaluate every K steps (and at the end)
 
   std::string resumePath; ///< checkpoint file, or a checkpoint directory
   std::string paramsPath; ///< initial params/state instead of the artifact's
+  /// Instead of resumePath or paramsPath: start from these tensors (every
+  /// param and state tensor of the plan, as TrainResult::tensors holds them)
+  /// at this position (TrainResult::position), as a resumed run would: an
+  /// embedder's training that goes on across train() calls. Not owned.
+  const std::map<std::string, NpyArray> *startTensors = nullptr;
+  CheckpointInfo startPosition; ///< with startTensors (step 0: a fresh run)
   std::string checkpointDir;
   int64_t saveEvery = 0;       ///< checkpoint every K steps (and at the end)
   int64_t keepCheckpoints = 3; ///< ckpt files kept in checkpointDir; 0 = all
@@ -74,11 +109,19 @@ struct TrainOptions {
   /// backward goes on (PyTorch DDP's 25 MiB by default). 0: every
   /// gradient is summed after the backward (as always with --accumulate).
   uint64_t bucketBytes = 25ull << 20;
+  /// Called on the calling thread after every step and every evaluation
+  /// with the metrics line as a JSON object (what --metrics writes, one
+  /// line of it, without the newline). Returning false stops training:
+  /// train() then fails with ErrorCode::Cancelled after the step.
+  std::function<bool(const std::string &json)> onMetrics;
 };
 
 struct TrainResult {
   int64_t startStep = 0; ///< completed steps when the run began (resume)
   int64_t finalStep = 0;
+  /// TrainOptions::onMetrics returned false: training stopped early (the
+  /// rest of the result holds where it stopped).
+  bool stopped = false;
   double lastLoss = 0; ///< NaN if the entry has no `loss` output
   /// Steps whose update dynamic loss scaling skipped (gradients not
   /// finite), since the start of training (a checkpoint's count included).
@@ -95,6 +138,9 @@ struct TrainResult {
 
   /// Final values of every param and state tensor, by name.
   std::map<std::string, NpyArray> tensors;
+  /// Where training stopped (step, seed, data position): with `tensors`,
+  /// what a checkpoint written now would hold (TrainOptions::startTensors).
+  CheckpointInfo position;
 };
 
 /// Trains `artifact` as `options` say. On failure returns false with a message
@@ -118,17 +164,11 @@ bool evaluate(Artifact &artifact,
               const std::map<std::string, NpyArray> &tensors,
               const std::string &dataPath, int64_t step, EvalResult *result,
               std::string *error, ErrorCode *code = nullptr) noexcept;
-
-/// What a checkpoint holds besides its tensors.
-struct CheckpointInfo {
-  int64_t step = 0;
-  uint64_t seed = 0;
-  uint64_t dataEpoch = 0;   ///< the loader's epoch of the next batch
-  uint64_t dataBatch = 0;   ///< the index of the next batch in that epoch
-  uint64_t dataSamples = 0; ///< samples in the training data set
-  int64_t batchSize = 0;
-  int64_t accumulate = 1;
-};
+/// The same on a data set in memory.
+bool evaluate(Artifact &artifact,
+              const std::map<std::string, NpyArray> &tensors,
+              const DataArrays &data, int64_t step, EvalResult *result,
+              std::string *error, ErrorCode *code = nullptr) noexcept;
 
 /// Writes a checkpoint atomically: every tensor of `tensors` plus `step` (0-D
 /// i64), metadata from `info` (docs/loom-run.md).
