@@ -10,7 +10,7 @@ of the training loss, and the held-out losses every 100 steps. fp32 is also
 trained with another data order (loom-run --seed 1): how far two fp32 runs
 drift apart is the yardstick for the others.
 
-  .venv/bin/python bench/precision_curve.py [--steps 300] [--precisions fp32,bf16,fp16]
+  .venv/bin/python bench/precision_curve.py [--steps 300] [--precisions fp32,bf16,fp16] [--seed 0]
 """
 import argparse
 import json
@@ -59,14 +59,17 @@ def main():
     ap.add_argument("--precisions", default="fp32,bf16,fp16")
     ap.add_argument("--tools", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--seed", type=int, default=0,
+                    help="data order of every run (the yardstick: seed + 1)")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="loom-precision-")
     run([args.python, os.path.join(ROOT, "examples/charlm/make_data.py"),
          "--out-dir", work])
-    curves = {p: train(args.tools, work, p, args.steps)
+    curves = {p: train(args.tools, work, p, args.steps, args.seed)
               for p in args.precisions.split(",")}
     # The yardstick: fp32 again with another data order (loom-run --seed).
-    curves["fp32 seed 1"] = train(args.tools, work, "fp32", args.steps, 1)
+    curves["fp32 seed %d" % (args.seed + 1)] = train(
+        args.tools, work, "fp32", args.steps, args.seed + 1)
     base, base_evals, _ = curves["fp32"]
     windows = len(base) // 20
     mean = lambda c: c[:windows * 20].reshape(windows, 20).mean(axis=1)
