@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaApi.h"
+#include "DynamicLibrary.h"
 
 #include <cstdlib>
 #include <dlfcn.h>
@@ -16,6 +17,10 @@
 #include <vector>
 
 namespace loomrt::cuda {
+
+using detail::dlText;
+using detail::openFirst;
+using detail::resolve;
 
 namespace {
 
@@ -28,24 +33,6 @@ struct Loaded {
 std::mutex &loadMutex() {
   static std::mutex m;
   return m;
-}
-
-std::string dlText() {
-  const char *why = ::dlerror();
-  return why ? why : "unknown dlopen error";
-}
-
-template <typename Fn>
-bool resolve(void *handle, const char *symbol, Fn &fn, std::string &missing) {
-  ::dlerror();
-  void *address = ::dlsym(handle, symbol);
-  if (!address) {
-    if (missing.empty())
-      missing = symbol;
-    return false;
-  }
-  fn = reinterpret_cast<Fn>(address);
-  return true;
 }
 
 Loaded openDriver(const std::string &path, bool fromEnv) {
@@ -135,17 +122,8 @@ Loaded openDriver(const std::string &path, bool fromEnv) {
 
 Loaded openBlasLt(const std::vector<std::string> &paths, bool fromEnv) {
   Loaded result;
-  void *handle = nullptr;
   std::string tried, path;
-  for (const std::string &p : paths) {
-    ::dlerror();
-    handle = ::dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle) {
-      path = p;
-      break;
-    }
-    tried += (tried.empty() ? "" : "; ") + dlText();
-  }
+  void *handle = openFirst(paths, &path, &tried);
   if (!handle) {
     result.error = fromEnv ? "cannot load cuBLASLt LOOMRT_CUBLASLT_LIBRARY=" +
                                  paths.front() + ": " + tried

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "NcclApi.h"
+#include "DynamicLibrary.h"
 
 #include <cstdlib>
 #include <dlfcn.h>
@@ -18,6 +19,9 @@
 
 namespace loomrt::nccl {
 
+using detail::openFirst;
+using detail::resolve;
+
 namespace {
 
 struct Loaded {
@@ -25,33 +29,10 @@ struct Loaded {
   std::string error;
 };
 
-std::string dlText() {
-  const char *why = ::dlerror();
-  return why ? why : "unknown dlopen error";
-}
-
-template <typename Fn>
-void resolve(void *handle, const char *symbol, Fn &fn, std::string &missing) {
-  ::dlerror();
-  void *address = ::dlsym(handle, symbol);
-  fn = reinterpret_cast<Fn>(address);
-  if (!address && missing.empty())
-    missing = symbol;
-}
-
 Loaded open(const std::vector<std::string> &paths, bool fromEnv) {
   Loaded result;
-  void *handle = nullptr;
   std::string tried, path;
-  for (const std::string &p : paths) {
-    ::dlerror();
-    handle = ::dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle) {
-      path = p;
-      break;
-    }
-    tried += (tried.empty() ? "" : "; ") + dlText();
-  }
+  void *handle = openFirst(paths, &path, &tried);
   if (!handle) {
     result.error = fromEnv
                        ? "no NCCL (LOOMRT_NCCL_LIBRARY=" + paths.front() +
