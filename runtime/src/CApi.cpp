@@ -350,12 +350,7 @@ loomrt_status loomrt_artifact_initial_value(const loomrt_artifact *artifact,
           LOOMRT_ERROR_INVALID_ARGUMENT,
           std::string("loomrt_artifact_initial_value: no tensor '") + name +
               "' in the params file");
-    out->name = it->first.c_str();
-    out->dtype = static_cast<loomrt_dtype>(it->second.dtype);
-    out->rank = it->second.shape.size();
-    out->shape = it->second.shape.data();
-    out->data = const_cast<uint8_t *>(it->second.data.data());
-    out->nbytes = it->second.data.size();
+    describeTensor(it->first, it->second, out);
     return clearError();
   } catch (...) {
     return setError(LOOMRT_ERROR_OUT_OF_MEMORY,

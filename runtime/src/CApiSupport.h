@@ -31,6 +31,18 @@ loomrt_status clearError() noexcept;
 /// This thread's last error ("" after a success).
 const char *lastErrorText() noexcept;
 
+/// `out` describes `tensor` (named `name`), borrowing its name, shape and
+/// bytes: valid while both live and are unchanged.
+inline void describeTensor(const std::string &name, const NpyArray &tensor,
+                           loomrt_tensor *out) noexcept {
+  out->name = name.c_str();
+  out->dtype = static_cast<loomrt_dtype>(tensor.dtype);
+  out->rank = tensor.shape.size();
+  out->shape = tensor.shape.data();
+  out->data = const_cast<uint8_t *>(tensor.data.data());
+  out->nbytes = tensor.data.size();
+}
+
 } // namespace loomrt::capi
 
 #endif // LOOMRT_SRC_CAPISUPPORT_H

@@ -316,12 +316,7 @@ loomrt_status loomrt_train_tensor(const loomrt_trainer *trainer, size_t index,
                         " out of range (" +
                         std::to_string(trainer->tensors.size()) + " tensors)");
   auto it = std::next(trainer->tensors.begin(), static_cast<long>(index));
-  out->name = it->first.c_str();
-  out->dtype = static_cast<loomrt_dtype>(it->second.dtype);
-  out->rank = it->second.shape.size();
-  out->shape = it->second.shape.data();
-  out->data = const_cast<uint8_t *>(it->second.data.data());
-  out->nbytes = it->second.data.size();
+  describeTensor(it->first, it->second, out);
   if (kind)
     *kind = static_cast<loomrt_binding_kind>(trainer->kinds.at(it->first));
   return clearError();

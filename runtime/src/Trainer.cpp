@@ -14,6 +14,7 @@
 
 #include "loomrt/Safetensors.h"
 
+#include "DataParallel.h"
 #include "GradientBuckets.h"
 #include "Support.h"
 
@@ -1113,54 +1114,6 @@ void divideBy(NpyArray &sum, int64_t n) {
   }
 }
 
-/// Data parallelism: each rank's gradient sums (and loss sum) become the
-/// sums over every rank, all transfers in flight together. `grads` may be
-/// empty (summed already, by GradientBuckets).
-void sumOverRanks(Collectives &comm, std::map<std::string, NpyArray> &grads,
-                  double *lossSum, int64_t step) {
-  std::vector<std::unique_ptr<Request>> pending;
-  std::string error;
-  auto check = [&](std::unique_ptr<Request> r, const std::string &what) {
-    if (!r)
-      fail("step " + std::to_string(step) + ": all-reduce of " + what + ": " +
-           error);
-    pending.push_back(std::move(r));
-  };
-  for (auto &[name, g] : grads)
-    check(comm.allReduce(g.data.data(), g.data.size() / dtypeSize(g.dtype),
-                         g.dtype, ReduceOp::Sum, &error),
-          "the gradient of " + quoteName(name));
-  if (lossSum)
-    check(comm.allReduce(lossSum, 1, DType::F64, ReduceOp::Sum, &error),
-          "the loss");
-  for (auto &r : pending)
-    if (!r->wait(&error))
-      fail("step " + std::to_string(step) + ": all-reduce: " + error);
-}
-
-/// The ranks of a data-parallel run must hold the same tensors: a 64-bit
-/// FNV-1a hash of them (halved to fit an i64), whose maximum and whose
-/// negated minimum over the ranks one all-reduce finds; they differ when a
-/// rank does.
-void checkRanksAgree(Collectives &comm,
-                     const std::map<std::string, NpyArray> &tensors,
-                     int64_t step) {
-  uint64_t hash = 1469598103934665603ull;
-  for (const auto &[name, a] : tensors)
-    for (uint8_t byte : a.data)
-      hash = (hash ^ byte) * 1099511628211ull;
-  int64_t extremes[2] = {int64_t(hash >> 1), -int64_t(hash >> 1)};
-  std::string error;
-  if (!waitFor(comm.allReduce(extremes, 2, DType::I64, ReduceOp::Max, &error),
-               &error))
-    fail("comparing the ranks' tensors: " + error);
-  if (extremes[0] != -extremes[1])
-    fail("after step " + std::to_string(step) +
-         ", the ranks hold different parameters or optimizer state "
-         "(ranks started from different files, or a reduction is not "
-         "deterministic)");
-}
-
 std::string joinNames(const std::vector<std::string> &names) {
   std::string out;
   for (const std::string &n : names)
@@ -1400,14 +1353,11 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
 
   // Every rank starts from rank 0's tensors (the same file gives the same
   // values, but a --params on one machine only must not split the run).
-  if (comm)
-    for (auto &[name, a] : tensors) {
-      std::string error;
-      if (!waitFor(comm->broadcast(a.data.data(), a.data.size(), DType::U8, 0,
-                                   &error),
-                   &error))
-        fail("broadcasting " + quoteName(name) + " from rank 0: " + error);
-    }
+  if (comm) {
+    std::string error;
+    if (!broadcastFromRank0(*comm, tensors, &error))
+      fail(error);
+  }
 
   // The params and state live in the backend between steps (on a GPU, in
   // device memory): each step reads and updates them there, and `tensors`
@@ -1588,16 +1538,18 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
         posBatch = b.index;
         loader.advance(posEpoch, posBatch);
       }
-      if (comm && buckets) { // the gradients are summed already
-        std::map<std::string, NpyArray> none;
-        sumOverRanks(*comm, none, lossOut ? &lossSum : nullptr, step);
-      } else if (comm) {
+      if (comm) {
+        // With buckets the gradients are summed already.
         auto reduceBegin = Clock::now();
-        sumOverRanks(*comm, grads, lossOut ? &lossSum : nullptr, step);
-        double s = secondsSince(reduceBegin);
-        afterBackward.seconds += s;
-        afterBackward.exposedSeconds += s;
-        afterBackward.buckets += int64_t(grads.size());
+        if (!sumOverRanks(*comm, buckets ? nullptr : &grads,
+                          lossOut ? &lossSum : nullptr, &error))
+          fail("step " + std::to_string(step) + ": " + error);
+        if (!buckets) {
+          double s = secondsSince(reduceBegin);
+          afterBackward.seconds += s;
+          afterBackward.exposedSeconds += s;
+          afterBackward.buckets += int64_t(grads.size());
+        }
       }
       for (auto &[name, g] : grads)
         divideBy(g, micros);
@@ -1678,8 +1630,17 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   progress.endBar();
   refreshTensors();
 
-  if (comm)
-    checkRanksAgree(*comm, tensors, step);
+  if (comm) {
+    std::string error;
+    bool agree = false;
+    if (!ranksAgree(*comm, tensors, &agree, &error))
+      fail(error);
+    if (!agree)
+      fail("after step " + std::to_string(step) +
+           ", the ranks hold different parameters or optimizer state "
+           "(ranks started from different files, or a reduction is not "
+           "deterministic)");
+  }
   if (!opt.saveParamsPath.empty() && lead) {
     SafetensorsWriter writer;
     for (const auto &[name, binding] : stateBindings(artifact.plan()))
