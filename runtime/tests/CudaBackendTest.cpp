@@ -30,29 +30,6 @@
 namespace loomrt::test {
 namespace {
 
-/// Sets an environment variable for the scope; restores it after.
-class ScopedEnv {
-public:
-  ScopedEnv(const char *name, const std::string &value) : name(name) {
-    if (const char *old = std::getenv(name)) {
-      had = true;
-      previous = old;
-    }
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had)
-      ::setenv(name, previous.c_str(), 1);
-    else
-      ::unsetenv(name);
-  }
-
-private:
-  const char *name;
-  bool had = false;
-  std::string previous;
-};
-
 /// The fake driver and cuBLASLt for the scope, counters reset.
 class FakeCuda {
 public:

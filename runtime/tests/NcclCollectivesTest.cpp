@@ -10,6 +10,7 @@
 
 #include "cuda/NcclCollectives.h"
 #include "cuda/NcclApi.h"
+#include "TestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -17,35 +18,9 @@
 #include <string>
 
 using namespace loomrt;
+using loomrt::test::ScopedEnv;
 
 namespace {
-
-/// Sets an environment variable for the scope (unset when `value` is
-/// null); restores it after.
-class ScopedEnv {
-public:
-  ScopedEnv(const char *name, const char *value) : name(name) {
-    if (const char *old = std::getenv(name)) {
-      had = true;
-      previous = old;
-    }
-    if (value)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had)
-      ::setenv(name, previous.c_str(), 1);
-    else
-      ::unsetenv(name);
-  }
-
-private:
-  const char *name;
-  bool had = false;
-  std::string previous;
-};
 
 class DoneRequest final : public Request {
 public:

@@ -17,6 +17,37 @@
 
 namespace loomrt::test {
 
+/// Sets an environment variable for the scope (unsets it when `value` is
+/// null); restores it after.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const char *value) : name(name) {
+    if (const char *old = std::getenv(name)) {
+      had = true;
+      previous = old;
+    }
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ScopedEnv(const char *name, const std::string &value)
+      : ScopedEnv(name, value.c_str()) {}
+  ScopedEnv(const ScopedEnv &) = delete;
+  ScopedEnv &operator=(const ScopedEnv &) = delete;
+  ~ScopedEnv() {
+    if (had)
+      ::setenv(name, previous.c_str(), 1);
+    else
+      ::unsetenv(name);
+  }
+
+private:
+  const char *name;
+  bool had = false;
+  std::string previous;
+};
+
 /// A fresh directory under $TMPDIR (or /tmp), removed with its contents.
 class TempDir {
 public:
