@@ -28,6 +28,8 @@
 #include "loom/Codegen/Kernels.h"
 #include "loom/Codegen/Passes.h"
 
+#include "GpuKernelMapper.h"
+
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -54,30 +56,7 @@ namespace loom {
 using namespace mlir;
 using namespace loom;
 
-namespace {
-
-constexpr int64_t kBlock = 256;       // threads per block, most launches
-constexpr int64_t kReduceBlock = 1024; // block-reduce
-constexpr int64_t kMaxGrid = 8192;     // grid-stride loops cover the rest
-constexpr int64_t kWarp = 32;
-/// Named linalg ops as generics: the mapping reads one form.
-constexpr const char *kGeneralize =
-    "func.func(linalg-generalize-named-ops),canonicalize";
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t gridFor(int64_t work, int64_t perBlock) {
-  return std::clamp<int64_t>(ceilDiv(work, perBlock), 1, kMaxGrid);
-}
-
-/// The reduction a generic's body performs, when it has the shape
-/// `yield combine(out, f(inputs))` for an associative, commutative `combine`
-/// with a neutral element: then partial results can be combined in any
-/// grouping (floating-point sums round differently from a sequential loop,
-/// within the usual tolerance).
-struct Combiner {
-  Operation *op = nullptr;
-  TypedAttr neutral;
-};
+namespace loom::gpumap {
 
 std::optional<Combiner> findCombiner(linalg::GenericOp g) {
   if (g.getNumDpsInits() != 1)
@@ -125,115 +104,13 @@ bool isReadOnly(Value buffer) {
   return true;
 }
 
-/// What mapGeneric reads off a generic before it picks a strategy.
-struct GenericShape {
-  linalg::GenericOp g;
-  SmallVector<utils::IteratorType> iters;
-  SmallVector<AffineMap> maps;
-  SmallVector<unsigned> par, red; // loop dimensions of each kind
-  SmallVector<int64_t> parRanges, redRanges;
-  int64_t numPar = 1, numRed = 1;
-  unsigned numIns = 0;
-  SmallVector<Value> operands;
-  std::optional<Combiner> combiner; // for trailing reductions
-  /// Puts parallel and reduction indices back in loop-dimension order.
-  SmallVector<Value> merge(ArrayRef<Value> p, ArrayRef<Value> r) const {
-    SmallVector<Value> ivs(iters.size());
-    for (auto [d, v] : llvm::zip(par, p))
-      ivs[d] = v;
-    for (auto [d, v] : llvm::zip(red, r))
-      ivs[d] = v;
-    return ivs;
-  }
-};
+} // namespace loom::gpumap
 
-/// Builds one gpu.func per computing op of a bufferized kernel.
-class KernelMapper {
-public:
-  KernelMapper(func::FuncOp kernel, gpu::GPUModuleOp gpuModule,
-               KernelInfo &info)
-      : kernel(kernel), gpuModule(gpuModule), info(info),
-        b(kernel.getContext()) {}
+using namespace loom::gpumap;
 
-  LogicalResult run();
-
-private:
-  func::FuncOp kernel;
-  gpu::GPUModuleOp gpuModule;
-  KernelInfo &info;
-  OpBuilder b;
-  /// The kernel's buffers in parameter order: its arguments, then its
-  /// temporaries.
-  SmallVector<Value> buffers;
-  SmallVector<Type> bufferTypes;
-  unsigned numLaunches = 0;
-  /// Reductions whose output was only filled with a scalar just before: the
-  /// scalar is their initial value and the fill needs no launch.
-  DenseMap<Operation *, Value> foldedInit;
-  llvm::SmallPtrSet<Operation *, 8> foldedFills;
-
-  void foldFillsIntoReductions();
-
-  LogicalResult collectScratch();
-  FailureOr<SmallVector<Operation *>> dependencies(Operation *op);
-  FailureOr<gpu::GPUFuncOp> beginLaunch(Operation *op, IRMapping &map,
-                                        StringRef strategy,
-                                        std::array<int64_t, 3> grid,
-                                        std::array<int64_t, 3> block,
-                                        TypeRange workgroup = {});
-  LogicalResult mapGeneric(linalg::GenericOp g);
-  // One function per strategy (docs/codegen.md, "CUDA").
-  LogicalResult mapPointwise(const GenericShape &s);
-  LogicalResult mapBlockReduce(const GenericShape &s);
-  LogicalResult mapWarpRow(const GenericShape &s);
-  LogicalResult mapThreadRow(const GenericShape &s);
-  /// This thread's fold of the row at `pIvs`: the reduction elements from
-  /// `first` on, every `step`-th, starting from the neutral element.
-  Value foldRow(const GenericShape &s, IRMapping &map, ArrayRef<Value> pIvs,
-                Value first, Value step);
-  /// Where `isLeader`: output[pIvs] = combine(initial value, total).
-  void storeFromLeader(const GenericShape &s, IRMapping &map, Value isLeader,
-                       ArrayRef<Value> pIvs, Value total);
-  SmallVector<Value> zeros(Location loc, size_t n) {
-    return SmallVector<Value>(n, index(loc, 0));
-  }
-  LogicalResult mapSerial(Operation *op);
-  LogicalResult mapForall(scf::ForallOp f);
-
-  // IR helpers, building at `b`'s insertion point.
-  Value index(Location loc, int64_t v) {
-    return arith::ConstantIndexOp::create(b, loc, v);
-  }
-  SmallVector<Value> delinearize(Location loc, Value linear,
-                                 ArrayRef<int64_t> ranges);
-  SmallVector<Value> operandIndices(Location loc, AffineMap map,
-                                    ArrayRef<Value> ivs);
-  Value load(Location loc, Value memref, AffineMap map, ArrayRef<Value> ivs);
-  SmallVector<Value> evalBody(Location loc, linalg::GenericOp g,
-                              ArrayRef<Value> args, ArrayRef<Value> ivs,
-                              IRMapping &outer);
-  Value combine(Location loc, const Combiner &c, Value x, Value y) {
-    IRMapping m;
-    m.map(c.op->getOperand(0), x);
-    m.map(c.op->getOperand(1), y);
-    return b.clone(*c.op, m)->getResult(0);
-  }
-  Value warpReduce(Location loc, const Combiner &c, Value v);
-  /// `for (i = blockIdx.x * blockDim.x + threadIdx.x; i < count;
-  ///      i += gridDim.x * blockDim.x)`, with `b` inside the loop.
-  scf::ForOp gridStrideLoop(Location loc, int64_t count) {
-    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-    Value bdim = gpu::BlockDimOp::create(b, loc, gpu::Dimension::x);
-    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-    Value gdim = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
-    Value start = arith::AddIOp::create(
-        b, loc, arith::MulIOp::create(b, loc, bid, bdim), tid);
-    Value stride = arith::MulIOp::create(b, loc, gdim, bdim);
-    auto loop = scf::ForOp::create(b, loc, start, index(loc, count), stride);
-    b.setInsertionPointToStart(loop.getBody());
-    return loop;
-  }
-};
+/// Named linalg ops as generics: the mapping reads one form.
+static constexpr const char *kGeneralize =
+    "func.func(linalg-generalize-named-ops),canonicalize";
 
 LogicalResult KernelMapper::collectScratch() {
   for (BlockArgument arg : kernel.getArguments()) {
@@ -255,19 +132,21 @@ LogicalResult KernelMapper::collectScratch() {
   return success();
 }
 
-/// The ops of the kernel body that `op` needs cloned into its launch (views,
-/// constants, index arithmetic), in body order. Buffers become parameters.
-FailureOr<SmallVector<Operation *>> KernelMapper::dependencies(Operation *op) {
+FailureOr<SmallVector<Operation *>>
+KernelMapper::dependencies(ArrayRef<Operation *> ops) {
   llvm::SetVector<Value> worklist;
-  for (Value v : op->getOperands())
-    worklist.insert(v);
-  if (Value init = foldedInit.lookup(op))
-    worklist.insert(init);
-  for (Region &r : op->getRegions()) {
-    llvm::SetVector<Value> above;
-    getUsedValuesDefinedAbove(r, above);
-    worklist.insert(above.begin(), above.end());
+  for (Operation *op : ops) {
+    for (Value v : op->getOperands())
+      worklist.insert(v);
+    if (Value init = foldedInit.lookup(op))
+      worklist.insert(init);
+    for (Region &r : op->getRegions()) {
+      llvm::SetVector<Value> above;
+      getUsedValuesDefinedAbove(r, above);
+      worklist.insert(above.begin(), above.end());
+    }
   }
+  Operation *op = ops.front();
   llvm::SmallPtrSet<Operation *, 16> needed;
   for (unsigned i = 0; i < worklist.size(); ++i) {
     Value v = worklist[i];
@@ -297,16 +176,16 @@ FailureOr<SmallVector<Operation *>> KernelMapper::dependencies(Operation *op) {
 }
 
 FailureOr<gpu::GPUFuncOp>
-KernelMapper::beginLaunch(Operation *op, IRMapping &map, StringRef strategy,
-                          std::array<int64_t, 3> grid,
+KernelMapper::beginLaunch(ArrayRef<Operation *> ops, IRMapping &map,
+                          StringRef strategy, std::array<int64_t, 3> grid,
                           std::array<int64_t, 3> block, TypeRange workgroup) {
-  FailureOr<SmallVector<Operation *>> deps = dependencies(op);
+  FailureOr<SmallVector<Operation *>> deps = dependencies(ops);
   if (failed(deps))
     return failure();
   std::string name =
       (kernel.getName() + "_" + Twine(numLaunches++)).str();
   b.setInsertionPointToEnd(gpuModule.getBody());
-  auto func = gpu::GPUFuncOp::create(b, op->getLoc(), name,
+  auto func = gpu::GPUFuncOp::create(b, ops.front()->getLoc(), name,
                                      b.getFunctionType(bufferTypes, {}),
                                      workgroup);
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
@@ -395,33 +274,41 @@ Value KernelMapper::warpReduce(Location loc, const Combiner &c, Value v) {
   return v;
 }
 
-/// Picks the strategy from the generic's shape: no reduction is
-/// pointwise; a trailing reduction with a known combiner is block-reduce
-/// (everything to one value) or warp-row (rows long enough for a warp);
-/// anything else is thread-row, or serial when the shape is not static.
-LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
+std::optional<GenericShape> loom::gpumap::analyzeGeneric(linalg::GenericOp g) {
   GenericShape s;
   s.g = g;
   SmallVector<int64_t> ranges = g.getStaticLoopRanges();
   s.iters = g.getIteratorTypesArray();
   s.maps = g.getIndexingMapsArray();
   if (llvm::any_of(ranges, ShapedType::isDynamic))
-    return mapSerial(g);
+    return std::nullopt;
   for (unsigned d = 0; d < s.iters.size(); ++d)
     (s.iters[d] == utils::IteratorType::parallel ? s.par : s.red).push_back(d);
   for (unsigned d : s.par)
     s.parRanges.push_back(ranges[d]), s.numPar *= ranges[d];
   for (unsigned d : s.red)
     s.redRanges.push_back(ranges[d]), s.numRed *= ranges[d];
-  if (s.numPar == 0 || s.numRed == 0)
-    return success(); // no iterations: nothing to do
   s.numIns = g.getNumDpsInputs();
   // Outputs indexed by a reduction dimension are not reductions we know.
   for (unsigned o = s.numIns; o < s.maps.size(); ++o)
     for (unsigned d : s.red)
       if (s.maps[o].isFunctionOfDim(d))
-        return mapSerial(g);
+        return std::nullopt;
   s.operands.assign(g->getOperands().begin(), g->getOperands().end());
+  return s;
+}
+
+/// Picks the strategy from the generic's shape: no reduction is
+/// pointwise; a trailing reduction with a known combiner is block-reduce
+/// (everything to one value) or warp-row (rows long enough for a warp);
+/// anything else is thread-row, or serial when the shape is not static.
+LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
+  std::optional<GenericShape> shape = analyzeGeneric(g);
+  if (!shape)
+    return mapSerial(g);
+  GenericShape &s = *shape;
+  if (s.numPar == 0 || s.numRed == 0)
+    return success(); // no iterations: nothing to do
   if (s.red.empty())
     return mapPointwise(s);
   bool trailingReduction =
@@ -470,33 +357,15 @@ LogicalResult KernelMapper::mapPointwise(const GenericShape &s) {
   if (width > 1 && s.numPar % width != 0)
     width = 1;
   int64_t units = s.numPar / width;
-  // An output's old value, or poison where the body does not read it.
-  auto outputArg = [&](unsigned i, ArrayRef<Value> ivs) -> Value {
-    if (g.payloadUsesValueFromOperand(&g->getOpOperand(i)))
-      return load(loc, map.lookup(operands[i]), maps[i], ivs);
-    return ub::PoisonOp::create(
-        b, loc, cast<MemRefType>(operands[i].getType()).getElementType());
-  };
   std::string strategy =
       width > 1 ? "pointwise-vec" + std::to_string(width) : "pointwise";
-  if (failed(beginLaunch(g, map, strategy, {gridFor(units, kBlock), 1, 1},
+  if (failed(beginLaunch(g.getOperation(), map, strategy, {gridFor(units, kBlock), 1, 1},
                          {kBlock, 1, 1})))
     return failure();
   scf::ForOp loop = gridStrideLoop(loc, units);
   Value unit = loop.getInductionVar();
   if (width == 1) {
-    SmallVector<Value> ivs = delinearize(loc, unit, s.parRanges);
-    SmallVector<Value> args;
-    for (unsigned i = 0; i < numIns; ++i)
-      args.push_back(load(loc, map.lookup(operands[i]), maps[i], ivs));
-    for (unsigned i = numIns; i < operands.size(); ++i)
-      args.push_back(outputArg(i, ivs));
-    SmallVector<Value> results = evalBody(loc, g, args, ivs, map);
-    for (auto [i, v] : llvm::enumerate(results)) {
-      Value out = map.lookup(operands[numIns + i]);
-      memref::StoreOp::create(b, loc, v, out,
-                              operandIndices(loc, maps[numIns + i], ivs));
-    }
+    computePoint(s, map, delinearize(loc, unit, s.parRanges));
   } else {
     Value first = arith::MulIOp::create(b, loc, unit, index(loc, width));
     // Contiguous operands: one vector each, read through a flat view.
@@ -541,7 +410,7 @@ LogicalResult KernelMapper::mapPointwise(const GenericShape &s) {
         if (vectors.count(i))
           args.push_back(vector::ExtractOp::create(b, loc, vectors[i], k));
         else if (i >= numIns)
-          args.push_back(outputArg(i, ivs));
+          args.push_back(outputArg(s, map, i, ivs));
         else
           args.push_back(load(loc, map.lookup(operands[i]), maps[i], ivs));
       }
@@ -596,6 +465,7 @@ void KernelMapper::storeFromLeader(const GenericShape &s, IRMapping &map,
                    : load(loc, outBuf, s.maps[s.numIns], outIvs);
   memref::StoreOp::create(b, loc, combine(loc, *s.combiner, old, total),
                           outBuf, operandIndices(loc, s.maps[s.numIns], outIvs));
+  b.setInsertionPointAfter(write);
 }
 
 /// Everything to one value: one block; threads stride, warps shuffle, warp
@@ -611,7 +481,7 @@ LogicalResult KernelMapper::mapBlockReduce(const GenericShape &s) {
       gpu::AddressSpaceAttr::get(b.getContext(),
                                  gpu::AddressSpace::Workgroup));
   FailureOr<gpu::GPUFuncOp> func =
-      beginLaunch(g, map, "block-reduce", {1, 1, 1}, {kReduceBlock, 1, 1},
+      beginLaunch(g.getOperation(), map, "block-reduce", {1, 1, 1}, {kReduceBlock, 1, 1},
                   TypeRange{smemType});
   if (failed(func))
     return failure();
@@ -648,7 +518,7 @@ LogicalResult KernelMapper::mapWarpRow(const GenericShape &s) {
   Location loc = g.getLoc();
   IRMapping map;
   int64_t warpsPerBlock = kBlock / kWarp;
-  if (failed(beginLaunch(g, map, "warp-row",
+  if (failed(beginLaunch(g.getOperation(), map, "warp-row",
                          {gridFor(s.numPar, warpsPerBlock), 1, 1},
                          {kBlock, 1, 1})))
     return failure();
@@ -680,16 +550,51 @@ LogicalResult KernelMapper::mapWarpRow(const GenericShape &s) {
 LogicalResult KernelMapper::mapThreadRow(const GenericShape &s) {
   linalg::GenericOp g = s.g;
   Location loc = g.getLoc();
-  const SmallVector<AffineMap> &maps = s.maps;
-  const SmallVector<Value> &operands = s.operands;
-  unsigned numIns = s.numIns;
   IRMapping map;
-  if (failed(beginLaunch(g, map, "thread-row", {gridFor(s.numPar, kBlock), 1, 1},
+  if (failed(beginLaunch(g.getOperation(), map, "thread-row", {gridFor(s.numPar, kBlock), 1, 1},
                          {kBlock, 1, 1})))
     return failure();
   scf::ForOp points = gridStrideLoop(loc, s.numPar);
-  SmallVector<Value> pIvs =
-      delinearize(loc, points.getInductionVar(), s.parRanges);
+  reducePointSerially(
+      s, map, delinearize(loc, points.getInductionVar(), s.parRanges));
+  b.setInsertionPointAfter(points);
+  gpu::ReturnOp::create(b, loc);
+  return success();
+}
+
+Value KernelMapper::outputArg(const GenericShape &s, IRMapping &map,
+                              unsigned i, ArrayRef<Value> ivs) {
+  linalg::GenericOp g = s.g;
+  Location loc = g.getLoc();
+  if (g.payloadUsesValueFromOperand(&g->getOpOperand(i)))
+    return load(loc, map.lookup(s.operands[i]), s.maps[i], ivs);
+  return ub::PoisonOp::create(
+      b, loc, cast<MemRefType>(s.operands[i].getType()).getElementType());
+}
+
+void KernelMapper::computePoint(const GenericShape &s, IRMapping &map,
+                                ArrayRef<Value> ivs) {
+  Location loc = s.g->getLoc();
+  SmallVector<Value> args;
+  for (unsigned i = 0; i < s.numIns; ++i)
+    args.push_back(load(loc, map.lookup(s.operands[i]), s.maps[i], ivs));
+  for (unsigned i = s.numIns; i < s.operands.size(); ++i)
+    args.push_back(outputArg(s, map, i, ivs));
+  SmallVector<Value> results = evalBody(loc, s.g, args, ivs, map);
+  for (auto [o, v] : llvm::enumerate(results)) {
+    unsigned i = s.numIns + o;
+    memref::StoreOp::create(b, loc, v, map.lookup(s.operands[i]),
+                            operandIndices(loc, s.maps[i], ivs));
+  }
+}
+
+void KernelMapper::reducePointSerially(const GenericShape &s, IRMapping &map,
+                                       ArrayRef<Value> pIvs) {
+  linalg::GenericOp g = s.g;
+  Location loc = g.getLoc();
+  const SmallVector<AffineMap> &maps = s.maps;
+  const SmallVector<Value> &operands = s.operands;
+  unsigned numIns = s.numIns;
   SmallVector<Value> outIvs = s.merge(pIvs, zeros(loc, s.red.size()));
   SmallVector<Value> inits;
   for (unsigned i = numIns; i < operands.size(); ++i)
@@ -712,9 +617,6 @@ LogicalResult KernelMapper::mapThreadRow(const GenericShape &s) {
     memref::StoreOp::create(b, loc, v, map.lookup(operands[i]),
                             operandIndices(loc, maps[i], outIvs));
   }
-  b.setInsertionPointAfter(points);
-  gpu::ReturnOp::create(b, loc);
-  return success();
 }
 
 LogicalResult KernelMapper::mapSerial(Operation *op) {
@@ -743,7 +645,7 @@ LogicalResult KernelMapper::mapForall(scf::ForallOp f) {
     return success();
   Location loc = f.getLoc();
   IRMapping map;
-  if (failed(beginLaunch(f, map, "forall", {gridFor(units, kBlock), 1, 1},
+  if (failed(beginLaunch(f.getOperation(), map, "forall", {gridFor(units, kBlock), 1, 1},
                          {kBlock, 1, 1})))
     return failure();
   scf::ForOp loop = gridStrideLoop(loc, units);
@@ -758,7 +660,7 @@ LogicalResult KernelMapper::mapForall(scf::ForallOp f) {
 }
 
 /// The scalar a generic fills its one output with, if that is all it does.
-Value fillScalar(linalg::GenericOp g) {
+static Value fillScalar(linalg::GenericOp g) {
   if (g.getNumDpsInits() != 1 || g.getNumDpsInputs() != 1)
     return {};
   Value in = g.getDpsInputs()[0];
@@ -814,10 +716,8 @@ void KernelMapper::foldFillsIntoReductions() {
   }
 }
 
-LogicalResult KernelMapper::run() {
-  if (failed(collectScratch()))
-    return failure();
-  foldFillsIntoReductions();
+SmallVector<Operation *> KernelMapper::computingOps() {
+  SmallVector<Operation *> ops;
   for (Operation &op : kernel.getBody().front()) {
     if (isa<func::ReturnOp, memref::AllocOp, memref::AllocaOp,
             memref::DeallocOp>(op) ||
@@ -825,6 +725,27 @@ LogicalResult KernelMapper::run() {
       continue;
     if (isMemoryEffectFree(&op) && op.getNumRegions() == 0)
       continue; // cloned into the launches that use it
+    if (auto load = dyn_cast<memref::LoadOp>(op);
+        load && isa<BlockArgument>(load.getMemRef()) &&
+        isReadOnly(load.getMemRef()))
+      continue; // likewise (a step count)
+    ops.push_back(&op);
+  }
+  return ops;
+}
+
+LogicalResult KernelMapper::run() {
+  if (failed(collectScratch()))
+    return failure();
+  foldFillsIntoReductions();
+  if (fuseRows) {
+    FailureOr<bool> fused = mapFusedRows();
+    if (failed(fused))
+      return failure();
+    if (*fused)
+      return success();
+  }
+  for (Operation *op : computingOps()) {
     if (auto g = dyn_cast<linalg::GenericOp>(op)) {
       if (failed(mapGeneric(g)))
         return failure();
@@ -835,7 +756,7 @@ LogicalResult KernelMapper::run() {
         return failure();
       continue;
     }
-    if (failed(mapSerial(&op)))
+    if (failed(mapSerial(op)))
       return failure();
   }
   return success();
@@ -845,7 +766,7 @@ LogicalResult KernelMapper::run() {
 /// to the out-param. On the GPU that copy is a launch and the temporary
 /// scratch memory: when the out-param is used by nothing else and the copy
 /// is the temporary's last use, the temporary becomes the out-param.
-void forwardResultCopies(func::FuncOp kernel) {
+static void forwardResultCopies(func::FuncOp kernel) {
   SmallVector<linalg::CopyOp> copies;
   for (auto copy : kernel.getBody().front().getOps<linalg::CopyOp>())
     copies.push_back(copy);
@@ -866,10 +787,9 @@ void forwardResultCopies(func::FuncOp kernel) {
     alloc.erase();
   }
 }
-} // namespace
 
 LogicalResult loom::mapKernelsToGpu(ModuleOp kernels, KernelInfoMap &info,
-                                    PipelineRunner run) {
+                                    bool fuseRows, PipelineRunner run) {
   MLIRContext *ctx = kernels.getContext();
   for (auto kernel : kernels.getOps<func::FuncOp>())
     forwardResultCopies(kernel);
@@ -891,7 +811,8 @@ LogicalResult loom::mapKernelsToGpu(ModuleOp kernels, KernelInfoMap &info,
     cast<memref::GlobalOp>(b.clone(*global))
         .setAlignmentAttr(b.getI64IntegerAttr(64));
   for (auto kernel : kernels.getOps<func::FuncOp>()) {
-    KernelMapper mapper(kernel, gpuModule, info[kernel.getName().str()]);
+    KernelMapper mapper(kernel, gpuModule, info[kernel.getName().str()],
+                        fuseRows);
     if (failed(mapper.run()))
       return failure();
   }
@@ -905,13 +826,14 @@ namespace {
 struct MapKernelsToGpuPass
     : public KernelModulePass<MapKernelsToGpuPass,
                               loom::impl::MapKernelsToGpuPassBase> {
+  using KernelModulePass::KernelModulePass;
   void getDependentDialects(DialectRegistry &registry) const override {
     MapKernelsToGpuPassBase::getDependentDialects(registry);
     addKernelPipelineDialects(kGeneralize, registry);
   }
   LogicalResult runOnKernels(ModuleOp kernels, PipelineRunner run) {
     KernelInfoMap launches = readKernelInfo(kernels);
-    if (failed(mapKernelsToGpu(kernels, launches, run)))
+    if (failed(mapKernelsToGpu(kernels, launches, fuseRows, run)))
       return failure();
     writeKernelInfo(kernels, launches);
     return success();

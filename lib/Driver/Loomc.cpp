@@ -120,6 +120,13 @@ struct Options {
                "single-threaded, no OpenMP"),
       cl::value_desc("N"), cl::init(loom::kDefaultMinParallelWork),
       cl::cat(category)};
+  cl::opt<bool> cudaFuseRows{
+      "cuda-fuse-rows",
+      cl::desc("With --target=cuda: map a kernel whose ops all work row by "
+               "row (softmax, layer norm, cross-entropy, their gradients) "
+               "as one launch, a block per row (default); false: one launch "
+               "per linalg op"),
+      cl::init(true), cl::cat(category)};
   cl::opt<int64_t> recomputeMinElements{
       "recompute-min-elements",
       cl::desc("With --target: recompute pointwise values (activations) of "
@@ -357,6 +364,7 @@ int compileForTarget(ModuleOp module, Options &opts,
   codegen.target = opts.target;
   codegen.minParallelWork = opts.cpuParallelMinWork;
   codegen.recomputeMinElements = opts.recomputeMinElements;
+  codegen.cudaFuseRows = opts.cudaFuseRows;
   codegen.memoryBudget = opts.memoryBudget;
   codegen.remat = opts.remat;
   codegen.checkpoint = opts.checkpoint;

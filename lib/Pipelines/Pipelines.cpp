@@ -131,7 +131,9 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
     pm.addPass(createLowerKernelsToLLVMPass(lower));
     return;
   }
-  pm.addPass(createMapKernelsToGpuPass());
+  MapKernelsToGpuPassOptions map;
+  map.fuseRows = options.cudaFuseRows;
+  pm.addPass(createMapKernelsToGpuPass(map));
   if (stopAfter == Phase::Kernels)
     return;
   pm.addPass(createLowerGpuToNVVMPass());

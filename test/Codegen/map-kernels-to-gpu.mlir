@@ -1,5 +1,16 @@
-// RUN: loom-opt %s --loom-fuse --loom-plan-memory --loom-outline-kernels --loom-bufferize-kernels --loom-map-kernels-to-gpu | FileCheck %s
-// RUN: loom-opt %s --loom-codegen-cuda=stop-after=kernels | FileCheck %s
+// RUN: loom-opt %s --loom-fuse --loom-plan-memory --loom-outline-kernels --loom-bufferize-kernels --loom-map-kernels-to-gpu=fuse-rows=false | FileCheck %s
+// RUN: loom-opt %s --loom-codegen-cuda="stop-after=kernels cuda-fuse-rows=false" | FileCheck %s
+// RUN: loom-opt %s --loom-fuse --loom-plan-memory --loom-outline-kernels --loom-bufferize-kernels --loom-map-kernels-to-gpu | FileCheck %s --check-prefix=ROWS
+// RUN: loom-opt %s --loom-codegen-cuda=stop-after=kernels | FileCheck %s --check-prefix=ROWS
+
+// By default (fuse-rows) the softmax kernel is one launch: a block of 32
+// threads per row of 8 (the smallest block, one warp: no shared memory),
+// 4 blocks.
+// ROWS-LABEL: module @loom_kernels
+// ROWS-SAME:    launches = [{block = array<i64: 32, 1, 1>, grid = array<i64: 4, 1, 1>, name = "loom_forward_k0_0", shared = 0 : i64, strategy = "block-row"}]
+// ROWS-SAME:    scratch = [memref<4xf32>, memref<4xf32>]
+// ROWS:         gpu.func @loom_forward_k0_0(%{{.*}}: memref<4x8xf32>, %{{.*}}: memref<4x8xf32>, %{{.*}}: memref<4xf32>, %{{.*}}: memref<4xf32>) kernel
+// ROWS-NOT:     gpu.func
 
 // Tests that each linalg op of a softmax kernel becomes a gpu.func of the
 // kernel module's gpu.module (row maxima, row sums, the normalization),

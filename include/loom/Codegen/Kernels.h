@@ -83,8 +83,10 @@ mlir::LogicalResult lowerHostKernelsToLLVM(mlir::ModuleOp kernels);
 
 /// loom-map-kernels-to-gpu on the bufferized kernel module: its functions
 /// are replaced by one gpu.module of gpu.func launches, recorded in `info`.
+/// `fuseRows`: a kernel whose ops all work within rows of one leading shape
+/// (softmax, layer norm, cross-entropy) is one launch, a block per row.
 mlir::LogicalResult mapKernelsToGpu(mlir::ModuleOp kernels,
-                                    KernelInfoMap &info,
+                                    KernelInfoMap &info, bool fuseRows = true,
                                     PipelineRunner run = nullptr);
 
 /// loom-lower-gpu-to-nvvm on the kernel module holding the gpu.module.

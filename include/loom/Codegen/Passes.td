@@ -86,8 +86,17 @@ def MapKernelsToGpuPass : Pass<"loom-map-kernels-to-gpu", "mlir::ModuleOp"> {
     docs/codegen.md, "CUDA"); every launch of a kernel takes the kernel's
     buffers, then its scratch buffers (temporaries placed in the arena).
     The launches (grid, block, shared memory, strategy) and the scratch are
-    recorded in `loom.kernel_info`.
+    recorded in `loom.kernel_info`. With `fuse-rows` (the default), a kernel
+    whose ops all work within the rows of one leading shape (softmax, layer
+    norm, cross-entropy and their gradients) is one `block-row` launch
+    instead: a block per row runs every op on that row in turn, with a
+    barrier between them.
   }];
+  let options = [
+    Option<"fuseRows", "fuse-rows", "bool", "true",
+           "Map a kernel of row operations (softmax, layer norm, ...) as one "
+           "launch with a block per row; false: one launch per linalg op">,
+  ];
   let dependentDialects = ["mlir::gpu::GPUDialect",
                            "mlir::vector::VectorDialect",
                            "mlir::scf::SCFDialect",

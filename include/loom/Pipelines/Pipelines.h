@@ -88,6 +88,12 @@ struct CodegenOptions : public mlir::PassPipelineOptions<CodegenOptions> {
                      "work (iterations times inner trip counts) is at least "
                      "this; 0: every loop sequential, no OpenMP"),
       llvm::cl::init(kDefaultMinParallelWork)};
+  Option<bool> cudaFuseRows{
+      *this, "cuda-fuse-rows",
+      llvm::cl::desc("cuda: a kernel of row operations (softmax, layer norm, "
+                     "cross-entropy) is one launch with a block per row; "
+                     "false: one launch per linalg op"),
+      llvm::cl::init(true)};
   Option<int64_t> recomputeMinElements{
       *this, "recompute-min-elements",
       llvm::cl::desc("loom-fuse: recompute pointwise values of at least this "

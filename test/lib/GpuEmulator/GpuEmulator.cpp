@@ -13,9 +13,11 @@
 //
 // A sync point (barrier or shuffle) suspends the running thread; the
 // scheduler resumes the block's threads in rounds, each until its next sync
-// point, so all threads of a warp (and of a block, at a barrier) meet at
-// the same point as long as control flow there is warp- (block-) uniform,
-// as Loom's kernels make it.
+// point, so all threads of a warp meet at the same shuffle as long as
+// control flow there is warp-uniform, as Loom's kernels make it. A thread
+// at a barrier is not resumed until every thread of the block that has not
+// finished waits at one: a warp may shuffle while the others wait (a
+// block-wide reduction's last warp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -82,6 +84,7 @@ struct Emulator {
   std::vector<ucontext_t> threads;
 #endif
   std::vector<char> done;
+  std::vector<char> atBarrier;
   std::vector<std::vector<char>> stacks;
   std::vector<uint64_t> slots; // one shuffle value per thread
 };
@@ -159,6 +162,8 @@ uint64_t shuffle(uint64_t bits, int32_t offset, int32_t width) {
     fail("shuffle partner outside the block");
   if (emu.done[partner]) // control flow diverged inside the warp
     fail("shuffle with a lane that has finished");
+  if (emu.atBarrier[partner])
+    fail("shuffle with a lane that waits at a barrier");
   uint64_t result = emu.slots[partner];
   syncPoint(); // every lane has read before any writes again
   return result;
@@ -172,7 +177,10 @@ int64_t loom_emu_block_id() { return emu.blockId; }
 int64_t loom_emu_thread_id() { return emu.current; }
 int64_t loom_emu_block_dim() { return emu.blockDim; }
 int64_t loom_emu_grid_dim() { return emu.gridDim; }
-void loom_emu_barrier() { syncPoint(); }
+void loom_emu_barrier() {
+  emu.atBarrier[emu.current] = 1;
+  syncPoint();
+}
 
 float loom_emu_shuffle_f32(float v, int32_t offset, int32_t width) {
   uint32_t bits;
@@ -211,6 +219,7 @@ void loom_emu_launch(ThreadFn fn, void **buffers, int64_t grid,
   }
   emu.threads.resize(block);
   emu.done.assign(block, 0);
+  emu.atBarrier.assign(block, 0);
   emu.slots.assign(block, 0);
   while (static_cast<int64_t>(emu.stacks.size()) < block)
     emu.stacks.emplace_back(kStackBytes);
@@ -230,14 +239,24 @@ void loom_emu_launch(ThreadFn fn, void **buffers, int64_t grid,
       makecontext(&ctx, threadEntry, 0);
 #endif
     }
-    for (bool running = true; running;) {
-      running = false;
+    for (;;) {
+      bool resumed = false;
       for (int64_t t = 0; t < block; ++t) {
-        if (emu.done[t])
+        if (emu.done[t] || emu.atBarrier[t])
           continue;
         resume(t);
-        running |= !emu.done[t];
+        resumed = true;
       }
+      if (resumed)
+        continue;
+      // No thread could run: every live one waits at a barrier, which they
+      // all pass now; or all have finished.
+      bool waiting = false;
+      for (int64_t t = 0; t < block; ++t)
+        waiting |= emu.atBarrier[t] != 0;
+      if (!waiting)
+        break;
+      emu.atBarrier.assign(block, 0);
     }
   }
 }
