@@ -2,7 +2,7 @@
 //
 // Private to lib/Codegen: the class that maps one bufferized kernel onto GPU
 // launches (MapKernelsToGpu.cpp: one launch per linalg op, a strategy per
-// shape; GpuRowFusion.cpp: a whole kernel of row operations as one launch,
+// shape; GpuFusedLaunches.cpp: a whole kernel of row operations as one launch,
 // a block per row). docs/codegen.md, "CUDA".
 //
 //===----------------------------------------------------------------------===//
@@ -79,8 +79,16 @@ struct GenericShape {
 /// dimension); a shape with `numPar * numRed == 0` has nothing to compute.
 std::optional<GenericShape> analyzeGeneric(linalg::GenericOp g);
 
+/// Whether operand `i` of a pointwise generic is a contiguous 16/32/64-bit
+/// buffer indexed by the identity: it moves in 128-bit vectors.
+bool isContiguousOperand(const GenericShape &s, unsigned i);
+/// Elements per thread and iteration of a pointwise generic: 128 bits of
+/// its widest contiguous operand where every output is contiguous and the
+/// element count allows, else 1.
+int64_t pointwiseWidth(const GenericShape &s);
+
 /// Builds the GPU launches of one bufferized kernel: one launch for the
-/// whole kernel where its ops work row by row (`fuseRows`, GpuRowFusion.cpp),
+/// whole kernel where its ops work row by row (`fuseRows`, GpuFusedLaunches.cpp),
 /// otherwise one gpu.func per computing op.
 class KernelMapper {
 public:
@@ -121,10 +129,17 @@ private:
                                         std::array<int64_t, 3> grid,
                                         std::array<int64_t, 3> block,
                                         TypeRange workgroup = {});
-  /// GpuRowFusion.cpp: maps the whole kernel as one `block-row` launch when
+  /// GpuFusedLaunches.cpp: maps the whole kernel as one `block-row` launch when
   /// every op works within rows of a common leading shape; false when it
   /// does not (nothing built then).
   FailureOr<bool> mapFusedRows();
+  /// GpuFusedLaunches.cpp: maps a kernel of pointwise ops that touch what
+  /// they write element by element (a multi-tensor optimizer update) as one
+  /// `pointwise-group` launch; false when it is not such a kernel.
+  FailureOr<bool> mapPointwiseGroup();
+  /// The grid-stride loop of a pointwise generic, `width` elements per
+  /// iteration; `b` continues after it.
+  void emitPointwise(const GenericShape &s, IRMapping &map, int64_t width);
   /// The generic's body at one point `ivs` of its (parallel) loops: inputs
   /// loaded, outputs stored.
   void computePoint(const GenericShape &s, IRMapping &map,

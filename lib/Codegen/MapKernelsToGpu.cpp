@@ -328,40 +328,54 @@ LogicalResult KernelMapper::mapGeneric(linalg::GenericOp g) {
 /// No reduction: a grid-stride loop over the points. Operands whose map is
 /// the identity over a contiguous buffer move in 128-bit vectors when the
 /// element count allows.
-LogicalResult KernelMapper::mapPointwise(const GenericShape &s) {
-  linalg::GenericOp g = s.g;
-  Location loc = g.getLoc();
-  const SmallVector<AffineMap> &maps = s.maps;
-  const SmallVector<Value> &operands = s.operands;
-  unsigned numIns = s.numIns;
-  IRMapping map;
-  auto isContiguous = [&](unsigned i) {
-    auto t = dyn_cast<MemRefType>(operands[i].getType());
-    return t && t.getLayout().isIdentity() && maps[i].isIdentity() &&
-           t.getRank() == int64_t(s.iters.size()) &&
-           llvm::is_contained({16u, 32u, 64u},
-                              t.getElementTypeBitWidth());
-  };
-  bool usesIndex = !g.getBody()->getOps<linalg::IndexOp>().empty();
+bool loom::gpumap::isContiguousOperand(const GenericShape &s, unsigned i) {
+  auto t = dyn_cast<MemRefType>(s.operands[i].getType());
+  return t && t.getLayout().isIdentity() && s.maps[i].isIdentity() &&
+         t.getRank() == int64_t(s.iters.size()) &&
+         llvm::is_contained({16u, 32u, 64u}, t.getElementTypeBitWidth());
+}
+
+int64_t loom::gpumap::pointwiseWidth(const GenericShape &s) {
   unsigned maxBits = 0;
   bool vectorizable = true;
-  for (unsigned i = 0; i < operands.size(); ++i) {
-    if (isContiguous(i))
+  for (unsigned i = 0; i < s.operands.size(); ++i) {
+    if (isContiguousOperand(s, i))
       maxBits = std::max(
-          maxBits, cast<MemRefType>(operands[i].getType())
+          maxBits, cast<MemRefType>(s.operands[i].getType())
                        .getElementTypeBitWidth());
-    else if (i >= numIns)
+    else if (i >= s.numIns)
       vectorizable = false; // outputs are stored as vectors
   }
   int64_t width = vectorizable && maxBits ? 128 / maxBits : 1;
   if (width > 1 && s.numPar % width != 0)
     width = 1;
+  return width;
+}
+
+LogicalResult KernelMapper::mapPointwise(const GenericShape &s) {
+  int64_t width = pointwiseWidth(s);
   int64_t units = s.numPar / width;
   std::string strategy =
       width > 1 ? "pointwise-vec" + std::to_string(width) : "pointwise";
-  if (failed(beginLaunch(g.getOperation(), map, strategy, {gridFor(units, kBlock), 1, 1},
-                         {kBlock, 1, 1})))
+  IRMapping map;
+  Operation *op = s.g;
+  if (failed(beginLaunch(op, map, strategy,
+                         {gridFor(units, kBlock), 1, 1}, {kBlock, 1, 1})))
     return failure();
+  emitPointwise(s, map, width);
+  gpu::ReturnOp::create(b, s.g->getLoc());
+  return success();
+}
+
+void KernelMapper::emitPointwise(const GenericShape &s, IRMapping &map,
+                                 int64_t width) {
+  linalg::GenericOp g = s.g;
+  Location loc = g.getLoc();
+  const SmallVector<Value> &operands = s.operands;
+  unsigned numIns = s.numIns;
+  auto isContiguous = [&](unsigned i) { return isContiguousOperand(s, i); };
+  bool usesIndex = !g.getBody()->getOps<linalg::IndexOp>().empty();
+  int64_t units = s.numPar / width;
   scf::ForOp loop = gridStrideLoop(loc, units);
   Value unit = loop.getInductionVar();
   if (width == 1) {
@@ -412,7 +426,7 @@ LogicalResult KernelMapper::mapPointwise(const GenericShape &s) {
         else if (i >= numIns)
           args.push_back(outputArg(s, map, i, ivs));
         else
-          args.push_back(load(loc, map.lookup(operands[i]), maps[i], ivs));
+          args.push_back(load(loc, map.lookup(operands[i]), s.maps[i], ivs));
       }
       SmallVector<Value> results = evalBody(loc, g, args, ivs, map);
       for (auto [o, v] : llvm::enumerate(results))
@@ -429,8 +443,6 @@ LogicalResult KernelMapper::mapPointwise(const GenericShape &s) {
     }
   }
   b.setInsertionPointAfter(loop);
-  gpu::ReturnOp::create(b, loc);
-  return success();
 }
 
 Value KernelMapper::foldRow(const GenericShape &s, IRMapping &map,
@@ -740,6 +752,8 @@ LogicalResult KernelMapper::run() {
   foldFillsIntoReductions();
   if (fuseRows) {
     FailureOr<bool> fused = mapFusedRows();
+    if (succeeded(fused) && !*fused)
+      fused = mapPointwiseGroup();
     if (failed(fused))
       return failure();
     if (*fused)

@@ -1,6 +1,11 @@
-//===- GpuRowFusion.cpp - A kernel of row operations as one GPU launch ----===//
+//===- GpuFusedLaunches.cpp - A kernel of several linalg ops, one launch ---===//
 //
-// Part of loom-map-kernels-to-gpu (option fuse-rows, on by default).
+// Part of loom-map-kernels-to-gpu (option fuse-rows, on by default): two
+// ways a kernel of several linalg ops becomes one GPU launch instead of one
+// launch per op.
+//
+// ## Rows (`block-row`)
+//
 // Softmax, layer norm, cross-entropy and their gradients are kernels of a
 // few linalg ops that each work row by row: a row maximum, a row sum of
 // exponentials, a normalization. One launch per op reads and writes the
@@ -29,6 +34,20 @@
 // the block's threads; a row reduction folds every blockDim-th element per
 // thread, combines within warps by shuffles and across warps through shared
 // memory, as the `block-reduce` strategy does for a whole tensor.
+//
+// ## Element by element (`pointwise-group`)
+//
+// The optimizer update of many parameters is one kernel (loom-fuse groups
+// them): pointwise ops of different shapes, each reading and writing its
+// parameter and moments. As one launch, every thread runs its share of each
+// op's grid-stride loop in turn (the `pointwise` mapping, vectors where it
+// allows). No barrier is needed when whatever an op writes is touched
+// element by element: every access to it, in every op, is the identity over
+// the whole buffer, from ops of one element count and vector width, so an
+// element is read and written by one thread, in program order. Buffers of
+// one type count as one here: the memory planner lets a parameter's new
+// value share its bytes with the old (updated in place), which the kernel
+// cannot see.
 //
 //===----------------------------------------------------------------------===//
 
@@ -237,5 +256,58 @@ FailureOr<bool> KernelMapper::mapFusedRows() {
   }
   b.setInsertionPointAfter(rowLoop);
   gpu::ReturnOp::create(b, loc);
+  return true;
+}
+
+FailureOr<bool> KernelMapper::mapPointwiseGroup() {
+  SmallVector<Operation *> ops = computingOps();
+  if (ops.size() < 2)
+    return false;
+  std::vector<GenericShape> shapes;
+  SmallVector<int64_t> widths;
+  for (Operation *op : ops) {
+    auto g = dyn_cast<linalg::GenericOp>(op);
+    if (!g)
+      return false;
+    std::optional<GenericShape> s = analyzeGeneric(g);
+    if (!s || !s->red.empty() || s->numPar == 0)
+      return false;
+    widths.push_back(pointwiseWidth(*s));
+    shapes.push_back(std::move(*s));
+  }
+  // What may alias a written buffer: a kernel argument stands for every
+  // argument of its type; a temporary only for itself.
+  auto aliasClass = [](Value root) -> const void * {
+    return isa<BlockArgument>(root) ? root.getType().getAsOpaquePointer()
+                                    : root.getAsOpaquePointer();
+  };
+  DenseSet<const void *> written;
+  for (GenericShape &s : shapes)
+    for (Value out : s.g.getDpsInits())
+      written.insert(aliasClass(rootBuffer(out)));
+  DenseMap<const void *, std::pair<int64_t, int64_t>> mapping;
+  for (auto [s, width] : llvm::zip(shapes, widths))
+    for (auto [i, value] : llvm::enumerate(s.operands)) {
+      if (!isa<MemRefType>(value.getType()))
+        continue;
+      const void *c = aliasClass(rootBuffer(value));
+      if (!written.contains(c))
+        continue;
+      auto [it, inserted] =
+          mapping.try_emplace(c, std::make_pair(s.numPar, width));
+      if (value != rootBuffer(value) || !s.maps[i].isIdentity() ||
+          it->second != std::make_pair(s.numPar, width))
+        return false;
+    }
+  int64_t grid = 1;
+  for (auto [s, width] : llvm::zip(shapes, widths))
+    grid = std::max(grid, gridFor(s.numPar / width, kBlock));
+  IRMapping map;
+  if (failed(beginLaunch(ops, map, "pointwise-group", {grid, 1, 1},
+                         {kBlock, 1, 1})))
+    return failure();
+  for (auto [s, width] : llvm::zip(shapes, widths))
+    emitPointwise(s, map, width);
+  gpu::ReturnOp::create(b, ops.front()->getLoc());
   return true;
 }
