@@ -519,7 +519,7 @@ def compile_loom(model_path, art, args):
     cmd = [args.loomc, model_path, "--train", "--loss=cross_entropy", "--labels=labels",
            "--optimizer=adamw", "--lr=%r" % LR, "--beta1=%r" % BETA1, "--beta2=%r" % BETA2,
            "--eps=%r" % EPS, "--weight-decay=%r" % WD, "--target=" + args.target,
-           "-o", art, "--report"]
+           "-o", art, "--report"] + args.loomc_flags.split()
     log = os.path.join(os.path.dirname(model_path), "loomc.log")
     print("  loom: loomc --target=%s" % args.target, flush=True)
     rc, out, _, compile_s = run_child(cmd, log)
@@ -830,6 +830,8 @@ def parse_args(argv):
                     help="torch.compile mode (default, reduce-overhead, max-autotune)")
     ap.add_argument("--loomc", default=os.path.join(ROOT, "build", "bin", "loomc"))
     ap.add_argument("--loom-run", default=os.path.join(ROOT, "build", "bin", "loom-run"))
+    ap.add_argument("--loomc-flags", default="",
+                    help="more loomc flags for Loom's artifact, e.g. --cuda-fuse-rows=false")
     ap.add_argument("--workdir", default=os.path.join(ROOT, "out", "bench_gpt2"))
     ap.add_argument("--loom-compile-only", metavar="DIR",
                     help="only generate the model and compile Loom's artifact into DIR "

@@ -13,7 +13,8 @@
 #                    expected outputs (utils/onnx_conformance.py --defer-run)
 #   BUNDLE/gpt2s.loom  (with --bench) bench/gpt2_gpu.py's GPT-2-small artifact,
 #                    compiled here, without its weights (written there from
-#                    the same generated model)
+#                    the same generated model); BUNDLE/gpt2s-perop.loom the
+#                    same with --cuda-fuse-rows=false (one launch per op)
 #
 # all of it packed as one BUNDLE.tar.xz (what travels to the GPU machine;
 # about 30 MB with --bench), next to the BUNDLE folder itself.
@@ -71,6 +72,11 @@ if [[ $BENCH == 1 ]]; then
   "$PY" bench/gpt2_gpu.py --workdir "${BENCH_WORKDIR:-out/bench_gpt2}" \
     --target "cuda:sm_$SM" --loom-compile-only "$OUTDIR/gpt2s.loom"
   rm -f "$OUTDIR/gpt2s.loom/params.safetensors" "$OUTDIR/gpt2s.loom/final.mlir"
+  # The same with one launch per linalg op, to time the fused launches.
+  "$PY" bench/gpt2_gpu.py --workdir "${BENCH_WORKDIR:-out/bench_gpt2}" \
+    --target "cuda:sm_$SM" --loomc-flags=--cuda-fuse-rows=false \
+    --loom-compile-only "$OUTDIR/gpt2s-perop.loom"
+  rm -f "$OUTDIR/gpt2s-perop.loom/params.safetensors" "$OUTDIR/gpt2s-perop.loom/final.mlir"
 fi
 XZ_OPT="-T0 -6" tar -C "$OUTDIR" -cJf "$OUTDIR.tar.xz" .
 du -sh "$OUTDIR" "$OUTDIR.tar.xz"

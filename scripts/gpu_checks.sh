@@ -12,7 +12,8 @@
 #   3b. the ONNX node tests compiled for the GPU, against their expected
 #      outputs (utils/onnx_conformance.py --run-deferred);
 #   4. with --bench: bench/gpt2_gpu.py (Loom's prebuilt GPT-2-small artifact,
-#      PyTorch eager and torch.compile);
+#      PyTorch eager and torch.compile; then Loom with one launch per linalg
+#      op, where the bundle has gpt2s-perop.loom);
 #   5. with --profile (after --bench): Nsight Compute's duration of every
 #      launch of one GPT-2-small step (no CUDA graph), summarized by
 #      bench/ncu_summary.py; the CSV is LOGDIR/ncu.csv.
@@ -91,6 +92,14 @@ if [[ $BENCH == 1 ]]; then
     --loom-prebuilt "$B/gpt2s.loom" --loom-run "$B/bin/loom-run" \
     --workdir /tmp/loom-bench-gpt2 --json "$LOGS/gpt2_gpu.json" --markdown
   tail -n 40 "$LOGS/bench-gpt2.log"
+  if [[ -d "$B/gpt2s-perop.loom" ]]; then
+    # Loom again, one launch per linalg op (--cuda-fuse-rows=false).
+    part bench-gpt2-perop env PYTHONUNBUFFERED=1 "$PY" bench/gpt2_gpu.py \
+      --loom-prebuilt "$B/gpt2s-perop.loom" --loom-run "$B/bin/loom-run" \
+      --frameworks loom --workdir /tmp/loom-bench-gpt2 \
+      --json "$LOGS/gpt2_gpu_perop.json" --markdown
+    tail -n 12 "$LOGS/bench-gpt2-perop.log"
+  fi
 fi
 if [[ $PROFILE == 1 ]]; then
   data="$(ls -d /tmp/loom-bench-gpt2/gpt_*/data.npz 2>/dev/null | head -n 1)"
