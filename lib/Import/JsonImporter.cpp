@@ -2286,6 +2286,7 @@ LogicalResult Importer::buildMatmul(NodeContext &c) {
       !getBool(c, "transpose_b", false, tb))
     return failure();
   auto op = createInferred<MatmulOp>(b, c.loc, c.operands[0], c.operands[1],
+                                     Value(),
                                      ta ? b.getUnitAttr() : UnitAttr(),
                                      tb ? b.getUnitAttr() : UnitAttr());
   if (failed(op))

@@ -59,7 +59,8 @@ void OnnxNode::convertMatMul() {
   if (typeOf(a).getRank() < 2 || typeOf(w).getRank() < 2)
     n.fail("unsupported operand ranks");
   Value y =
-      check(createInferred<MatmulOp>(b, loc, a, w, false, false)).getResult();
+      check(createInferred<MatmulOp>(b, loc, a, w, Value(), false, false))
+          .getResult();
   if (aVec || wVec) {
     SmallVector<int64_t> s(typeOf(y).getShape());
     if (wVec)
@@ -79,7 +80,8 @@ void OnnxNode::convertGemm() {
   if (typeOf(a).getRank() != 2 || typeOf(w).getRank() != 2)
     n.fail("A and B must be 2-D");
   Value y =
-      check(createInferred<MatmulOp>(b, loc, a, w, n.getInt("transA", 0) != 0,
+      check(createInferred<MatmulOp>(b, loc, a, w, Value(),
+                                     n.getInt("transA", 0) != 0,
                                      n.getInt("transB", 0) != 0))
           .getResult();
   float alpha = n.getFloat("alpha", 1.0f), beta = n.getFloat("beta", 1.0f);

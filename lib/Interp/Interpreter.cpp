@@ -324,12 +324,13 @@ LogicalResult matmulRule(Operation *op, ArrayRef<const Tensor *> in,
   int64_t batch = product(ls.drop_back(2));
   bool sharedRhs = rs.size() == 2 && rank != 2;
   const std::vector<double> &A = in[0]->data, &B = in[1]->data;
+  const std::vector<double> *bias = in.size() > 2 ? &in[2]->data : nullptr;
   std::vector<double> &C = out[0].data;
   for (int64_t b = 0; b < batch; ++b) {
     int64_t aBase = b * M * K, bBase = sharedRhs ? 0 : b * K * N;
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
-        double sum = 0;
+        double sum = bias ? (*bias)[n] : 0;
         for (int64_t k = 0; k < K; ++k) {
           double a = A[aBase + (ta ? k * M + m : m * K + k)];
           double w = B[bBase + (tb ? n * K + k : k * N + n)];

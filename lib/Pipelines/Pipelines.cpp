@@ -108,6 +108,8 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
   pm.addPass(createRematPass(remat));
   if (stopAfter == Phase::Remat)
     return;
+  if (cuda)
+    pm.addPass(createGemmEpiloguesPass());
   FusePassOptions fuse;
   fuse.recomputeMinElements = options.recomputeMinElements;
   pm.addPass(createFusePass(fuse));

@@ -257,21 +257,25 @@ struct EntryWriter {
           M *= batch;
           batch = 1;
         }
-        steps.push_back(llvm::json::Object{
-            {"kind", "gemm"},
-            {"node", nodeName(mm.getLoc())},
-            {"a", ids.lookup(mm.getLhs())},
-            {"b", ids.lookup(mm.getRhs())},
-            {"c", ids.lookup(mm.getResult())},
-            {"batch", batch},
-            {"m", M},
-            {"n", N},
-            {"k", K},
-            {"trans_a", ta},
-            {"trans_b", tb},
-            {"stride_a", M * K},
-            {"stride_b", sharedRhs ? 0 : K * N},
-            {"stride_c", M * N}});
+        llvm::json::Object gemm{{"kind", "gemm"},
+                                {"node", nodeName(mm.getLoc())},
+                                {"a", ids.lookup(mm.getLhs())},
+                                {"b", ids.lookup(mm.getRhs())},
+                                {"c", ids.lookup(mm.getResult())},
+                                {"batch", batch},
+                                {"m", M},
+                                {"n", N},
+                                {"k", K},
+                                {"trans_a", ta},
+                                {"trans_b", tb},
+                                {"stride_a", M * K},
+                                {"stride_b", sharedRhs ? 0 : K * N},
+                                {"stride_c", M * N}};
+        if (Value bias = mm.getBias()) {
+          gemm["epilogue"] = "bias";
+          gemm["bias"] = ids.lookup(bias);
+        }
+        steps.push_back(std::move(gemm));
       } else if (isa<Conv2DOp, Conv2DInputGradOp, Conv2DFilterGradOp>(op) &&
                  isLibraryCall(&op)) {
         FailureOr<llvm::json::Object> step = convStep(&op);

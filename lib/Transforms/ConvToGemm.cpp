@@ -71,8 +71,8 @@ struct Rewriter {
   Value matmul(Value lhs, Value rhs, bool ta, bool tb) {
     ArrayRef<int64_t> l = tensorOf(lhs).getShape(), r = tensorOf(rhs).getShape();
     SmallVector<int64_t> shape{ta ? l[1] : l[0], tb ? r[0] : r[1]};
-    return MatmulOp::create(b, loc, tensorOf(lhs).clone(shape), lhs, rhs, ta,
-                            tb);
+    return MatmulOp::create(b, loc, tensorOf(lhs).clone(shape), lhs, rhs,
+                            Value(), ta, tb);
   }
 };
 

@@ -66,10 +66,12 @@ bool foldOperands(MatmulOp mm) {
 
 /// transpose(matmul(a, b)) -> matmul(b, a) with both flags flipped, when the
 /// transpose is the product's only reader and both operands have the same
-/// rank (a shared rank-2 rhs can only be the rhs).
+/// rank (a shared rank-2 rhs can only be the rhs), and no bias is added to
+/// the product's rows.
 bool foldResult(TransposeOp t) {
   auto mm = t.getX().getDefiningOp<MatmulOp>();
-  if (!mm || !swapsInnermost(t.getPerm()) || !mm->hasOneUse())
+  if (!mm || !swapsInnermost(t.getPerm()) || !mm->hasOneUse() ||
+      mm.getBias())
     return false;
   auto lt = cast<RankedTensorType>(mm.getLhs().getType());
   auto rt = cast<RankedTensorType>(mm.getRhs().getType());
@@ -77,7 +79,7 @@ bool foldResult(TransposeOp t) {
     return false;
   OpBuilder b(t);
   auto swapped = MatmulOp::create(b, t.getLoc(), t.getResult().getType(),
-                                  mm.getRhs(), mm.getLhs(),
+                                  mm.getRhs(), mm.getLhs(), Value(),
                                   !mm.getTransposeB(), !mm.getTransposeA());
   t.getResult().replaceAllUsesWith(swapped.getResult());
   t.erase();

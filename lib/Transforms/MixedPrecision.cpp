@@ -51,11 +51,13 @@ PrecisionClass classOf(Operation *op) {
 
 /// GEMMs, and convolutions with one group: grouped and depthwise ones stay
 /// f32 (their direct loops would sum in 16 bits; one group becomes im2col
-/// and a 16-bit GEMM with f32 sums).
+/// and a 16-bit GEMM with f32 sums). A GEMM with a bias epilogue stays f32
+/// too (16-bit GEMM steps take no epilogue).
 bool isLowPrecisionOp(Operation *op) {
   auto conv = dyn_cast<Conv2DOp>(op);
+  auto mm = dyn_cast<MatmulOp>(op);
   return classOf(op) == PrecisionClass::LowPrecision &&
-         (isa<MatmulOp>(op) || (conv && conv.getGroups() == 1));
+         ((mm && !mm.getBias()) || (conv && conv.getGroups() == 1));
 }
 
 /// `follow` ops that still stay f32 when their inputs are 16-bit: those

@@ -250,6 +250,14 @@ func.func @case_matmul__batched_tatb(%a: tensor<2x4x3xf64> {loom.param = "a"}, %
   return %v2 : tensor<f64>
 }
 
+// loom.matmul with a bias epilogue, 3-D lhs with a shared rhs.
+func.func @case_matmul__bias(%a: tensor<2x3x4xf64> {loom.param = "a"}, %b: tensor<4x2xf64> {loom.param = "b"}, %c: tensor<2xf64> {loom.param = "c"}, %weights: tensor<2x3x2xf64> {loom.input = "weights"}) -> (tensor<f64> {loom.output = "loss"}) {
+  %v0 = loom.matmul %a, %b bias(%c : tensor<2xf64>) : (tensor<2x3x4xf64>, tensor<4x2xf64>) -> tensor<2x3x2xf64>
+  %v1 = loom.mul %v0, %weights : tensor<2x3x2xf64>
+  %v2 = loom.reduce_sum %v1 dims = [0, 1, 2] : tensor<2x3x2xf64> -> tensor<f64>
+  return %v2 : tensor<f64>
+}
+
 // loom.matmul, 3-D lhs with a shared 2-D rhs.
 func.func @case_matmul__shared(%a: tensor<2x3x4xf64> {loom.param = "a"}, %b: tensor<4x2xf64> {loom.param = "b"}, %weights: tensor<2x3x2xf64> {loom.input = "weights"}) -> (tensor<f64> {loom.output = "loss"}) {
   %v0 = loom.matmul %a, %b : (tensor<2x3x4xf64>, tensor<4x2xf64>) -> tensor<2x3x2xf64>

@@ -278,6 +278,22 @@ def WidenKeepF32Pass : Pass<"loom-widen-keep-f32", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def GemmEpiloguesPass : Pass<"loom-gemm-epilogues", "mlir::ModuleOp"> {
+  let summary = "Moves the bias add after a GEMM into the GEMM's epilogue.";
+  let description = [{
+    `loom.add(loom.matmul(a, b), loom.broadcast_in_dim(bias) dims = [r-1])`
+    (either operand order) becomes `loom.matmul a, b bias(bias)` when the
+    product is read by that add only, the element type is f32 and `bias`
+    is a rank-1 function argument (a layer's bias parameter) of the
+    product's last dimension. The plan gives such a GEMM the `bias`
+    epilogue, which cuBLASLt applies as it writes the product. Run by the
+    CUDA code-generation pipeline after `loom-remat`, before `loom-fuse`.
+  }];
+  let statistics = [
+    Statistic<"numFolded", "num-folded", "Bias adds moved into GEMMs">,
+  ];
+}
+
 def FoldTransposesPass : Pass<"loom-fold-transposes", "mlir::ModuleOp"> {
   let summary = "Folds transposes of the innermost dimensions into matmuls.";
   let description = [{

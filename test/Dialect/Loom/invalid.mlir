@@ -513,6 +513,26 @@ func.func @matmul_c3_contracting_transposed(%a: tensor<4x8xf32>, %b: tensor<8x16
 
 // -----
 
+// Tests that loom.matmul rejects a bias that is not N elements (C6).
+func.func @matmul_c6_bias_size(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<8xf32>) {
+  // expected-error @+2 {{bias must be a rank-1 tensor of N=16 elements of the operands' type, got 'tensor<8xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = loom.matmul %a, %b bias(%c : tensor<8xf32>) : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.matmul rejects a bias of another element type (C6).
+func.func @matmul_c6_bias_type(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<16xf64>) {
+  // expected-error @+2 {{bias must be a rank-1 tensor of N=16 elements of the operands' type, got 'tensor<16xf64>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = loom.matmul %a, %b bias(%c : tensor<16xf64>) : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
 // Tests that loom.matmul rejects lhs and rhs of different element types (C4).
 func.func @matmul_c4_operand_element_types(%a: tensor<4x8xf32>, %b: tensor<8x16xf16>) {
   // expected-error @+2 {{lhs and rhs element types differ}}

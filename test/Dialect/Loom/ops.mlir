@@ -367,6 +367,17 @@ func.func @matmul(%a: tensor<32x64xf32>, %b: tensor<64x128xf32>) -> tensor<32x12
 
 // -----
 
+// Tests that loom.matmul's bias round-trips.
+// CHECK-LABEL: func.func @matmul_bias(
+// CHECK-SAME:    %[[A:[^:]+]]: tensor<2x32x64xf32>, %[[B:[^:]+]]: tensor<128x64xf32>, %[[C:[^:]+]]: tensor<128xf32>)
+// CHECK:         loom.matmul %[[A]], %[[B]] bias(%[[C]] : tensor<128xf32>) {transpose_b} : (tensor<2x32x64xf32>, tensor<128x64xf32>) -> tensor<2x32x128xf32>
+func.func @matmul_bias(%a: tensor<2x32x64xf32>, %b: tensor<128x64xf32>, %c: tensor<128xf32>) -> tensor<2x32x128xf32> {
+  %y = loom.matmul %a, %b bias(%c : tensor<128xf32>) {transpose_b} : (tensor<2x32x64xf32>, tensor<128x64xf32>) -> tensor<2x32x128xf32>
+  return %y : tensor<2x32x128xf32>
+}
+
+// -----
+
 // Tests that the transpose flags of loom.matmul round-trip, alone and together.
 // CHECK-LABEL: func.func @matmul_transpose(
 // CHECK-SAME:    %[[A:[^:]+]]: tensor<64x32xf16>, %[[B:[^:]+]]: tensor<128x64xf16>)

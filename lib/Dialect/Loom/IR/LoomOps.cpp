@@ -91,6 +91,15 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   // (C4)
   if (lhs.getElementType() != rhs.getElementType())
     return emitOptionalError(loc, "lhs and rhs element types differ");
+  // (C6)
+  if (Value bias = adaptor.getBias()) {
+    auto bt = ranked(bias.getType());
+    if (bt.getRank() != 1 || bt.getDimSize(0) != n ||
+        bt.getElementType() != lhs.getElementType())
+      return emitOptionalError(loc, "bias must be a rank-1 tensor of N=", n,
+                               " elements of the operands' type, got ",
+                               bias.getType());
+  }
   // (C5)
   SmallVector<int64_t> shape(ls.drop_back(2));
   shape.push_back(m);
@@ -103,7 +112,8 @@ int64_t MatmulOp::getFlopCount() {
   auto lhs = ranked(getLhs().getType());
   int64_t k = getTransposeA() ? lhs.getShape()[lhs.getRank() - 2]
                               : lhs.getShape()[lhs.getRank() - 1];
-  return 2 * k * ranked(getType()).getNumElements();
+  int64_t elements = ranked(getType()).getNumElements();
+  return (2 * k + (getBias() ? 1 : 0)) * elements;
 }
 
 //===----------------------------------------------------------------------===//

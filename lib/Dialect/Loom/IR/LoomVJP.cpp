@@ -170,7 +170,8 @@ struct Emitter {
     SmallVector<int64_t> shape(l.getShape().drop_back(2));
     shape.push_back(ta ? l.getDimSize(lr - 1) : l.getDimSize(lr - 2));
     shape.push_back(tb ? r.getDimSize(rr - 2) : r.getDimSize(rr - 1));
-    return MatmulOp::create(b, loc, l.clone(shape), lhs, rhs, ta, tb);
+    return MatmulOp::create(b, loc, l.clone(shape), lhs, rhs, Value(), ta,
+                            tb);
   }
   /// Swaps the last two dimensions.
   Value swapLast2(Value x) {
@@ -473,6 +474,9 @@ LogicalResult MatmulOp::buildVJP(OpBuilder &b, ValueRange cts,
     db = e.sum(perBatch, iota(0, rank - 2));
   }
   out.append({da, db});
+  // The bias is added to every row: its gradient sums G's rows.
+  if (getBias())
+    out.push_back(e.sum(g, iota(0, rank - 1)));
   return success();
 }
 

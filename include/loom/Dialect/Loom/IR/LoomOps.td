@@ -321,19 +321,22 @@ def Loom_MatmulOp : Loom_Op<"matmul", [Pure, Loom_Contraction,
   let extraClassDeclaration = [{ int64_t getFlopCount(); }];
   let summary = "Batched matrix product with transpose flags.";
   let description = [{
-    `result[b, m, n] = sum_k A[b, m, k] * B[b, k, n]` where `A` is `lhs` (or
-    its last two dimensions swapped when `transpose_a` is set) and `B` is
-    `rhs` (swapped when `transpose_b`). Leading dimensions are batch
-    dimensions. A rank-2 `rhs` is shared by every batch (the common
-    `[B, T, D] x [D, E]` projection) and never materialised per batch.
+    `result[b, m, n] = sum_k A[b, m, k] * B[b, k, n] (+ bias[n])` where `A`
+    is `lhs` (or its last two dimensions swapped when `transpose_a` is set)
+    and `B` is `rhs` (swapped when `transpose_b`). Leading dimensions are
+    batch dimensions. A rank-2 `rhs` is shared by every batch (the common
+    `[B, T, D] x [D, E]` projection) and never materialised per batch. The
+    optional `bias` is added to every row of the product (a GEMM epilogue).
 
     ```mlir
     %y = loom.matmul %x, %w {transpose_b} : (tensor<32x64xf32>, tensor<128x64xf32>) -> tensor<32x128xf32>
+    %z = loom.matmul %x, %w bias(%b : tensor<128xf32>) {transpose_b} : (tensor<32x64xf32>, tensor<128x64xf32>) -> tensor<32x128xf32>
     ```
 
     **Lifecycle**: created by the importers (ONNX `MatMul`, `Gemm`) and by
-    `loom-autodiff`; `loom-fuse` gives it an epilogue; codegen calls
-    cuBLASLt or BLAS.
+    `loom-autodiff`, without a bias; `loom-gemm-epilogues` (CUDA code
+    generation) moves a following bias add into `bias`; codegen calls
+    cuBLASLt (the bias as its epilogue) or BLAS.
 
     **Constraints**:
 
@@ -344,12 +347,15 @@ def Loom_MatmulOp : Loom_Op<"matmul", [Pure, Loom_Contraction,
     4. (C4) `lhs` and `rhs` have the same floating-point element type, which
        is the element type of `result`.
     5. (C5) `result` has shape `batch x M x N`.
+    6. (C6) `bias`, when present, has rank 1, N elements and the element
+       type of `lhs`.
   }];
   let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs,
+                       Optional<Loom_FloatTensor>:$bias,
                        UnitAttr:$transpose_a, UnitAttr:$transpose_b);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{
-    $lhs `,` $rhs attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($result)
+    $lhs `,` $rhs (`bias` `(` $bias^ `:` type($bias) `)`)? attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($result)
   }];
 }
 
