@@ -18,6 +18,20 @@ using namespace mlir;
 using namespace loom;
 using namespace loom::onnx_import;
 
+/// Whether `v` is +0.0 everywhere: a splat constant, maybe broadcast
+/// (PyTorch's exporter gives a convolution without bias a zero bias).
+static bool isPositiveZero(Value v) {
+  while (auto broadcast = v.getDefiningOp<BroadcastInDimOp>())
+    v = broadcast.getX();
+  auto constant = v.getDefiningOp<ConstantOp>();
+  auto splat =
+      constant ? dyn_cast<SplatElementsAttr>(constant.getValue()) : nullptr;
+  if (!splat || !isa<FloatType>(splat.getElementType()))
+    return false;
+  APFloat value = splat.getSplatValue<APFloat>();
+  return value.isZero() && !value.isNegative();
+}
+
 void OnnxNode::convertMatMul() {
   Value a = input(0), w = input(1);
   floatOnly(a);
@@ -142,7 +156,9 @@ void OnnxNode::convertConv() {
   Value y = check(createInferred<Conv2DOp>(b, loc, x, w, strides, pads, dil,
                                            n.getInt("group", 1)))
                 .getResult();
-  if (n.hasInput(2)) {
+  // A zero bias adds nothing (x + 0 = x but for x = -0, which a
+  // convolution without bias leaves as it is too).
+  if (n.hasInput(2) && !isPositiveZero(input(2))) {
     Value bias = input(2);
     bias = BroadcastInDimOp::create(
         b, loc,
