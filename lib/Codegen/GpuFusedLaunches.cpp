@@ -93,35 +93,47 @@ bool isRowAligned(AffineMap map, unsigned rows) {
   return true;
 }
 
+/// The shapes of a kernel's computing ops when there are at least two and
+/// every one is a linalg.generic with static, non-empty loops.
+std::optional<std::vector<GenericShape>>
+genericShapes(ArrayRef<Operation *> ops) {
+  if (ops.size() < 2)
+    return std::nullopt;
+  std::vector<GenericShape> shapes;
+  for (Operation *op : ops) {
+    auto g = dyn_cast<linalg::GenericOp>(op);
+    std::optional<GenericShape> s =
+        g ? analyzeGeneric(g) : std::optional<GenericShape>();
+    if (!s || s->numPar * s->numRed == 0)
+      return std::nullopt;
+    shapes.push_back(std::move(*s));
+  }
+  return shapes;
+}
+
 } // namespace
 
 FailureOr<bool> KernelMapper::mapFusedRows() {
   SmallVector<Operation *> ops = computingOps();
-  if (ops.size() < 2)
-    return false;
   // (1), (2): the shapes, and the rows from the first whole-row reduction.
-  std::vector<GenericShape> shapes;
+  std::optional<std::vector<GenericShape>> all = genericShapes(ops);
+  if (!all)
+    return false;
+  std::vector<GenericShape> &shapes = *all;
   SmallVector<int64_t> rowRanges;
   bool haveRows = false;
-  for (Operation *op : ops) {
-    auto g = dyn_cast<linalg::GenericOp>(op);
-    if (!g)
-      return false;
-    std::optional<GenericShape> s = analyzeGeneric(g);
-    if (!s || s->numPar * s->numRed == 0)
-      return false;
+  for (GenericShape &s : shapes) {
     // Parallel loops [0, r), reductions [r, n): a reduction of trailing
     // loops. Its rows are the parallel loops but trailing ones of extent 1
     // (a reduction kept as a dimension of size 1, through a view).
-    unsigned r = s->par.size();
-    if (!haveRows && !s->red.empty() && r > 0 && s->par.back() + 1 == r &&
-        s->red.front() == r && findCombiner(g)) {
-      rowRanges = s->parRanges;
+    unsigned r = s.par.size();
+    if (!haveRows && !s.red.empty() && r > 0 && s.par.back() + 1 == r &&
+        s.red.front() == r && findCombiner(s.g)) {
+      rowRanges = s.parRanges;
       while (!rowRanges.empty() && rowRanges.back() == 1)
         rowRanges.pop_back();
       haveRows = !rowRanges.empty();
     }
-    shapes.push_back(std::move(*s));
   }
   if (!haveRows)
     return false;
@@ -261,19 +273,15 @@ FailureOr<bool> KernelMapper::mapFusedRows() {
 
 FailureOr<bool> KernelMapper::mapPointwiseGroup() {
   SmallVector<Operation *> ops = computingOps();
-  if (ops.size() < 2)
+  std::optional<std::vector<GenericShape>> all = genericShapes(ops);
+  if (!all)
     return false;
-  std::vector<GenericShape> shapes;
+  std::vector<GenericShape> &shapes = *all;
   SmallVector<int64_t> widths;
-  for (Operation *op : ops) {
-    auto g = dyn_cast<linalg::GenericOp>(op);
-    if (!g)
+  for (GenericShape &s : shapes) {
+    if (!s.red.empty())
       return false;
-    std::optional<GenericShape> s = analyzeGeneric(g);
-    if (!s || !s->red.empty() || s->numPar == 0)
-      return false;
-    widths.push_back(pointwiseWidth(*s));
-    shapes.push_back(std::move(*s));
+    widths.push_back(pointwiseWidth(s));
   }
   // What may alias a written buffer: a kernel argument stands for every
   // argument of its type; a temporary only for itself.
