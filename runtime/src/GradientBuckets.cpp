@@ -8,13 +8,17 @@
 
 #include "GradientBuckets.h"
 
+#include <algorithm>
+
 #include <cstring>
 
 namespace loomrt {
 
 GradientBuckets::GradientBuckets(Collectives &comm, const PlanEntry &entry,
-                                 uint64_t bucketBytes)
-    : comm(comm), entry(entry), bucketBytes(bucketBytes) {}
+                                 uint64_t bucketBytes,
+                                 uint64_t firstBucketBytes)
+    : comm(comm), entry(entry), bucketBytes(bucketBytes),
+      firstBucketBytes(std::min(firstBucketBytes, bucketBytes)) {}
 
 GradientBuckets::~GradientBuckets() = default;
 
@@ -41,10 +45,14 @@ bool GradientBuckets::ready(size_t output, void *data, std::string *error) {
   const Binding &out = entry.outputs[output];
   if (out.kind != BindingKind::Grad || out.bytes == 0)
     return true;
+  bool firstOfRun = std::none_of(
+      buckets.begin(), buckets.end(),
+      [](const std::unique_ptr<Bucket> &b) { return b->request != nullptr; });
   Bucket &b = open(out.dtype);
   b.parts.push_back({data, out.bytes});
   b.bytes += out.bytes;
-  return b.bytes < bucketBytes || issue(b, error);
+  return b.bytes < (firstOfRun ? firstBucketBytes : bucketBytes) ||
+         issue(b, error);
 }
 
 bool GradientBuckets::issue(Bucket &b, std::string *error) {

@@ -5,7 +5,9 @@
 // dtype's current bucket as soon as the plan step that writes it last is
 // done (a RunObserver); a bucket of at least `bucketBytes` is copied into
 // one buffer and summed over the ranks by one nonblocking all-reduce while
-// the run goes on; after each plan step the buckets in flight are given a
+// the run goes on (a run's first bucket closes at `firstBucketBytes`, 1 MiB
+// as in DDP, so that communication starts early even when the model is
+// smaller than `bucketBytes`); after each plan step the buckets in flight are given a
 // chance to progress. When the run's steps are done the last, partial
 // buckets go, every bucket is waited for and copied back into the run's
 // gradients, which the run then returns summed over the ranks.
@@ -37,10 +39,16 @@ struct ReductionTimes {
 
 class GradientBuckets {
 public:
+  /// A run's first bucket closes at this many bytes (or `bucketBytes`, if
+  /// less): PyTorch DDP's first bucket.
+  static constexpr uint64_t kFirstBucketBytes = 1 << 20;
+
   /// Reduces the `grad` outputs of `entry`'s runs over `comm`, in buckets
-  /// of at least `bucketBytes` (the last of a run may be smaller).
+  /// of at least `bucketBytes` (the first of a run: at least
+  /// min(`firstBucketBytes`, `bucketBytes`); the last may be smaller).
   GradientBuckets(Collectives &comm, const PlanEntry &entry,
-                  uint64_t bucketBytes);
+                  uint64_t bucketBytes,
+                  uint64_t firstBucketBytes = kFirstBucketBytes);
   ~GradientBuckets();
 
   /// The observer of one run (valid while this object is).
@@ -72,6 +80,7 @@ private:
   Collectives &comm;
   const PlanEntry &entry;
   uint64_t bucketBytes;
+  uint64_t firstBucketBytes;
   std::vector<std::unique_ptr<Bucket>> buckets; ///< this run's, issued or not
   std::vector<std::vector<char>> spare;         ///< buffers kept across runs
   bool started = false;

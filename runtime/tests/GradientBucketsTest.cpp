@@ -158,6 +158,33 @@ TEST(GradientBucketsTest, IssuesFullBucketsDuringTheRunAndSumsAtTheEnd) {
   EXPECT_EQ(buckets.times().bytes, 64);
 }
 
+TEST(GradientBucketsTest, ARunsFirstBucketIsSmaller) {
+  FakeTwoRanks comm;
+  PlanEntry entry = entryWithGrads();
+  GradientBuckets buckets(comm, entry, /*bucketBytes=*/1 << 20,
+                          /*firstBucketBytes=*/20);
+  std::string error;
+  for (int run = 0; run < 2; ++run) {
+    comm.calls.clear();
+    std::vector<float> a = {1, 2, 3, 4}, b(8, 1.0f);
+    std::vector<double> c = {1, 1};
+    RunObserver o = buckets.observer();
+    ASSERT_TRUE(o.outputReady(0, a.data(), &error)) << error;
+    EXPECT_TRUE(comm.calls.empty()) << "16 bytes: the first bucket is open";
+    ASSERT_TRUE(o.outputReady(2, b.data(), &error)) << error;
+    ASSERT_EQ(comm.calls.size(), 1u)
+        << "run " << run << ": 48 bytes close the 20-byte first bucket";
+    EXPECT_EQ(comm.calls[0].count, 12u);
+    ASSERT_TRUE(o.outputReady(3, c.data(), &error)) << error;
+    EXPECT_EQ(comm.calls.size(), 1u)
+        << "a later bucket (here the f64 one) fills to 1 MiB";
+    ASSERT_TRUE(o.finish(&error)) << error;
+    ASSERT_EQ(comm.calls.size(), 2u);
+    EXPECT_EQ(a, (std::vector<float>{2, 4, 6, 8})) << "run " << run;
+    EXPECT_EQ(c, (std::vector<double>{2, 2})) << "run " << run;
+  }
+}
+
 TEST(GradientBucketsTest, ALaterRunStartsWithEmptyBuckets) {
   FakeTwoRanks comm;
   PlanEntry entry = entryWithGrads();

@@ -110,8 +110,9 @@ Data parallel (--train under an MPI launcher):
   --bucket-mb MB          with one micro-batch per rank (CPU): sum the
                           gradients in buckets of at least MB MiB (a
                           decimal), each issued as soon as the backward has
-                          written it (default 25); 0 sums them all after
-                          the backward
+                          written it (default 25; a step's first bucket
+                          closes at 1 MiB, as in DDP); 0 sums them all
+                          after the backward
   --collective-timeout S  seconds a rank waits for a collective before it
                           ends the job with an error naming itself and the
                           collective (another rank died or hangs); default
