@@ -25,7 +25,11 @@
 //     by every op, through one value and with the row loops as its leading
 //     indices: each element of it belongs to one row, hence one block.
 //     Buffers read otherwise (a layer norm's scale, broadcast over rows)
-//     are written by no op of the kernel.
+//     are written by no op of the kernel. (An argument the planner lets
+//     share its bytes with an output, state updated in place, is read only
+//     by pointwise ops over its own shape, unviewed: loom-plan-memory's
+//     invariant. Their identity maps lead with the rows, so its elements
+//     are read by the block that later writes them.)
 //  5. an op that reduces in another way (over short windows, several
 //     outputs) has at least a warp's worth of points per row, or short
 //     reductions: one thread per point then loops over the reduction.
