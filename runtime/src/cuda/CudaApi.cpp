@@ -30,11 +30,6 @@ struct Loaded {
   std::string error;
 };
 
-std::mutex &loadMutex() {
-  static std::mutex m;
-  return m;
-}
-
 Loaded openDriver(const std::string &path, bool fromEnv) {
   Loaded result;
   ::dlerror();
@@ -194,37 +189,26 @@ std::string BlasLtApi::describe(cublasStatus_t status) const {
 }
 
 const DriverApi *loadDriver(std::string *error) {
-  const char *env = std::getenv("LOOMRT_CUDA_DRIVER");
-  bool fromEnv = env && *env;
-  std::string path = fromEnv ? env : "libcuda.so.1";
-  std::lock_guard<std::mutex> lock(loadMutex());
-  static std::map<std::string, Loaded> cache;
-  auto it = cache.find(path);
-  if (it == cache.end())
-    it = cache.emplace(path, openDriver(path, fromEnv)).first;
-  if (!it->second.driver && error)
-    *error = it->second.error;
-  return it->second.driver.get();
+  const Loaded &l = detail::loadOnce<Loaded>(
+      "LOOMRT_CUDA_DRIVER", {"libcuda.so.1"},
+      [](const std::vector<std::string> &paths, bool fromEnv) {
+        return openDriver(paths.front(), fromEnv);
+      });
+  if (!l.driver && error)
+    *error = l.error;
+  return l.driver.get();
 }
 
 const BlasLtApi *loadBlasLt(std::string *error) {
-  const char *env = std::getenv("LOOMRT_CUBLASLT_LIBRARY");
-  bool fromEnv = env && *env;
-  std::vector<std::string> paths;
-  if (fromEnv)
-    paths = {env};
-  else
-    paths = {"libcublasLt.so.13", "libcublasLt.so.12",
-             "/usr/local/cuda/lib64/libcublasLt.so.13",
-             "/usr/local/cuda/lib64/libcublasLt.so.12"};
-  std::lock_guard<std::mutex> lock(loadMutex());
-  static std::map<std::string, Loaded> cache;
-  auto it = cache.find(paths.front());
-  if (it == cache.end())
-    it = cache.emplace(paths.front(), openBlasLt(paths, fromEnv)).first;
-  if (!it->second.blasLt && error)
-    *error = it->second.error;
-  return it->second.blasLt.get();
+  const Loaded &l = detail::loadOnce<Loaded>(
+      "LOOMRT_CUBLASLT_LIBRARY",
+      {"libcublasLt.so.13", "libcublasLt.so.12",
+       "/usr/local/cuda/lib64/libcublasLt.so.13",
+       "/usr/local/cuda/lib64/libcublasLt.so.12"},
+      openBlasLt);
+  if (!l.blasLt && error)
+    *error = l.error;
+  return l.blasLt.get();
 }
 
 } // namespace loomrt::cuda

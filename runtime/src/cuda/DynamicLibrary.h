@@ -10,7 +10,10 @@
 #ifndef LOOMRT_SRC_CUDA_DYNAMICLIBRARY_H
 #define LOOMRT_SRC_CUDA_DYNAMICLIBRARY_H
 
+#include <cstdlib>
 #include <dlfcn.h>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -51,6 +54,27 @@ bool resolve(void *handle, const char *symbol, Fn &fn, std::string &missing) {
   }
   fn = reinterpret_cast<Fn>(address);
   return true;
+}
+
+/// The library a loader opens: the path in environment variable `envVar`
+/// when it is set and not empty (`open(paths, true)`: the user named it),
+/// otherwise `defaults` (`open(paths, false)`). Each distinct first path is
+/// opened once per process; later calls return that result, failures
+/// included (one cache per `Loaded` and `Open` type).
+template <typename Loaded, typename Open>
+const Loaded &loadOnce(const char *envVar, std::vector<std::string> defaults,
+                       Open open) {
+  const char *env = std::getenv(envVar);
+  bool fromEnv = env && *env;
+  std::vector<std::string> paths =
+      fromEnv ? std::vector<std::string>{env} : std::move(defaults);
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  static std::map<std::string, Loaded> cache;
+  auto it = cache.find(paths.front());
+  if (it == cache.end())
+    it = cache.emplace(paths.front(), open(paths, fromEnv)).first;
+  return it->second;
 }
 
 } // namespace loomrt::detail

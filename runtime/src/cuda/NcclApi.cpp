@@ -109,22 +109,12 @@ std::string NcclApi::versionString() const {
 }
 
 const NcclApi *loadNccl(std::string *error) {
-  const char *env = std::getenv("LOOMRT_NCCL_LIBRARY");
-  bool fromEnv = env && *env;
-  std::vector<std::string> paths;
-  if (fromEnv)
-    paths = {env};
-  else
-    paths = {"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2"};
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  static std::map<std::string, Loaded> cache;
-  auto it = cache.find(paths.front());
-  if (it == cache.end())
-    it = cache.emplace(paths.front(), open(paths, fromEnv)).first;
-  if (!it->second.api && error)
-    *error = it->second.error;
-  return it->second.api.get();
+  const Loaded &l = detail::loadOnce<Loaded>(
+      "LOOMRT_NCCL_LIBRARY",
+      {"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2"}, open);
+  if (!l.api && error)
+    *error = l.error;
+  return l.api.get();
 }
 
 } // namespace loomrt::nccl
