@@ -97,10 +97,10 @@ bool isRowAligned(AffineMap map, unsigned rows) {
   return true;
 }
 
-/// The shapes of a kernel's computing ops when there are at least two and
-/// every one is a linalg.generic with static, non-empty loops.
+} // namespace
+
 std::optional<std::vector<GenericShape>>
-genericShapes(ArrayRef<Operation *> ops) {
+loom::gpumap::genericShapes(ArrayRef<Operation *> ops) {
   if (ops.size() < 2)
     return std::nullopt;
   std::vector<GenericShape> shapes;
@@ -115,15 +115,9 @@ genericShapes(ArrayRef<Operation *> ops) {
   return shapes;
 }
 
-} // namespace
-
-FailureOr<bool> KernelMapper::mapFusedRows() {
-  SmallVector<Operation *> ops = computingOps();
-  // (1), (2): the shapes, and the rows from the first whole-row reduction.
-  std::optional<std::vector<GenericShape>> all = genericShapes(ops);
-  if (!all)
-    return false;
-  std::vector<GenericShape> &shapes = *all;
+FailureOr<bool> KernelMapper::mapFusedRows(ArrayRef<Operation *> ops,
+                                           std::vector<GenericShape> shapes) {
+  // (2): the rows, from the first whole-row reduction.
   SmallVector<int64_t> rowRanges;
   bool haveRows = false;
   for (GenericShape &s : shapes) {
@@ -275,12 +269,9 @@ FailureOr<bool> KernelMapper::mapFusedRows() {
   return true;
 }
 
-FailureOr<bool> KernelMapper::mapPointwiseGroup() {
-  SmallVector<Operation *> ops = computingOps();
-  std::optional<std::vector<GenericShape>> all = genericShapes(ops);
-  if (!all)
-    return false;
-  std::vector<GenericShape> &shapes = *all;
+FailureOr<bool>
+KernelMapper::mapPointwiseGroup(ArrayRef<Operation *> ops,
+                                std::vector<GenericShape> shapes) {
   SmallVector<int64_t> widths;
   for (GenericShape &s : shapes) {
     if (!s.red.empty())

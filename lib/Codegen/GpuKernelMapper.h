@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <vector>
 
 namespace loom::gpumap {
 
@@ -79,6 +80,12 @@ struct GenericShape {
 /// dimension); a shape with `numPar * numRed == 0` has nothing to compute.
 std::optional<GenericShape> analyzeGeneric(linalg::GenericOp g);
 
+/// The shapes of a kernel's computing ops when there are at least two and
+/// every one is a linalg.generic with static, non-empty loops: what the
+/// strategies that map a whole kernel as one launch start from.
+std::optional<std::vector<GenericShape>>
+genericShapes(ArrayRef<Operation *> ops);
+
 /// Whether operand `i` of a pointwise generic is a contiguous 16/32/64-bit
 /// buffer indexed by the identity: it moves in 128-bit vectors.
 bool isContiguousOperand(const GenericShape &s, unsigned i);
@@ -132,11 +139,13 @@ private:
   /// GpuFusedLaunches.cpp: maps the whole kernel as one `block-row` launch when
   /// every op works within rows of a common leading shape; false when it
   /// does not (nothing built then).
-  FailureOr<bool> mapFusedRows();
+  FailureOr<bool> mapFusedRows(ArrayRef<Operation *> ops,
+                               std::vector<GenericShape> shapes);
   /// GpuFusedLaunches.cpp: maps a kernel of pointwise ops that touch what
   /// they write element by element (a multi-tensor optimizer update) as one
   /// `pointwise-group` launch; false when it is not such a kernel.
-  FailureOr<bool> mapPointwiseGroup();
+  FailureOr<bool> mapPointwiseGroup(ArrayRef<Operation *> ops,
+                                    std::vector<GenericShape> shapes);
   /// The grid-stride loop of a pointwise generic, `width` elements per
   /// iteration; `b` continues after it.
   void emitPointwise(const GenericShape &s, IRMapping &map, int64_t width);

@@ -750,16 +750,20 @@ LogicalResult KernelMapper::run() {
   if (failed(collectScratch()))
     return failure();
   foldFillsIntoReductions();
-  if (fuseRows) {
-    FailureOr<bool> fused = mapFusedRows();
+  SmallVector<Operation *> ops = computingOps();
+  // (1) of GpuFusedLaunches.cpp: several generics with static loops.
+  std::optional<std::vector<GenericShape>> shapes =
+      fuseRows ? genericShapes(ops) : std::nullopt;
+  if (shapes) {
+    FailureOr<bool> fused = mapFusedRows(ops, *shapes);
     if (succeeded(fused) && !*fused)
-      fused = mapPointwiseGroup();
+      fused = mapPointwiseGroup(ops, std::move(*shapes));
     if (failed(fused))
       return failure();
     if (*fused)
       return success();
   }
-  for (Operation *op : computingOps()) {
+  for (Operation *op : ops) {
     if (auto g = dyn_cast<linalg::GenericOp>(op)) {
       if (failed(mapGeneric(g)))
         return failure();

@@ -56,7 +56,7 @@ bool foldBiasAdd(AddOp add) {
     Value bias = biasOf(add->getOperand(1 - i), type);
     if (!bias)
       continue;
-    // The bias must be defined where the matmul reads it.
+    // At the add: the operands are defined there (the bias is an argument).
     OpBuilder b(add);
     auto fused = MatmulOp::create(b, add.getLoc(), type, mm.getLhs(),
                                   mm.getRhs(), bias, mm.getTransposeA(),
