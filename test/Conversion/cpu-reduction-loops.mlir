@@ -65,19 +65,163 @@ func.func @two_outputs(%x: memref<4x8xf32>, %mx: memref<4xf32>, %n: memref<4xi64
 // -----
 
 // A full reduction (no parallel dimension) is one loop nest, no
-// scf.parallel; both reduction dimensions stay in their order.
+// scf.parallel. Its innermost dimension is short (8), so it is summed in
+// lanes: a vector of 8 accumulators, one per column, carried over the rows
+// (each row one vector load), combined with the output's element once at
+// the end.
 // CHECK-LABEL: func.func @total
 // CHECK-NOT: scf.parallel
+// CHECK: %[[ZERO:.*]] = arith.constant -0.000000e+00 : f32
+// CHECK: %[[LANES0:.*]] = vector.broadcast %[[ZERO]] : f32 to vector<8xf32>
+// CHECK: %[[LANES:.*]] = scf.for %[[I:.*]] = {{.*}} iter_args(%[[ACC:.*]] = %[[LANES0]]) -> (vector<8xf32>)
+// CHECK: %[[ROW:.*]] = vector.load %{{.*}}[%[[I]], %{{.*}}] : memref<4x8xf32>, vector<8xf32>
+// CHECK: %[[NEXT:.*]] = arith.addf %[[ACC]], %[[ROW]] fastmath<reassoc> : vector<8xf32>
+// CHECK: scf.yield %[[NEXT]]
 // CHECK: %[[INIT:.*]] = memref.load %[[OUT:.*]][]
-// CHECK: scf.for %[[I:.*]] = {{.*}} iter_args(%[[ACC:.*]] = %[[INIT]])
-// CHECK: scf.for %[[J:.*]] = {{.*}} iter_args(%[[ACC2:.*]] = %[[ACC]])
-// CHECK: memref.load %{{.*}}[%[[I]], %[[J]]]
-// CHECK: memref.store %{{.*}}, %[[OUT]][]
+// CHECK: %[[SUM:.*]] = vector.reduction <add>, %[[LANES]], %[[INIT]] fastmath<reassoc> : vector<8xf32> into f32
+// CHECK: memref.store %[[SUM]], %[[OUT]][]
 #all = affine_map<(d0, d1) -> (d0, d1)>
 #none = affine_map<(d0, d1) -> ()>
 func.func @total(%x: memref<4x8xf32>, %s: memref<f32>) {
   linalg.generic {indexing_maps = [#all, #none], iterator_types = ["reduction", "reduction"]}
       ins(%x : memref<4x8xf32>) outs(%s : memref<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %acc, %a : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// A 0-d input (a layer norm's mean over the whole tensor) is read once per
+// row and broadcast.
+// CHECK-LABEL: func.func @total_squares
+// CHECK: scf.for {{.*}} -> (vector<8xf32>)
+// CHECK: %[[M:.*]] = memref.load %{{.*}}[] : memref<f32>
+// CHECK: vector.broadcast %[[M]] : f32 to vector<8xf32>
+#ts_x = affine_map<(d0, d1) -> (d0, d1)>
+#ts_0 = affine_map<(d0, d1) -> ()>
+func.func @total_squares(%x: memref<4x8xf32>, %m: memref<f32>, %s: memref<f32>) {
+  linalg.generic {indexing_maps = [#ts_x, #ts_0, #ts_0], iterator_types = ["reduction", "reduction"]}
+      ins(%x, %m : memref<4x8xf32>, memref<f32>) outs(%s : memref<f32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %d = arith.subf %a, %b : f32
+    %q = arith.mulf %d, %d : f32
+    %r = arith.addf %acc, %q : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// A depthwise filter gradient's shape of loops: for each (channel, ky,
+// kx), a sum over (n, oy, ox) of a shifted row of the padded input times
+// a row of the output gradient, plus a per-channel value read uniformly
+// along the row (broadcast). Lanes over ox; the scalar body becomes a
+// vector body.
+// CHECK-LABEL: func.func @depthwise_rows
+// CHECK: scf.parallel (%[[C:[a-z0-9_]+]], %[[KY:[a-z0-9_]+]], %[[KX:[a-z0-9_]+]]) =
+// CHECK: scf.for %[[N:[a-z0-9_]+]] = {{.*}} iter_args({{.*}}) -> (vector<4xf32>)
+// CHECK: scf.for %[[OY:[a-z0-9_]+]] = {{.*}} iter_args(%[[ACC:[a-z0-9_]+]] = %{{.*}}) -> (vector<4xf32>)
+// CHECK: %[[X:.*]] = vector.load %{{.*}} : memref<2x3x6x6xf32>, vector<4xf32>
+// CHECK: %[[DY:.*]] = vector.load %{{.*}}[%[[N]], %[[C]], %[[OY]], %{{.*}}] : memref<2x3x4x4xf32>, vector<4xf32>
+// CHECK: %[[S:.*]] = memref.load %{{.*}}[%[[C]]] : memref<3xf32>
+// CHECK: %[[P:.*]] = arith.mulf %[[X]], %[[DY]] : vector<4xf32>
+// CHECK: %[[SV:.*]] = vector.broadcast %[[S]] : f32 to vector<4xf32>
+// CHECK: %[[Q:.*]] = arith.mulf %[[P]], %[[SV]] : vector<4xf32>
+// CHECK: arith.addf %[[ACC]], %[[Q]] fastmath<reassoc> : vector<4xf32>
+// CHECK: vector.reduction <add>
+#dw_x = affine_map<(c, ky, kx, n, oy, ox) -> (n, c, oy + ky, ox + kx)>
+#dw_dy = affine_map<(c, ky, kx, n, oy, ox) -> (n, c, oy, ox)>
+#dw_s = affine_map<(c, ky, kx, n, oy, ox) -> (c)>
+#dw_f = affine_map<(c, ky, kx, n, oy, ox) -> (c, ky, kx)>
+func.func @depthwise_rows(%x: memref<2x3x6x6xf32>, %dy: memref<2x3x4x4xf32>, %s: memref<3xf32>, %f: memref<3x3x3xf32>) {
+  linalg.generic {indexing_maps = [#dw_x, #dw_dy, #dw_s, #dw_f], iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+      ins(%x, %dy, %s : memref<2x3x6x6xf32>, memref<2x3x4x4xf32>, memref<3xf32>) outs(%f : memref<3x3x3xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %q = arith.mulf %p, %c : f32
+    %r = arith.addf %acc, %q : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// A stride-2 convolution reads every other element of its row: the span
+// of the row (2 * 4 - 1 elements) in one load, then a shuffle of the even
+// ones.
+// CHECK-LABEL: func.func @strided_rows
+// CHECK: scf.for {{.*}} -> (vector<4xf32>)
+// CHECK: %[[SPAN:.*]] = vector.load %{{.*}} : memref<2x3x8xf32>, vector<7xf32>
+// CHECK: vector.shuffle %[[SPAN]], %[[SPAN]] [0, 2, 4, 6] : vector<7xf32>, vector<7xf32>
+#st_x = affine_map<(c, n, ox) -> (n, c, ox * 2)>
+#st_dy = affine_map<(c, n, ox) -> (n, c, ox)>
+#st_f = affine_map<(c, n, ox) -> (c)>
+func.func @strided_rows(%x: memref<2x3x8xf32>, %dy: memref<2x3x4xf32>, %f: memref<3xf32>) {
+  linalg.generic {indexing_maps = [#st_x, #st_dy, #st_f], iterator_types = ["parallel", "reduction", "reduction"]}
+      ins(%x, %dy : memref<2x3x8xf32>, memref<2x3x4xf32>) outs(%f : memref<3xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %p : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// No lanes where an input's row is not along its last dimension, or the
+// combination is not an add, maximum or minimum of the accumulator: one
+// register accumulator, as above.
+// CHECK-LABEL: func.func @across_rows
+// CHECK-NOT: vector
+// CHECK: scf.for {{.*}} -> (f32)
+// CHECK-LABEL: func.func @product
+// CHECK-NOT: vector
+// CHECK: scf.for {{.*}} -> (f32)
+#ar_x = affine_map<(c, n, ox) -> (n, ox, c)>
+#ar_f = affine_map<(c, n, ox) -> (c)>
+func.func @across_rows(%x: memref<2x4x3xf32>, %f: memref<3xf32>) {
+  linalg.generic {indexing_maps = [#ar_x, #ar_f], iterator_types = ["parallel", "reduction", "reduction"]}
+      ins(%x : memref<2x4x3xf32>) outs(%f : memref<3xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %acc, %a : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+#pr_x = affine_map<(c, n, ox) -> (n, c, ox)>
+func.func @product(%x: memref<2x3x4xf32>, %f: memref<3xf32>) {
+  linalg.generic {indexing_maps = [#pr_x, #ar_f], iterator_types = ["parallel", "reduction", "reduction"]}
+      ins(%x : memref<2x3x4xf32>) outs(%f : memref<3xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.mulf %acc, %a : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// A batch norm's per-channel sum over (n, h, w) of an NCHW tensor: the
+// parallel channel loop moves outside, the reductions keep their order
+// (n, h, w) inside, and the short innermost row (w) is summed in lanes.
+// CHECK-LABEL: func.func @channel_sums
+// CHECK: scf.parallel (%[[C:[a-z0-9_]+]]) =
+// CHECK: scf.for %[[N:[a-z0-9_]+]] = {{.*}} -> (vector<5xf32>)
+// CHECK: scf.for %[[H:[a-z0-9_]+]] = {{.*}} -> (vector<5xf32>)
+// CHECK: vector.load %{{.*}}[%[[N]], %[[C]], %[[H]], %{{.*}}] : memref<2x3x4x5xf32>, vector<5xf32>
+// CHECK: memref.load %{{.*}}[%[[C]]] : memref<3xf32>
+// CHECK: vector.reduction <add>
+#cs4_x = affine_map<(n, c, h, w) -> (n, c, h, w)>
+#cs4_c = affine_map<(n, c, h, w) -> (c)>
+func.func @channel_sums(%x: memref<2x3x4x5xf32>, %s: memref<3xf32>) {
+  linalg.generic {indexing_maps = [#cs4_x, #cs4_c], iterator_types = ["reduction", "parallel", "reduction", "reduction"]}
+      ins(%x : memref<2x3x4x5xf32>) outs(%s : memref<3xf32>) {
   ^bb0(%a: f32, %acc: f32):
     %r = arith.addf %acc, %a : f32
     linalg.yield %r : f32

@@ -57,13 +57,16 @@ def LoomCpuReductionLoopsPass : Pass<"loom-cpu-reduction-loops", "mlir::func::Fu
   let description = [{
     Runs on CPU kernels after bufferization, before
     `convert-linalg-to-parallel-loops`. A `linalg.generic` on buffers whose
-    reduction dimensions all come after its parallel ones (a sum, max or
-    log-sum-exp along the innermost dimensions: softmax, cross-entropy, layer
-    norm, the row sums of a bias gradient's transpose) becomes an
-    `scf.parallel` over the parallel dimensions around an `scf.for` nest
-    over the reduction dimensions whose accumulators are loop-carried values
-    (`iter_args`), loaded from the outputs once before the nest and stored
-    once after it.
+    innermost dimension is a reduction one (a sum, max or log-sum-exp along
+    the rows: softmax, cross-entropy, layer norm; a batch norm's statistics
+    over (n, h, w) of an NCHW tensor; a depthwise convolution's filter
+    gradient), with outputs indexed by parallel dimensions only, becomes
+    an `scf.parallel` over the parallel dimensions around an `scf.for`
+    nest over the reduction dimensions whose accumulators are loop-carried
+    values (`iter_args`), loaded from the outputs once before the nest and
+    stored once after it. The parallel loops move outside in their order,
+    the reduction loops inside in theirs, so each output element is still
+    reduced over the same indices in the same order.
 
     The upstream lowering loads and stores the output element at every
     iteration, and LLVM cannot keep it in a register without knowing that
@@ -74,14 +77,26 @@ def LoomCpuReductionLoopsPass : Pass<"loom-cpu-reduction-loops", "mlir::func::Fu
     every run of a kernel gives the same bits; the interpreter sums in
     sequence, so the two agree to rounding).
 
-    Each output element is still reduced over the same reduction indices in
-    the same nest order; ops with other layouts (a reduction dimension
-    outside a parallel one) keep the upstream lowering, whose innermost
-    loop is then parallel and vectorizes as it is.
+    Lanes: where the innermost reduction is short (at most 64: the rows of
+    a 7 x 7 to 56 x 56 feature map) and there are outer reduction loops,
+    every accumulator that is an `addf`, `maximumf` or `minimumf` of the
+    next value becomes a vector of one lane per position of the row, and
+    the body runs on whole rows: inputs read along the row (consecutive
+    elements, or every second to fourth one, as a strided convolution
+    does) are one `vector.load` (and a `vector.shuffle`), the others a
+    scalar load broadcast. The lanes are combined with the output element
+    once, by `vector.reduction`, after all the outer reduction indices.
+    Summing a 14-element row into one register costs a horizontal sum per
+    row, and LLVM then vectorizes the loop around the row with gathers.
+
+    Ops whose innermost dimension is parallel (a bias gradient's column
+    sums) keep the upstream lowering, whose innermost loop is then
+    parallel and vectorizes as it is.
   }];
   let dependentDialects = ["mlir::scf::SCFDialect",
                            "mlir::affine::AffineDialect",
-                           "mlir::memref::MemRefDialect"];
+                           "mlir::memref::MemRefDialect",
+                           "mlir::vector::VectorDialect"];
 }
 
 #endif // LOOM_CONVERSION_PASSES_TD

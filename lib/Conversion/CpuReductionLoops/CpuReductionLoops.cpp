@@ -1,9 +1,10 @@
 //===- CpuReductionLoops.cpp - Reductions with register accumulators ------===//
 //
 // loom-cpu-reduction-loops (Passes.td): a linalg.generic on buffers whose
-// reduction dimensions are its innermost becomes an scf.parallel over the
+// innermost dimension is a reduction one becomes an scf.parallel over the
 // parallel dimensions around an scf.for nest that carries the accumulators
-// in iter_args, so that LLVM keeps them in (vector) registers.
+// in iter_args, so that LLVM keeps them in (vector) registers; a short
+// innermost row is summed in vector lanes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +16,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 
 namespace loom {
@@ -26,24 +28,23 @@ using namespace mlir;
 
 namespace {
 /// Whether `op` is one this pass lowers: on buffers, static loop bounds, at
-/// least one reduction dimension and all of them after the parallel ones,
-/// outputs indexed by the parallel dimensions only.
+/// least one reduction dimension, the innermost dimension a reduction one
+/// (the reduced elements contiguous), outputs indexed by the parallel
+/// dimensions only.
 bool isInnerReduction(linalg::GenericOp op) {
   if (!op.hasPureBufferSemantics() || op.getNumReductionLoops() == 0)
     return false;
   SmallVector<utils::IteratorType> its = op.getIteratorTypesArray();
-  unsigned parallel = op.getNumParallelLoops();
-  for (unsigned d = 0; d < its.size(); ++d)
-    if ((d < parallel) != (its[d] == utils::IteratorType::parallel))
-      return false;
+  if (its.back() != utils::IteratorType::reduction)
+    return false;
   for (int64_t size : op.getStaticLoopRanges())
     if (ShapedType::isDynamic(size))
       return false;
   for (OpOperand &init : op.getDpsInitsMutable()) {
     AffineMap map = op.getMatchingIndexingMap(&init);
     for (AffineExpr e : map.getResults())
-      for (unsigned d = parallel; d < its.size(); ++d)
-        if (e.isFunctionOfDim(d))
+      for (unsigned d = 0; d < its.size(); ++d)
+        if (its[d] == utils::IteratorType::reduction && e.isFunctionOfDim(d))
           return false;
   }
   return true;
@@ -82,20 +83,209 @@ void allowReassociation(linalg::GenericOp op) {
     }
 }
 
+/// The longest innermost reduction summed in lanes (see `lower`).
+constexpr int64_t kMaxLanes = 64;
+
+/// For each output of `op`, the op that combines its accumulator with the
+/// next value, when every output's is an `arith.addf`, `maximumf` or
+/// `minimumf` of the accumulator (its only use) whose result is yielded and
+/// read by nothing else; empty otherwise.
+SmallVector<Operation *> laneCombiners(linalg::GenericOp op) {
+  SmallVector<Operation *> combiners;
+  Operation *yield = op.getBody()->getTerminator();
+  for (auto [i, acc] : llvm::enumerate(op.getRegionOutputArgs())) {
+    if (!acc.hasOneUse() || !isa<FloatType>(acc.getType()))
+      return {};
+    Operation *user = *acc.getUsers().begin();
+    if (!isa<arith::AddFOp, arith::MaximumFOp, arith::MinimumFOp>(user) ||
+        !user->getResult(0).hasOneUse() ||
+        yield->getOperand(i) != user->getResult(0))
+      return {};
+    combiners.push_back(user);
+  }
+  return combiners;
+}
+
+/// The value `combiner` leaves unchanged: -0 for a sum, -inf for a
+/// maximum, +inf for a minimum.
+Value identityOf(OpBuilder &b, Location loc, Operation *combiner) {
+  auto type = cast<FloatType>(combiner->getResult(0).getType());
+  const llvm::fltSemantics &sem = type.getFloatSemantics();
+  APFloat v = isa<arith::AddFOp>(combiner)
+                  ? APFloat::getZero(sem, /*Negative=*/true)
+                  : APFloat::getInf(sem, isa<arith::MaximumFOp>(combiner));
+  return arith::ConstantFloatOp::create(b, loc, type, v);
+}
+
+vector::CombiningKind combiningKind(Operation *combiner) {
+  if (isa<arith::MaximumFOp>(combiner))
+    return vector::CombiningKind::MAXIMUMF;
+  if (isa<arith::MinimumFOp>(combiner))
+    return vector::CombiningKind::MINIMUMF;
+  return vector::CombiningKind::ADD;
+}
+
+/// The coefficient of dimension `dim` in `e` where `e` is that dimension
+/// times a constant plus what does not depend on it; -1 otherwise.
+int64_t coefficientOf(AffineExpr e, unsigned dim) {
+  if (!e.isFunctionOfDim(dim))
+    return 0;
+  if (auto d = dyn_cast<AffineDimExpr>(e))
+    return 1;
+  auto bin = dyn_cast<AffineBinaryOpExpr>(e);
+  if (!bin)
+    return -1;
+  if (bin.getKind() == AffineExprKind::Add) {
+    int64_t l = coefficientOf(bin.getLHS(), dim),
+            r = coefficientOf(bin.getRHS(), dim);
+    return l < 0 || r < 0 || (l && r) ? -1 : l + r;
+  }
+  if (bin.getKind() == AffineExprKind::Mul)
+    if (auto c = dyn_cast<AffineConstantExpr>(bin.getRHS());
+        c && c.getValue() > 0) {
+      int64_t l = coefficientOf(bin.getLHS(), dim);
+      return l < 0 ? -1 : l * c.getValue();
+    }
+  return -1;
+}
+
+/// How input `in` of `op` varies along the innermost loop: the distance
+/// between the elements it reads at consecutive indices of that loop, all
+/// in its last, unit-stride dimension (its last index is that loop's index
+/// times the distance plus what does not depend on it): 0 where it reads
+/// one element all along (a scalar too), 1 for a contiguous row, 2 for
+/// every other element (a stride-2 convolution); -1 otherwise.
+int64_t rowStep(linalg::GenericOp op, OpOperand *in) {
+  auto type = dyn_cast<MemRefType>(in->get().getType());
+  if (!type)
+    return 0;
+  AffineMap map = op.getMatchingIndexingMap(in);
+  unsigned last = map.getNumDims() - 1;
+  ArrayRef<AffineExpr> results = map.getResults();
+  if (results.empty())
+    return 0; // a 0-d buffer
+  for (AffineExpr e : results.drop_back())
+    if (e.isFunctionOfDim(last))
+      return -1;
+  int64_t step = coefficientOf(results.back(), last);
+  if (step > 0 && !type.isLastDimUnitStride())
+    return -1;
+  return step;
+}
+
+/// Whether the body of `op` can run on a whole row of its innermost loop
+/// at once: every input read as a row (of consecutive elements or every
+/// second, third or fourth) or uniformly, and every op of the body
+/// elementwise on scalars (no linalg.index, no regions).
+bool rowVectorizable(linalg::GenericOp op) {
+  for (OpOperand *in : op.getDpsInputOperands())
+    if (int64_t step = rowStep(op, in); step < 0 || step > 4)
+      return false;
+  for (Operation &inner : op.getBody()->without_terminator()) {
+    if (isa<arith::ConstantOp>(inner))
+      continue;
+    if (!inner.hasTrait<OpTrait::Elementwise>() ||
+        inner.getNumRegions() != 0 || inner.getNumResults() != 1 ||
+        !llvm::all_of(inner.getOperandTypes(),
+                      [](Type t) { return t.isIntOrIndexOrFloat(); }))
+      return false;
+  }
+  return true;
+}
+
+/// The body of `op` on the row of `lanes` elements starting at the loop
+/// indices `ivs` (the innermost one 0), with the vector accumulators
+/// `accs`: the vectors it yields. A row input is one vector load; a
+/// uniform one a scalar load, broadcast.
+scf::ValueVector buildRowBody(OpBuilder &b, Location loc,
+                              linalg::GenericOp op, ValueRange ivs,
+                              int64_t lanes, ValueRange accs) {
+  IRMapping map;
+  Block *body = op.getBody();
+  auto vectorOf = [&](Type t) { return VectorType::get({lanes}, t); };
+  // A value of the body as a vector (outside values and constants
+  // broadcast).
+  auto vec = [&](Value v) -> Value {
+    Value m = map.lookupOrDefault(v);
+    if (isa<VectorType>(m.getType()))
+      return m;
+    return vector::BroadcastOp::create(b, loc, vectorOf(m.getType()), m);
+  };
+  for (OpOperand *in : op.getDpsInputOperands()) {
+    BlockArgument arg = body->getArgument(in->getOperandNumber());
+    if (!isa<MemRefType>(in->get().getType())) {
+      map.map(arg, in->get());
+      continue;
+    }
+    SmallVector<Value> indices =
+        indicesOf(b, loc, op.getMatchingIndexingMap(in), ivs);
+    int64_t step = rowStep(op, in);
+    if (step == 0) {
+      map.map(arg, memref::LoadOp::create(b, loc, in->get(), indices));
+      continue;
+    }
+    if (step == 1) {
+      map.map(arg, vector::LoadOp::create(b, loc, vectorOf(arg.getType()),
+                                          in->get(), indices));
+      continue;
+    }
+    // Every step-th element: the span they lie in, then those of it.
+    Value span = vector::LoadOp::create(
+        b, loc, VectorType::get({(lanes - 1) * step + 1}, arg.getType()),
+        in->get(), indices);
+    SmallVector<int64_t> picked;
+    for (int64_t t = 0; t < lanes; ++t)
+      picked.push_back(t * step);
+    map.map(arg, vector::ShuffleOp::create(b, loc, span, span, picked));
+  }
+  for (auto [arg, acc] : llvm::zip(op.getRegionOutputArgs(), accs))
+    map.map(arg, acc);
+  for (Operation &inner : body->without_terminator()) {
+    if (isa<arith::ConstantOp>(inner)) {
+      b.clone(inner, map);
+      continue;
+    }
+    OperationState state(loc, inner.getName());
+    for (Value operand : inner.getOperands())
+      state.addOperands(vec(operand));
+    state.addAttributes(inner.getAttrs());
+    for (Type t : inner.getResultTypes())
+      state.addTypes(vectorOf(t));
+    map.map(inner.getResult(0), b.create(state)->getResult(0));
+  }
+  scf::ValueVector yields;
+  for (Value v : body->getTerminator()->getOperands())
+    yields.push_back(vec(v));
+  return yields;
+}
+
 void lower(linalg::GenericOp op) {
   allowReassociation(op);
   OpBuilder b(op);
   Location loc = op.getLoc();
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   unsigned parallel = op.getNumParallelLoops();
+  // The loop nest: the parallel dimensions outside, the reduction ones
+  // inside, each in the op's order. Every output element is then reduced
+  // over the reduction indices in the order of the op's own nest (moving a
+  // parallel loop does not reorder any element's sum): a batch norm's
+  // statistics (n, c, h, w reducing n, h, w) become, per channel, a sum
+  // over (n, h, w).
+  SmallVector<unsigned> order;
+  for (auto [d, it] : llvm::enumerate(op.getIteratorTypesArray()))
+    if (it == utils::IteratorType::parallel)
+      order.push_back(d);
+  for (auto [d, it] : llvm::enumerate(op.getIteratorTypesArray()))
+    if (it == utils::IteratorType::reduction)
+      order.push_back(d);
   auto index = [&](int64_t v) {
     return arith::ConstantIndexOp::create(b, loc, v).getResult();
   };
   auto bounds = [&](unsigned from, unsigned to, SmallVector<Value> &lbs,
                     SmallVector<Value> &ubs, SmallVector<Value> &steps) {
-    for (unsigned d = from; d < to; ++d) {
+    for (unsigned i = from; i < to; ++i) {
       lbs.push_back(index(0));
-      ubs.push_back(index(ranges[d]));
+      ubs.push_back(index(ranges[order[i]]));
       steps.push_back(index(1));
     }
   };
@@ -104,52 +294,113 @@ void lower(linalg::GenericOp op) {
   bounds(parallel, ranges.size(), rlb, rub, rstep);
   Block *body = op.getBody();
   Value zero = index(0);
+  // The op's loop indices from the nest's: `outer` (parallel) then
+  // `inner` (reduction; zero for those not given).
+  auto dimsOf = [&](ValueRange outer, ValueRange inner) {
+    SmallVector<Value> ivs(ranges.size(), zero);
+    for (auto [i, iv] : llvm::enumerate(outer))
+      ivs[order[i]] = iv;
+    for (auto [i, iv] : llvm::enumerate(inner))
+      ivs[order[parallel + i]] = iv;
+    return ivs;
+  };
 
-  auto buildReduction = [&](OpBuilder &pb, Location l, ValueRange outer) {
-    // The accumulators' starting values: the outputs' current elements.
-    SmallVector<Value> inits;
+  // The body at the loop indices `ivs` with the accumulators `accs`: the
+  // values it yields.
+  auto buildBody = [&](OpBuilder &nb, Location nl, ValueRange ivs,
+                       ValueRange accs) {
+    IRMapping map;
+    for (OpOperand *in : op.getDpsInputOperands()) {
+      BlockArgument arg = body->getArgument(in->getOperandNumber());
+      if (!isa<MemRefType>(in->get().getType())) {
+        map.map(arg, in->get()); // a scalar operand
+        continue;
+      }
+      map.map(arg, memref::LoadOp::create(
+                       nb, nl, in->get(),
+                       indicesOf(nb, nl, op.getMatchingIndexingMap(in), ivs)));
+    }
+    for (auto [arg, acc] : llvm::zip(op.getRegionOutputArgs(), accs))
+      map.map(arg, acc);
+    for (Operation &inner : body->without_terminator()) {
+      if (auto idx = dyn_cast<linalg::IndexOp>(inner)) {
+        map.map(idx.getResult(), ivs[idx.getDim()]);
+        continue;
+      }
+      nb.clone(inner, map);
+    }
+    scf::ValueVector yields;
+    for (Value v : body->getTerminator()->getOperands())
+      yields.push_back(map.lookupOrDefault(v));
+    return yields;
+  };
+
+  // The output elements of the parallel indices `outer`: their indices.
+  auto outputIndices = [&](OpBuilder &pb, Location l, ValueRange outer) {
     SmallVector<SmallVector<Value>> outIndices;
     for (OpOperand &init : op.getDpsInitsMutable()) {
       // The output maps name parallel dimensions only: any value stands
       // for the reduction ones.
-      SmallVector<Value> ivs(outer);
-      ivs.append(ranges.size() - parallel, zero);
-      outIndices.push_back(
-          indicesOf(pb, l, op.getMatchingIndexingMap(&init), ivs));
-      inits.push_back(memref::LoadOp::create(pb, l, init.get(),
-                                             outIndices.back()));
+      outIndices.push_back(indicesOf(pb, l, op.getMatchingIndexingMap(&init),
+                                     dimsOf(outer, {})));
     }
+    return outIndices;
+  };
+
+  // Lanes: where the innermost reduction is short (a row of a 7x7 or
+  // 14x14 image under a sum over the batch and the rows, as in a depthwise
+  // filter gradient or a spatial mean), each output keeps a vector of T
+  // accumulators, one per position of that row, combined with the whole
+  // row at once (the body on vectors) over all the outer reduction
+  // indices; the lanes are combined once at the end. Summing each row into
+  // one register instead costs a horizontal sum every T values, and LLVM's
+  // vectorizer, given the row unrolled, vectorizes the loop around it with
+  // gathers.
+  SmallVector<Operation *> combiners = laneCombiners(op);
+  int64_t lanes = ranges.back();
+  bool useLanes = ranges.size() - parallel >= 2 && lanes >= 2 &&
+                  lanes <= kMaxLanes && !combiners.empty() &&
+                  rowVectorizable(op);
+  auto buildLaneReduction = [&](OpBuilder &pb, Location l, ValueRange outer) {
+    SmallVector<Value> inits;
+    for (Operation *combiner : combiners)
+      inits.push_back(vector::BroadcastOp::create(
+          pb, l, VectorType::get({lanes}, combiner->getResult(0).getType()),
+          identityOf(pb, l, combiner)));
+    SmallVector<Value> olb(rlb.begin(), rlb.end() - 1),
+        oub(rub.begin(), rub.end() - 1), ostep(rstep.begin(), rstep.end() - 1);
+    scf::LoopNest nest = scf::buildLoopNest(
+        pb, l, olb, oub, ostep, inits,
+        [&](OpBuilder &nb, Location nl, ValueRange inner,
+            ValueRange accs) -> scf::ValueVector {
+          // The innermost index is 0: the row starts there.
+          return buildRowBody(nb, nl, op, dimsOf(outer, inner), lanes, accs);
+        });
+    // Output element, then the lanes.
+    SmallVector<SmallVector<Value>> outIndices = outputIndices(pb, l, outer);
+    for (auto [k, init] : llvm::enumerate(op.getDpsInitsMutable())) {
+      Value start = memref::LoadOp::create(pb, l, init.get(), outIndices[k]);
+      Value sum = vector::ReductionOp::create(
+          pb, l, combiningKind(combiners[k]), nest.results[k], start,
+          arith::FastMathFlags::reassoc);
+      memref::StoreOp::create(pb, l, sum, init.get(), outIndices[k]);
+    }
+  };
+
+  auto buildReduction = [&](OpBuilder &pb, Location l, ValueRange outer) {
+    if (useLanes)
+      return buildLaneReduction(pb, l, outer);
+    // The accumulators' starting values: the outputs' current elements.
+    SmallVector<SmallVector<Value>> outIndices = outputIndices(pb, l, outer);
+    SmallVector<Value> inits;
+    for (auto [i, init] : llvm::enumerate(op.getDpsInitsMutable()))
+      inits.push_back(
+          memref::LoadOp::create(pb, l, init.get(), outIndices[i]));
     scf::LoopNest nest = scf::buildLoopNest(
         pb, l, rlb, rub, rstep, inits,
         [&](OpBuilder &nb, Location nl, ValueRange inner,
             ValueRange accs) -> scf::ValueVector {
-          SmallVector<Value> ivs(outer);
-          ivs.append(inner.begin(), inner.end());
-          IRMapping map;
-          for (OpOperand *in : op.getDpsInputOperands()) {
-            BlockArgument arg = body->getArgument(in->getOperandNumber());
-            if (!isa<MemRefType>(in->get().getType())) {
-              map.map(arg, in->get()); // a scalar operand
-              continue;
-            }
-            map.map(arg, memref::LoadOp::create(
-                             nb, nl, in->get(),
-                             indicesOf(nb, nl, op.getMatchingIndexingMap(in),
-                                       ivs)));
-          }
-          for (auto [arg, acc] : llvm::zip(op.getRegionOutputArgs(), accs))
-            map.map(arg, acc);
-          for (Operation &inner : body->without_terminator()) {
-            if (auto idx = dyn_cast<linalg::IndexOp>(inner)) {
-              map.map(idx.getResult(), ivs[idx.getDim()]);
-              continue;
-            }
-            nb.clone(inner, map);
-          }
-          scf::ValueVector yields;
-          for (Value v : body->getTerminator()->getOperands())
-            yields.push_back(map.lookupOrDefault(v));
-          return yields;
+          return buildBody(nb, nl, dimsOf(outer, inner), accs);
         });
     for (auto [i, init] : llvm::enumerate(op.getDpsInitsMutable()))
       memref::StoreOp::create(pb, l, nest.results[i], init.get(),

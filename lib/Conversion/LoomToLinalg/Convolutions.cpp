@@ -25,7 +25,12 @@ static AffineExpr groupChannel(Lowerer &l, AffineExpr o, AffineExpr c, int64_t O
 /// oy, ox, c, ky, kx) of padded-x[n, ch(o, c), oy*s + ky*d, ox*s + kx*d]
 /// times a second operand: the filter F[o, c, ky, kx] into y[n, o, oy, ox]
 /// (reducing c, ky, kx), or dy[n, o, oy, ox] into dF[o, c, ky, kx]
-/// (reducing n, oy, ox, in that order, as the interpreter sums).
+/// (reducing n, oy, ox, in that order, as the interpreter sums). Either way
+/// the output's loops come first and the reduced ones last, so that each
+/// output element is one inner reduction (loom-cpu-reduction-loops keeps
+/// its sum in a register and splits the outer loops across threads; the
+/// CUDA mapping gives it a thread): the filter gradient's loops are (o, c,
+/// ky, kx, n, oy, ox).
 static Value convContraction(Lowerer &l, Value x, Value other,
                       RankedTensorType outType, bool filterGrad,
                       ArrayRef<int64_t> s, ArrayRef<int64_t> d,
@@ -34,14 +39,16 @@ static Value convContraction(Lowerer &l, Value x, Value other,
   Value xp = l.padSpatial(x, p);
   AffineExpr n = l.dim(0), o = l.dim(1), oy = l.dim(2), ox = l.dim(3),
              c = l.dim(4), ky = l.dim(5), kx = l.dim(6);
+  if (filterGrad) {
+    o = l.dim(0), c = l.dim(1), ky = l.dim(2), kx = l.dim(3);
+    n = l.dim(4), oy = l.dim(5), ox = l.dim(6);
+  }
   AffineMap xMap = l.map(7, {n, groupChannel(l, o, c, O / groups, CG, groups),
                              oy * s[0] + ky * d[0], ox * s[1] + kx * d[1]});
   AffineMap fMap = l.map(7, {o, c, ky, kx});
   AffineMap yMap = l.map(7, {n, o, oy, ox});
   IteratorType par = IteratorType::parallel, red = IteratorType::reduction;
-  SmallVector<IteratorType> its =
-      filterGrad ? SmallVector<IteratorType>{red, par, red, red, par, par, par}
-                 : SmallVector<IteratorType>{par, par, par, par, red, red, red};
+  SmallVector<IteratorType> its{par, par, par, par, red, red, red};
   SmallVector<AffineMap> maps = filterGrad
                                     ? SmallVector<AffineMap>{xMap, yMap, fMap}
                                     : SmallVector<AffineMap>{xMap, fMap, yMap};
