@@ -1,30 +1,66 @@
-"""loom.passes: run Loom's (and MLIR's) passes on IR text from Python.
+"""loom.passes: run Loom's (and MLIR's) passes from Python, and write passes
+in Python.
 
     import loom
     ir = loom.ir("examples/onnx/mlp.onnx", emit="autodiff")
     fused = loom.passes.run(ir, "loom-fuse,canonicalize")
 
-The pipeline is the text loom-opt takes (`--pass-pipeline`): pass arguments
+A pipeline is the text loom-opt takes (`--pass-pipeline`): pass arguments
 with their options, separated by commas, optionally wrapped in
 `builtin.module(...)`; every pass and pipeline loom-opt knows is there
-(`loom-opt --help` lists them). Upstream MLIR's Python bindings are not
-packaged by Debian for LLVM 22, so walking and rewriting the IR from
-Python is done on the text for now (docs/python.md).
+(`loom-opt --help` lists them). It can also be a list whose items are such
+texts or Python passes: functions that take a `Module` and rewrite it in
+place.
+
+`parse(ir)` gives the `Module` itself: `walk()` its operations, read an
+operation's name, location, attributes, operands and results, replace a
+value's uses, erase operations, create new ones (`Module.create_op`).
+Types and attributes are their printed text. Upstream MLIR's Python
+bindings are not packaged for LLVM 22 here, so this is Loom's own small
+binding (docs/python.md); examples/python/fold_identities.py is a pass
+written with it.
 """
 
 from . import _loom
+from ._loom import Module, Operation, Value
 
-__all__ = ["run"]
+__all__ = ["Module", "Operation", "Value", "parse", "run"]
+
+
+def parse(ir):
+    """The IR text `ir` as a Module to walk and rewrite. Raises
+    loom.PassError with the diagnostics when it does not parse."""
+    if not isinstance(ir, str):
+        raise TypeError("loom.passes.parse: ir must be IR text (str), not %s"
+                        % type(ir).__name__)
+    return _loom.parse_ir(ir)
 
 
 def run(ir, pipeline):
-    """Parses `ir`, runs the pass pipeline `pipeline` on it and returns the
-    resulting IR text. Raises loom.PassError with the diagnostics (and their
-    line and column in `ir`) when parsing or a pass fails."""
-    if not isinstance(ir, str):
-        raise TypeError("loom.passes.run: ir must be IR text (str), not %s"
-                        % type(ir).__name__)
-    if not isinstance(pipeline, str):
-        raise TypeError("loom.passes.run: pipeline must be a str, not %s"
-                        % type(pipeline).__name__)
-    return _loom.run_passes(ir, pipeline)
+    """Runs `pipeline` on `ir`.
+
+    `ir` is IR text (the result is the new text) or a Module (rewritten in
+    place and returned). `pipeline` is pipeline text, a Python pass (a
+    function of a Module) or a list of both, run in order. Raises
+    loom.PassError with the diagnostics (and their line and column in the
+    text) when parsing or a pass fails; a Python pass's own exceptions
+    propagate."""
+    steps = pipeline if isinstance(pipeline, (list, tuple)) else [pipeline]
+    for step in steps:
+        if not isinstance(step, str) and not callable(step):
+            raise TypeError("loom.passes.run: a pipeline step must be a str "
+                            "or a function of a Module, not %s"
+                            % type(step).__name__)
+    if isinstance(ir, str):
+        if all(isinstance(step, str) for step in steps):
+            return _loom.run_passes(ir, ",".join(s for s in steps if s.strip()))
+        return str(run(parse(ir), steps))
+    if not isinstance(ir, Module):
+        raise TypeError("loom.passes.run: ir must be IR text (str) or a "
+                        "loom.passes.Module, not %s" % type(ir).__name__)
+    for step in steps:
+        if isinstance(step, str):
+            _loom.run_passes_on(ir, step)
+        else:
+            step(ir)
+    return ir

@@ -8,7 +8,8 @@
 namespace loom::python {
 /// loomc in-process (Compiler.cpp).
 void registerCompiler(pybind11::module_ &m);
-/// Pass pipelines on IR text (Passes.cpp).
+/// Pass pipelines on IR text and on parsed modules (Passes.cpp), and the
+/// Module, Operation and Value classes of passes written in Python (Ir.cpp).
 void registerPasses(pybind11::module_ &m);
 /// Artifacts and training through the runtime's C API (Runtime.cpp).
 void registerRuntime(pybind11::module_ &m);

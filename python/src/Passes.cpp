@@ -3,12 +3,15 @@
 // loom.passes.run(ir, pipeline) parses `ir` with every dialect Loom's tools
 // load, runs the textual pass pipeline `pipeline` (any pass or pipeline
 // registered by loom::registerAllPasses, as loom-opt accepts them) and
-// prints the result. Diagnostics are collected with their source location
-// and raised as loom.PassError.
+// prints the result; loom.passes.parse keeps the parsed module for Python
+// to walk and rewrite (Ir.cpp) and to run pipelines on in place.
+// Diagnostics are collected with their source location and raised as
+// loom.PassError.
 //
 //===----------------------------------------------------------------------===//
 
 #include "FdCapture.h"
+#include "Ir.h"
 #include "Module.h"
 
 #include "loom/InitAll.h"
@@ -25,84 +28,118 @@
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <string>
 
 namespace py = pybind11;
 
-namespace {
-
-[[noreturn]] void raisePassError(const std::string &message) {
+void loom::python::raisePassError(const std::string &message) {
   py::gil_scoped_acquire gil;
   py::object cls = py::module_::import("loom._errors").attr("PassError");
   PyErr_SetObject(cls.ptr(), py::str(message).ptr());
   throw py::error_already_set();
 }
 
-/// Parses `ir`, runs `pipeline` on it and prints it, or fails with the
-/// diagnostics in `error`.
-bool runPipeline(const std::string &ir, const std::string &pipeline,
-                 std::string &result, std::string &error) {
+std::shared_ptr<loom::python::IrModule>
+loom::python::parseIr(const std::string &text, std::string &error) {
   static std::once_flag registered;
   std::call_once(registered, [] { loom::registerAllPasses(); });
 
+  auto m = std::make_shared<IrModule>();
   mlir::DialectRegistry registry;
   loom::registerCodegenDialects(registry);
-  mlir::MLIRContext context(registry);
+  m->context = std::make_unique<mlir::MLIRContext>(registry);
   // Printing the diagnostics' source lines needs the buffer in a SourceMgr.
-  llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(ir, "<ir>"),
-                               llvm::SMLoc());
+  m->sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(text, "<ir>"), llvm::SMLoc());
   llvm::raw_string_ostream errorStream(error);
-  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, errorStream);
-
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
-  if (!module) {
+  mlir::SourceMgrDiagnosticHandler handler(m->sourceMgr, m->context.get(),
+                                           errorStream);
+  m->module =
+      mlir::parseSourceFile<mlir::ModuleOp>(m->sourceMgr, m->context.get());
+  if (!m->module) {
     if (error.empty())
       error = "cannot parse the IR";
-    return false;
+    return nullptr;
   }
+  return m;
+}
+
+bool loom::python::runPipelineOn(IrModule &m, const std::string &pipeline,
+                                 std::string &error) {
+  llvm::raw_string_ostream errorStream(error);
+  mlir::SourceMgrDiagnosticHandler handler(m.sourceMgr, m.context.get(),
+                                           errorStream);
   // "builtin.module(...)" names the anchor a bare list has anyway.
-  mlir::PassManager pm(&context);
+  mlir::PassManager pm(m.context.get());
   llvm::StringRef text = llvm::StringRef(pipeline).trim();
   if (text.starts_with("builtin.module(") && text.ends_with(")"))
     text = text.drop_front(strlen("builtin.module(")).drop_back();
-  mlir::LogicalResult parsed = mlir::parsePassPipeline(text, pm, errorStream);
-  if (mlir::failed(parsed)) {
+  if (mlir::failed(mlir::parsePassPipeline(text, pm, errorStream))) {
     if (error.empty())
       error = "cannot parse the pass pipeline '" + pipeline + "'";
     return false;
   }
-  if (mlir::failed(pm.run(*module))) {
+  if (mlir::failed(pm.run(*m.module))) {
     if (error.empty())
       error = "the pass pipeline '" + pipeline + "' failed";
     return false;
   }
-  llvm::raw_string_ostream out(result);
-  module->print(out);
   return true;
 }
 
-std::string run(const std::string &ir, const std::string &pipeline) {
-  std::string result, error;
+namespace {
+
+/// Runs `work` without the GIL, with what MLIR prints on stderr (a bad
+/// pass option goes there rather than to the diagnostic handler) put
+/// before `error` if it fails; raises loom.PassError then.
+void withCapturedErrors(const std::function<bool(std::string &)> &work) {
+  std::string error;
   bool ok;
   {
     py::gil_scoped_release release;
-    // Some messages (a bad pass option) go to stderr rather than to the
-    // diagnostic handler: they join the error.
     std::lock_guard<std::mutex> lock(loom::python::captureMutex());
     std::fflush(stderr);
     loom::python::FdCapture captureErr(2);
-    ok = runPipeline(ir, pipeline, result, error);
+    ok = work(error);
     std::fflush(stderr);
     std::string printed = captureErr.finish();
     if (!ok && !printed.empty())
       error = printed + error;
   }
   if (!ok)
-    raisePassError(error);
+    loom::python::raisePassError(error);
+}
+
+std::string run(const std::string &ir, const std::string &pipeline) {
+  std::string result;
+  withCapturedErrors([&](std::string &error) {
+    std::shared_ptr<loom::python::IrModule> m =
+        loom::python::parseIr(ir, error);
+    if (!m || !loom::python::runPipelineOn(*m, pipeline, error))
+      return false;
+    llvm::raw_string_ostream out(result);
+    m->module->print(out);
+    return true;
+  });
   return result;
+}
+
+std::shared_ptr<loom::python::IrModule> parse(const std::string &ir) {
+  std::shared_ptr<loom::python::IrModule> m;
+  withCapturedErrors([&](std::string &error) {
+    m = loom::python::parseIr(ir, error);
+    return m != nullptr;
+  });
+  return m;
+}
+
+void runInPlace(const std::shared_ptr<loom::python::IrModule> &m,
+                const std::string &pipeline) {
+  withCapturedErrors([&](std::string &error) {
+    return loom::python::runPipelineOn(*m, pipeline, error);
+  });
 }
 
 } // namespace
@@ -111,4 +148,9 @@ void loom::python::registerPasses(py::module_ &m) {
   m.def("run_passes", &run, py::arg("ir"), py::arg("pipeline"),
         "Runs the textual pass pipeline on the IR text; returns the new IR "
         "text. Raises loom.PassError with the diagnostics.");
+  registerIr(m);
+  m.def("parse_ir", &parse, py::arg("ir"),
+        "Parses IR text into a Module; raises loom.PassError.");
+  m.def("run_passes_on", &runInPlace, py::arg("module"), py::arg("pipeline"),
+        "Runs the textual pass pipeline on a Module, in place.");
 }
