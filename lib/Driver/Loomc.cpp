@@ -134,6 +134,14 @@ struct Options {
                "instead of storing them: a smaller arena for more "
                "arithmetic (loom-fuse); 0: never"),
       cl::value_desc("N"), cl::init(0), cl::cat(category)};
+  cl::opt<std::string> recomputeOps{
+      "recompute-ops",
+      cl::desc("With --recompute-min-elements: which ops are recomputed: "
+               "cheap (add, sub, mul, neg, abs, max, min, relu, select, "
+               "compare and broadcasts: the masks of ReLU and hardswish) or "
+               "pointwise (every pointwise op but dropout: divisions, "
+               "square roots, exponentials and batch norms too)"),
+      cl::value_desc("cheap|pointwise"), cl::init("cheap"), cl::cat(category)};
   cl::opt<std::string> memoryBudget{
       "memory-budget",
       cl::desc("With --target: the largest arena an entry point may use, in "
@@ -364,6 +372,7 @@ int compileForTarget(ModuleOp module, Options &opts,
   codegen.target = opts.target;
   codegen.minParallelWork = opts.cpuParallelMinWork;
   codegen.recomputeMinElements = opts.recomputeMinElements;
+  codegen.recomputeOps = opts.recomputeOps;
   codegen.cudaFuseRows = opts.cudaFuseRows;
   codegen.memoryBudget = opts.memoryBudget;
   codegen.remat = opts.remat;

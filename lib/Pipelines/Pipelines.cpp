@@ -105,6 +105,7 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
   remat.checkpoint = options.checkpoint;
   remat.exhaustive = options.rematExhaustive;
   remat.fuseRecomputeMinElements = options.recomputeMinElements;
+  remat.fuseRecomputeOps = options.recomputeOps;
   pm.addPass(createRematPass(remat));
   if (stopAfter == Phase::Remat)
     return;
@@ -112,6 +113,7 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
     pm.addPass(createGemmEpiloguesPass());
   FusePassOptions fuse;
   fuse.recomputeMinElements = options.recomputeMinElements;
+  fuse.recomputeOps = options.recomputeOps;
   pm.addPass(createFusePass(fuse));
   // After fusion: the casts it adds stay inside each op's kernel rather
   // than becoming f32 buffers of their own.

@@ -131,6 +131,12 @@ struct FusePass : loom::impl::FusePassBase<FusePass> {
   using FusePassBase::FusePassBase;
 
   void runOnOperation() override {
+    if (recomputeOps != "cheap" && recomputeOps != "pointwise") {
+      getOperation().emitError("loom-fuse: recompute-ops must be cheap or "
+                               "pointwise, not '")
+          << recomputeOps << "'";
+      return signalPassFailure();
+    }
     WalkResult walk = getOperation().walk([&](func::FuncOp func) {
       if (func.isExternal())
         return WalkResult::advance();
@@ -188,7 +194,8 @@ struct FusePass : loom::impl::FusePassBase<FusePass> {
     }
     close();
     if (recomputeMinElements > 0)
-      numRecomputed += recomputeAcrossGroups(groups, recomputeMinElements);
+      numRecomputed += recomputeAcrossGroups(groups, recomputeMinElements,
+                                             recomputeOps == "cheap");
 
     for (ArrayRef<Operation *> group : groups) {
       numFusedOps += group.size();

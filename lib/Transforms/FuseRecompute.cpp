@@ -25,16 +25,24 @@ using namespace mlir;
 namespace loom {
 namespace {
 
-/// Ops cheap and safe to run twice: pointwise ones (not dropout, whose
-/// recomputation would need its seed and stream kept) and broadcasts.
-bool recomputable(Operation *op) {
+/// Ops safe to run twice: pointwise ones (not dropout, whose
+/// recomputation would need its seed and stream kept) and broadcasts; with
+/// `cheapOnly`, only those of an instruction or two per element (adds,
+/// products, comparisons and selections: ReLU and hardswish and their
+/// masks), not a division, a square root or a transcendental function (a
+/// batch norm's normalization recomputed per element made ResNet-18's
+/// backward slower: LLVM does not hoist the per-channel divisions).
+bool recomputable(Operation *op, bool cheapOnly) {
   if (isa<DropoutOp>(op) || op->getNumRegions() != 0 ||
       op->getNumResults() != 1)
     return false;
   if (isa<BroadcastInDimOp>(op))
     return true;
   auto kind = dyn_cast<FusionKindOpInterface>(op);
-  return kind && kind.getFusionKind() == FusionKind::Pointwise;
+  if (!kind || kind.getFusionKind() != FusionKind::Pointwise)
+    return false;
+  return !cheapOnly || isa<AddOp, SubOp, MulOp, NegOp, AbsOp, MaxOp, MinOp,
+                           ReluOp, SelectOp, CompareOp, StopGradientOp>(op);
 }
 
 int64_t elementsOf(Value v) {
@@ -44,11 +52,15 @@ int64_t elementsOf(Value v) {
 
 struct Recomputer {
   Recomputer(SmallVectorImpl<SmallVector<Operation *>> &groups,
-             int64_t minElements)
-      : groups(groups), minElements(minElements) {}
+             int64_t minElements, bool cheapOnly)
+      : groups(groups), minElements(minElements), cheapOnly(cheapOnly) {}
 
   SmallVectorImpl<SmallVector<Operation *>> &groups;
   int64_t minElements;
+  bool cheapOnly;
+  bool recomputable(Operation *op) const {
+    return loom::recomputable(op, cheapOnly);
+  }
   llvm::DenseMap<Operation *, unsigned> groupOf;
   /// Per group: the values it reads from outside, and what was cloned into
   /// it (original value -> its copy).
@@ -198,8 +210,9 @@ struct Recomputer {
 } // namespace
 
 int64_t recomputeAcrossGroups(
-    SmallVectorImpl<SmallVector<Operation *>> &groups, int64_t minElements) {
-  Recomputer r{groups, minElements};
+    SmallVectorImpl<SmallVector<Operation *>> &groups, int64_t minElements,
+    bool cheapOnly) {
+  Recomputer r{groups, minElements, cheapOnly};
   return r.run();
 }
 

@@ -21,13 +21,16 @@ namespace loom {
 /// values the reading group reads anyway (plus at most one other big
 /// tensor) into each reading group, when no host step or the return reads
 /// it: its group then no longer writes it, and nothing keeps it alive.
+/// With `cheapOnly`, only ops of an instruction or two per element are
+/// recomputed (add, sub, mul, neg, abs, max, min, relu, select, compare,
+/// broadcasts).
 /// `groups` are fuse's groups in program order (each consecutive once
 /// constants are ignored); clones go before a group's first op and join
 /// it, originals left without users are erased. Returns the number of
 /// values no longer written.
 int64_t recomputeAcrossGroups(
     llvm::SmallVectorImpl<llvm::SmallVector<mlir::Operation *>> &groups,
-    int64_t minElements);
+    int64_t minElements, bool cheapOnly);
 
 } // namespace loom
 

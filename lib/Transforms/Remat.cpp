@@ -349,6 +349,7 @@ struct RematPass : public loom::impl::RematPassBase<RematPass> {
                    OpPassManager::Nesting::Explicit);
     FusePassOptions fuse;
     fuse.recomputeMinElements = fuseRecomputeMinElements;
+    fuse.recomputeOps = fuseRecomputeOps;
     pm.addPass(createFusePass(fuse));
     pm.addPass(createPlanMemoryPass());
     std::string errors;

@@ -101,6 +101,13 @@ struct CodegenOptions : public mlir::PassPipelineOptions<CodegenOptions> {
                      "instead of storing them (less memory, more "
                      "arithmetic); 0: never"),
       llvm::cl::init(0)};
+  Option<std::string> recomputeOps{
+      *this, "recompute-ops",
+      llvm::cl::desc("loom-fuse: which ops recompute-min-elements "
+                     "recomputes: cheap (add, sub, mul, neg, abs, max, min, "
+                     "relu, select, compare, broadcasts) or pointwise (every "
+                     "pointwise op but dropout)"),
+      llvm::cl::init("cheap")};
   Option<std::string> memoryBudget{
       *this, "memory-budget",
       llvm::cl::desc("loom-remat: largest arena of an entry point in bytes "

@@ -390,6 +390,9 @@ def RematPass : Pass<"loom-remat", "mlir::ModuleOp"> {
     Option<"fuseRecomputeMinElements", "fuse-recompute-min-elements",
            "int64_t", "0",
            "loom-fuse's recompute-min-elements, for the trial plans">,
+    Option<"fuseRecomputeOps", "fuse-recompute-ops", "std::string",
+           "\"cheap\"",
+           "loom-fuse's recompute-ops, for the trial plans">,
   ];
   let statistics = [
     Statistic<"numClones", "num-recomputed",
@@ -425,9 +428,13 @@ def FusePass : Pass<"loom-fuse", "mlir::ModuleOp"> {
     other tensor of that size, when no host step or return reads it: its
     region no longer writes it and nothing keeps it alive (PyTorch's
     min-cut partitioner recomputes pointwise ops likewise). Dropout is
-    never recomputed. It trades memory for arithmetic: on the CPU it cut
-    the peak arena of MobileNetV3's training step by half but made
-    ResNet-18's slower (docs/performance.md), so it is off by default.
+    never recomputed. `recompute-ops` says which ops: `cheap` (default:
+    add, sub, mul, neg, abs, max, min, relu, select, compare and
+    broadcasts, an instruction or two per element) or `pointwise` (every
+    pointwise op). It trades memory for arithmetic: on the CPU every
+    pointwise op recomputed cut the peak arena of MobileNetV3's training
+    step by half but made ResNet-18's slower (docs/performance.md), so it
+    is off by default.
   }];
   let options = [
     Option<"maxOps", "max-ops", "int64_t", "256",
@@ -437,6 +444,10 @@ def FusePass : Pass<"loom-fuse", "mlir::ModuleOp"> {
            "Recompute pointwise values of at least this many elements in "
            "the later regions that read them instead of storing them (0: "
            "never)">,
+    Option<"recomputeOps", "recompute-ops", "std::string", "\"cheap\"",
+           "Which pointwise ops recompute-min-elements recomputes: cheap "
+           "(add, sub, mul, neg, abs, max, min, relu, select, compare and "
+           "broadcasts) or pointwise (every pointwise op but dropout)">,
   ];
   let statistics = [
     Statistic<"numKernels", "num-kernels", "Fusion regions formed">,
