@@ -130,10 +130,11 @@ struct Options {
   cl::opt<int64_t> recomputeMinElements{
       "recompute-min-elements",
       cl::desc("With --target: recompute pointwise values (activations) of "
-               "at least N elements in the later kernels that read them "
-               "instead of storing them: a smaller arena for more "
-               "arithmetic (loom-fuse); 0: never"),
-      cl::value_desc("N"), cl::init(0), cl::cat(category)};
+               "at least N elements, made by the ops --recompute-ops names, "
+               "in the later kernels that read them instead of storing "
+               "them: a smaller arena for a little more arithmetic "
+               "(loom-fuse; default 1: every such value); 0: never"),
+      cl::value_desc("N"), cl::init(1), cl::cat(category)};
   cl::opt<std::string> recomputeOps{
       "recompute-ops",
       cl::desc("With --recompute-min-elements: which ops are recomputed: "

@@ -99,8 +99,8 @@ struct CodegenOptions : public mlir::PassPipelineOptions<CodegenOptions> {
       llvm::cl::desc("loom-fuse: recompute pointwise values of at least this "
                      "many elements in the later kernels that read them "
                      "instead of storing them (less memory, more "
-                     "arithmetic); 0: never"),
-      llvm::cl::init(0)};
+                     "arithmetic; the ops recompute-ops names); 0: never"),
+      llvm::cl::init(1)};
   Option<std::string> recomputeOps{
       *this, "recompute-ops",
       llvm::cl::desc("loom-fuse: which ops recompute-min-elements "
