@@ -169,7 +169,10 @@ std::pair<unsigned, unsigned> loom::outlineKernels(ModuleOp module) {
       {
         llvm::raw_string_ostream os(text);
         kernel.setSymName("kernel");
-        kernel->print(os);
+        // Local scope: numbering the SSA names of the whole module (the
+        // default for an op inside one) for every kernel took MobileNetV3's
+        // outlining 7.7 s; the kernel is verified when the pass ends.
+        kernel->print(os, OpPrintingFlags().useLocalScope().assumeVerified());
         kernel.setSymName(name);
       }
       auto [it, added] = byText.try_emplace(text, name);
