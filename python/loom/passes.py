@@ -52,8 +52,8 @@ def run(ir, pipeline):
                             "or a function of a Module, not %s"
                             % type(step).__name__)
     if isinstance(ir, str):
-        if all(isinstance(step, str) for step in steps):
-            return _loom.run_passes(ir, ",".join(s for s in steps if s.strip()))
+        if len(steps) == 1 and isinstance(steps[0], str):
+            return _loom.run_passes(ir, steps[0])
         return str(run(parse(ir), steps))
     if not isinstance(ir, Module):
         raise TypeError("loom.passes.run: ir must be IR text (str) or a "

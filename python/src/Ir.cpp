@@ -6,7 +6,8 @@
 // op that defines it, its users, and can replace its uses. Module.create_op
 // builds an op from its name, operands, result types and attributes and
 // verifies it. Every handle keeps its module alive; a handle to an erased
-// op raises ValueError. Errors of the IR (a verifier, unparsable text)
+// op, or one made before a pass pipeline ran on the module in place,
+// raises ValueError. Errors of the IR (a verifier, unparsable text)
 // raise loom.PassError with the diagnostics.
 //
 //===----------------------------------------------------------------------===//
@@ -52,26 +53,45 @@ template <typename T> std::string printed(T &&x) {
   return s;
 }
 
+/// Raises ValueError if a handle made at `generation` to `op` (or to a
+/// value `op` owns) may dangle: `op` was erased through Python, or a pass
+/// pipeline has run on the module since.
+void checkLive(const IrModule &m, unsigned generation, mlir::Operation *op,
+               const char *what) {
+  if (generation != m.generation)
+    throw py::value_error(std::string("this ") + what +
+                          " is from before a pass pipeline ran on the "
+                          "module: walk() it again");
+  if (m.erased.contains(op))
+    throw py::value_error(std::string("this ") + what + " was erased");
+}
+
 struct PyOp {
+  PyOp(ModuleRef module, mlir::Operation *op)
+      : m(std::move(module)), op(op), generation(m->generation) {}
+
   ModuleRef m;
   mlir::Operation *op;
+  unsigned generation;
 
   mlir::Operation *get() const {
-    if (m->erased.contains(op))
-      throw py::value_error("this operation was erased");
+    checkLive(*m, generation, op, "operation");
     return op;
   }
 };
 
 struct PyValue {
+  PyValue(ModuleRef module, mlir::Value v, mlir::Operation *owner)
+      : m(std::move(module)), v(v), owner(owner), generation(m->generation) {}
+
   ModuleRef m;
   mlir::Value v;
   /// The op that owns the value (its definer, or its block's parent).
   mlir::Operation *owner;
+  unsigned generation;
 
   mlir::Value get() const {
-    if (m->erased.contains(owner))
-      throw py::value_error("this value's operation was erased");
+    checkLive(*m, generation, owner, "value's operation");
     return v;
   }
 };
@@ -81,6 +101,14 @@ PyValue valueOf(const ModuleRef &m, mlir::Value v) {
   if (!owner)
     owner = mlir::cast<mlir::BlockArgument>(v).getOwner()->getParentOp();
   return {m, v, owner};
+}
+
+/// The handles of `values`.
+std::vector<PyValue> valuesOf(const ModuleRef &m, mlir::ValueRange values) {
+  std::vector<PyValue> vs;
+  for (mlir::Value v : values)
+    vs.push_back(valueOf(m, v));
+  return vs;
 }
 
 std::vector<PyOp> walk(const ModuleRef &m) {
@@ -181,6 +209,8 @@ PyOp createOp(const ModuleRef &m, const std::string &name,
       op->erase();
       return false;
     }
+    // A new op may take the address of one erased before.
+    m->erased.erase(op);
     created.op = op;
     return true;
   });
@@ -229,17 +259,11 @@ void loom::python::registerIr(py::module_ &m) {
           py::arg("name"))
       .def_property_readonly("operands",
                              [](const PyOp &o) {
-                               std::vector<PyValue> vs;
-                               for (mlir::Value v : o.get()->getOperands())
-                                 vs.push_back(valueOf(o.m, v));
-                               return vs;
+                               return valuesOf(o.m, o.get()->getOperands());
                              })
       .def_property_readonly("results",
                              [](const PyOp &o) {
-                               std::vector<PyValue> vs;
-                               for (mlir::Value v : o.get()->getResults())
-                                 vs.push_back(valueOf(o.m, v));
-                               return vs;
+                               return valuesOf(o.m, o.get()->getResults());
                              })
       .def_property_readonly("parent",
                              [](const PyOp &o) -> std::optional<PyOp> {

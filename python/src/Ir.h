@@ -32,6 +32,9 @@ struct IrModule {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   /// Ops erased through Python: handles to them raise.
   llvm::DenseSet<mlir::Operation *> erased;
+  /// Pass pipelines run on the module in place: a handle made before the
+  /// last one raises (the pipeline may have erased or replaced its op).
+  unsigned generation = 0;
 };
 
 /// Parses `text` with every dialect Loom's tools load; null with the

@@ -81,6 +81,7 @@ bool loom::python::runPipelineOn(IrModule &m, const std::string &pipeline,
       error = "cannot parse the pass pipeline '" + pipeline + "'";
     return false;
   }
+  ++m.generation; // handles to the module's ops may dangle from here on
   if (mlir::failed(pm.run(*m.module))) {
     if (error.empty())
       error = "the pass pipeline '" + pipeline + "' failed";

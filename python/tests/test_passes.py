@@ -126,6 +126,9 @@ def test_a_pass_written_in_python_folds_identities():
     assert "dense<1.000000e+00>" not in out
     # The whole chain from text in one call gives the same IR.
     assert loom.passes.run(IDENTITIES, [fold, "canonicalize"]) == out
+    # A list of pipeline texts runs each in turn, each with its own anchor.
+    assert loom.passes.run(str(m), ["builtin.module(canonicalize)", "cse"]) \
+        == loom.passes.run(str(m), "canonicalize,cse")
 
 
 def test_the_fold_identities_example_runs_on_a_model():
@@ -195,3 +198,18 @@ def test_misuse_of_the_ir_classes_raises():
         loom.passes.run(IDENTITIES, [42])
     with pytest.raises(loom.PassError, match="<ir>:2:"):
         loom.passes.parse("func.func @f() {\n  %0 = loom.nope : i32\n}\n")
+
+
+def test_handles_from_before_a_pipeline_raise():
+    # canonicalize erases the folded ops' dead constants: an earlier handle
+    # could point at freed memory, so every earlier handle refuses.
+    m = loom.passes.parse(IDENTITIES)
+    const = next(op for op in m.walk() if op.name == "loom.constant")
+    value = const.results[0]
+    loom.passes.run(m, "canonicalize")
+    with pytest.raises(ValueError, match="before a pass pipeline ran"):
+        const.name
+    with pytest.raises(ValueError, match="before a pass pipeline ran"):
+        value.type
+    # A fresh walk works.
+    assert any(op.name == "loom.relu" for op in m.walk())

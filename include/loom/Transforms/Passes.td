@@ -433,8 +433,10 @@ def FusePass : Pass<"loom-fuse", "mlir::ModuleOp"> {
     broadcasts, an instruction or two per element) or `pointwise` (every
     pointwise op). It trades memory for arithmetic: on the CPU every
     pointwise op recomputed cut the peak arena of MobileNetV3's training
-    step by half but made ResNet-18's slower (docs/performance.md), so it
-    is off by default.
+    step by half but made ResNet-18's slower, while the cheap ones alone
+    cut arenas and kernel time on every benchmark model
+    (docs/performance.md). Off in the bare pass; `loomc` and the codegen
+    pipelines run it with N = 1 and the cheap ops.
   }];
   let options = [
     Option<"maxOps", "max-ops", "int64_t", "256",
