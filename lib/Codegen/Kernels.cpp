@@ -2,6 +2,7 @@
 
 #include "loom/Codegen/Kernels.h"
 
+#include "loom/Conversion/CpuCollapseDims/CpuCollapseDims.h"
 #include "loom/Conversion/CpuParallelLoops/CpuParallelLoops.h"
 #include "loom/Conversion/CpuReductionLoops/CpuReductionLoops.h"
 
@@ -34,6 +35,7 @@ void registerKernelPasses() {
     memref::registerMemRefPasses();
     registerSCFPasses();
     registerConversionPasses();
+    registerLoomCpuCollapseDimsPass();
     registerLoomCpuParallelLoopsPass();
     registerLoomCpuReductionLoopsPass();
     registerGPUPasses();

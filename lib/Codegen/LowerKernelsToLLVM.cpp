@@ -78,7 +78,8 @@ std::string loom::hostLoweringPipeline(int64_t minParallelWork) {
   // OMP_NUM_THREADS or loom-run --threads says otherwise).
   std::string pipeline =
       "buffer-deallocation-pipeline,"
-      "scf-forall-to-parallel,func.func(loom-cpu-reduction-loops),"
+      "scf-forall-to-parallel,"
+      "func.func(loom-cpu-collapse-dims,cse,loom-cpu-reduction-loops),"
       "convert-linalg-to-parallel-loops,"
       "loom-cpu-parallel-loops{min-work=" +
       std::to_string(minParallelWork > 0 ? minParallelWork : INT64_MAX) +

@@ -3,6 +3,7 @@
 #include "loom/InitAll.h"
 
 #include "loom/Codegen/Passes.h"
+#include "loom/Conversion/CpuCollapseDims/CpuCollapseDims.h"
 #include "loom/Conversion/CpuParallelLoops/CpuParallelLoops.h"
 #include "loom/Conversion/CpuReductionLoops/CpuReductionLoops.h"
 #include "loom/Conversion/LoomToLinalg/LoomToLinalg.h"
@@ -80,6 +81,7 @@ void loom::registerAllPasses() {
   mlir::registerConversionPasses();
   loom::registerLoomPasses();
   loom::registerConvertLoomToLinalgPass();
+  loom::registerLoomCpuCollapseDimsPass();
   loom::registerLoomCpuParallelLoopsPass();
   loom::registerLoomCpuReductionLoopsPass();
   loom::registerLoomCodegenPasses();

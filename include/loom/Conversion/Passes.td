@@ -52,6 +52,36 @@ def LoomCpuParallelLoopsPass : Pass<"loom-cpu-parallel-loops", "mlir::ModuleOp">
   let dependentDialects = ["mlir::scf::SCFDialect"];
 }
 
+def LoomCpuCollapseDimsPass : Pass<"loom-cpu-collapse-dims", "mlir::func::FuncOp"> {
+  let summary = "Iterates contiguous runs of an elementwise op's dimensions as one.";
+  let description = [{
+    Runs on CPU kernels after bufferization, before
+    `loom-cpu-reduction-loops` and `convert-linalg-to-parallel-loops`. A
+    `linalg.generic` whose loops are all parallel, whose body reads no
+    index, whose operands are static buffers in the row-major layout and
+    whose indexing maps are projected permutations has each maximal run of
+    consecutive loop dimensions that every operand holds as a consecutive
+    run, in order, or does not index at all, iterated as one dimension
+    (upstream `collapseOpIterationDims`; the buffers are reshaped by
+    `memref.collapse_shape`, views without copies). The elements are the
+    same and each is computed by the same operations: only the loop nest
+    changes.
+
+    Example: the AdamW update of a 512 x 512 x 3 x 3 convolution weight
+    (the parameter, its gradient and moments) was a nest whose innermost
+    loop had 3 iterations, which LLVM unrolled and left scalar; it becomes
+    one loop of 2359296 elements, which vectorizes. A batch norm's
+    normalization of an 8 x 512 x 7 x 7 tensor by per-channel scales
+    iterates (n, c, h * w): the channel vectors index c alone, so n and c
+    stay apart.
+
+    Reductions are left as they are (`loom-cpu-reduction-loops` fixes
+    their summation order).
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect",
+                           "mlir::linalg::LinalgDialect"];
+}
+
 def LoomCpuReductionLoopsPass : Pass<"loom-cpu-reduction-loops", "mlir::func::FuncOp"> {
   let summary = "Lowers row reductions to loops that keep their accumulators in registers.";
   let description = [{
