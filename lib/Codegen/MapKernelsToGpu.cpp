@@ -27,6 +27,7 @@
 
 #include "loom/Codegen/Kernels.h"
 #include "loom/Codegen/Passes.h"
+#include "loom/Conversion/Utils/GenericBody.h"
 
 #include "GpuKernelMapper.h"
 
@@ -249,20 +250,9 @@ SmallVector<Value> KernelMapper::evalBody(Location loc, linalg::GenericOp g,
                                           ArrayRef<Value> ivs,
                                           IRMapping &outer) {
   IRMapping m = outer;
-  Block *body = g.getBody();
-  for (auto [arg, value] : llvm::zip(body->getArguments(), args))
+  for (auto [arg, value] : llvm::zip(g.getBody()->getArguments(), args))
     m.map(arg, value);
-  for (Operation &op : body->without_terminator()) {
-    if (auto idx = dyn_cast<linalg::IndexOp>(op)) {
-      m.map(idx.getResult(), ivs[idx.getDim()]);
-      continue;
-    }
-    b.clone(op, m);
-  }
-  SmallVector<Value> results;
-  for (Value v : body->getTerminator()->getOperands())
-    results.push_back(m.lookupOrDefault(v));
-  return results;
+  return inlineGenericBody(b, g, m, ivs);
 }
 
 Value KernelMapper::warpReduce(Location loc, const Combiner &c, Value v) {

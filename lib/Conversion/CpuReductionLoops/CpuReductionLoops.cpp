@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Conversion/CpuReductionLoops/CpuReductionLoops.h"
+#include "loom/Conversion/Utils/GenericBody.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -322,17 +323,8 @@ void lower(linalg::GenericOp op) {
     }
     for (auto [arg, acc] : llvm::zip(op.getRegionOutputArgs(), accs))
       map.map(arg, acc);
-    for (Operation &inner : body->without_terminator()) {
-      if (auto idx = dyn_cast<linalg::IndexOp>(inner)) {
-        map.map(idx.getResult(), ivs[idx.getDim()]);
-        continue;
-      }
-      nb.clone(inner, map);
-    }
-    scf::ValueVector yields;
-    for (Value v : body->getTerminator()->getOperands())
-      yields.push_back(map.lookupOrDefault(v));
-    return yields;
+    SmallVector<Value> yields = loom::inlineGenericBody(nb, op, map, ivs);
+    return scf::ValueVector(yields.begin(), yields.end());
   };
 
   // The output elements of the parallel indices `outer`: their indices.
