@@ -27,7 +27,6 @@
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
-#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -40,7 +39,6 @@
 #include "llvm/Transforms/Utils/SplitModule.h"
 
 #include <algorithm>
-#include <mutex>
 #include <thread>
 
 #ifndef LOOM_LLVM_TOOLS_DIR
@@ -134,27 +132,6 @@ std::string findVectorMathLibrary() {
     if (llvm::sys::fs::exists(lib))
       return lib;
   return "";
-}
-
-/// Lets the loop vectorizer version a loop with as many runtime overlap
-/// checks as it needs. A multi-tensor optimizer kernel updates several
-/// same-shaped parameters in one loop (each parameter, its gradient and two
-/// moments: a dozen pointers, most written), which takes a few hundred
-/// pairwise checks; past LLVM's default limit (128) the loop stayed scalar
-/// (AdamW's division and square root one element at a time). The checks
-/// run once per loop entry, against loops of thousands of elements. The
-/// limit is an LLVM command-line option of the process (no other API sets
-/// it); unless the user already gave it (LLVM options read from the
-/// command line win), it is set once, before any thread optimizes.
-void allowManyVectorizerChecks() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    constexpr const char *kName = "vectorize-memory-check-threshold";
-    auto &options = llvm::cl::getRegisteredOptions();
-    auto it = options.find(kName);
-    if (it != options.end() && it->second->getNumOccurrences() == 0)
-      (void)it->second->addOccurrence(0, kName, "4096");
-  });
 }
 
 /// Optimizes `m` at -O3 (clang's pipeline, with loop and SLP
@@ -298,7 +275,6 @@ LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
     extras.addToModule(*m);
 
   std::string vectorMath = findVectorMathLibrary();
-  allowManyVectorizerChecks();
   SmallVector<std::string> objects;
   if (failed(emitObjects(*m, *tm, path, !vectorMath.empty(), objects, error)))
     return failure();
