@@ -900,6 +900,37 @@ Rule pool(PoolKind kind) {
   };
 }
 
+/// Max pooling's gradient: each window's dy added at its argmax, in
+/// row-major order of the windows; an index outside its window is an
+/// error (C4).
+LogicalResult maxPoolGradRule(Operation *op, ArrayRef<const Tensor *> in,
+                              MutableArrayRef<Tensor> out, Interpreter &) {
+  auto grad = cast<loom::MaxPool2DGradOp>(op);
+  ArrayRef<int64_t> kernel = grad.getKernel(), strides = grad.getStrides(),
+                    pad = grad.getPadding();
+  ArrayRef<int64_t> xs = out[0].type.getShape(), ys = in[0]->type.getShape();
+  int64_t H = xs[2], W = xs[3], OH = ys[2], OW = ys[3];
+  std::fill(out[0].data.begin(), out[0].data.end(), 0.0);
+  for (int64_t nc = 0; nc < ys[0] * ys[1]; ++nc)
+    for (int64_t y = 0; y < OH; ++y)
+      for (int64_t x = 0; x < OW; ++x) {
+        int64_t k = (nc * OH + y) * OW + x;
+        int64_t at = static_cast<int64_t>(in[1]->data[k]);
+        int64_t iy = at / W % H, ix = at % W, wy = iy - (y * strides[0] - pad[0]),
+                wx = ix - (x * strides[1] - pad[1]);
+        if (at < 0 || at / (H * W) != nc || wy < 0 || wy >= kernel[0] ||
+            wx < 0 || wx >= kernel[1]) {
+          SmallVector<int64_t> position;
+          unravel(k, ys, position);
+          return op->emitError("max_pool2d_grad index ")
+                 << at << " (at position " << formatIndex(position)
+                 << " of argmax) is outside its window";
+        }
+        out[0].data[at] += in[0]->data[k];
+      }
+  return success();
+}
+
 LogicalResult dropoutRule(Operation *op, ArrayRef<const Tensor *> in,
                           MutableArrayRef<Tensor> out, Interpreter &) {
   auto dropout = cast<loom::DropoutOp>(op);
@@ -1092,6 +1123,7 @@ const llvm::StringMap<Rule> &rules() {
     t["loom.max_pool2d"] = pool(PoolKind::Max);
     t["loom.avg_pool2d"] = pool(PoolKind::Avg);
     t["loom.max_pool2d_argmax"] = pool(PoolKind::Argmax);
+    t["loom.max_pool2d_grad"] = maxPoolGradRule;
     t["loom.dropout"] = dropoutRule;
     // Losses.
     t["loom.cross_entropy"] = crossEntropyRule;

@@ -536,6 +536,16 @@ func.func @case_max_pool2d(%x: tensor<2x2x5x5xf64> {loom.param = "x"}, %weights:
   return %v2 : tensor<f64>
 }
 
+// loom.max_pool2d_grad with respect to dy (a gather at the argmax), the
+// argmax of overlapping, padded windows of a fixed input.
+func.func @case_max_pool2d_grad(%dy: tensor<2x2x3x3xf64> {loom.param = "dy"}, %x: tensor<2x2x5x5xf64> {loom.input = "x"}, %weights: tensor<2x2x5x5xf64> {loom.input = "weights"}) -> (tensor<f64> {loom.output = "loss"}) {
+  %i = loom.max_pool2d_argmax %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>} : tensor<2x2x5x5xf64> -> tensor<2x2x3x3xi64>
+  %v0 = loom.max_pool2d_grad %dy[%i] {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>} : (tensor<2x2x3x3xf64>, tensor<2x2x3x3xi64>) -> tensor<2x2x5x5xf64>
+  %v1 = loom.mul %v0, %weights : tensor<2x2x5x5xf64>
+  %v2 = loom.reduce_sum %v1 dims = [0, 1, 2, 3] : tensor<2x2x5x5xf64> -> tensor<f64>
+  return %v2 : tensor<f64>
+}
+
 // loom.avg_pool2d, padding not counted.
 func.func @case_avg_pool2d(%x: tensor<2x2x5x5xf64> {loom.param = "x"}, %weights: tensor<2x2x3x3xf64> {loom.input = "weights"}) -> (tensor<f64> {loom.output = "loss"}) {
   %v0 = loom.avg_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>} : tensor<2x2x5x5xf64> -> tensor<2x2x3x3xf64>

@@ -9,6 +9,8 @@
 
 #include "Lowerer.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
 namespace loom::lowering {
 
 /// conv2d and its filter gradient are one contraction over a padded input;
@@ -313,6 +315,69 @@ Rewrite lowerPool(Lowerer &l, Operation *op, Value x, ArrayRef<int64_t> kernel,
                        })[0]);
 }
 
+/// Max pooling's gradient: one scf.forall iteration per (n, c) plane
+/// (an argmax never leaves its plane), each adding the plane's dy at its
+/// argmax in row-major window order, as the interpreter does. A gather
+/// (each input element reading the windows that cover it) was tried: every
+/// element then checks ceil(kernel / stride)^2 windows, and ResNet-18's
+/// took 23 ms on 2 cores where the sequential scatter took 10.
+Rewrite lowerMaxPoolGrad(Lowerer &l, MaxPool2DGradOp op, Value dy,
+                         Value argmax) {
+  RankedTensorType xt = tensorType(op.getResult()), yt = tensorType(dy);
+  int64_t C = xt.getDimSize(1), H = xt.getDimSize(2), W = xt.getDimSize(3);
+  Value result = l.filled(xt, 0);
+  SmallVector<OpFoldResult> planes = {l.b.getIndexAttr(xt.getDimSize(0)),
+                                      l.b.getIndexAttr(C)};
+  auto forall = scf::ForallOp::create(l.b, l.loc, planes, ValueRange{result},
+                                      std::nullopt);
+  OpBuilder::InsertionGuard guard(l.b);
+  l.b.setInsertionPoint(forall.getTerminator());
+  Value n = forall.getInductionVars()[0], c = forall.getInductionVars()[1];
+  SmallVector<OpFoldResult> offsets = {n, c, l.b.getIndexAttr(0),
+                                       l.b.getIndexAttr(0)};
+  SmallVector<OpFoldResult> sizes = {l.b.getIndexAttr(1), l.b.getIndexAttr(1),
+                                     l.b.getIndexAttr(H), l.b.getIndexAttr(W)};
+  SmallVector<OpFoldResult> strides(4, l.b.getIndexAttr(1));
+  auto planeType = RankedTensorType::get({H, W}, xt.getElementType());
+  Value shared = forall.getBody()->getArguments().back();
+  Value plane = tensor::ExtractSliceOp::create(l.b, l.loc, planeType, shared,
+                                               offsets, sizes, strides);
+  Value base = l.mul(l.add(l.mul(n, l.index(C)), c), l.index(H * W));
+  auto loop = [&](int64_t trips, Value init,
+                  function_ref<Value(Value, Value)> body) {
+    return scf::ForOp::create(
+               l.b, l.loc, l.index(0), l.index(trips), l.index(1),
+               ValueRange{init},
+               [&](OpBuilder &nested, Location, Value iv, ValueRange args) {
+                 OpBuilder::InsertionGuard inner(l.b);
+                 l.b.setInsertionPoint(nested.getInsertionBlock(),
+                                       nested.getInsertionPoint());
+                 scf::YieldOp::create(l.b, l.loc, body(iv, args[0]));
+               })
+        .getResult(0);
+  };
+  plane = loop(yt.getDimSize(2), plane, [&](Value oy, Value rows) {
+    return loop(yt.getDimSize(3), rows, [&](Value ox, Value a) {
+      // The index within the plane, kept inside it.
+      Value at = l.sub(l.toIndex(l.extractClamped(argmax, {n, c, oy, ox})),
+                       base);
+      at = l.max(at, l.index(0));
+      at = l.min(at, l.index(H * W - 1));
+      Value iy = arith::DivUIOp::create(l.b, l.loc, at, l.index(W));
+      Value ix = arith::RemUIOp::create(l.b, l.loc, at, l.index(W));
+      Value g = tensor::ExtractOp::create(l.b, l.loc, dy,
+                                          ValueRange{n, c, oy, ox});
+      Value cur = tensor::ExtractOp::create(l.b, l.loc, a, ValueRange{iy, ix});
+      return Value(tensor::InsertOp::create(l.b, l.loc, l.add(cur, g), a,
+                                            ValueRange{iy, ix}));
+    });
+  });
+  l.b.setInsertionPointToStart(forall.getTerminator().getBody());
+  tensor::ParallelInsertSliceOp::create(l.b, l.loc, plane, shared, offsets,
+                                        sizes, strides);
+  return one(forall.getResult(0));
+}
+
 } // namespace loom::lowering
 
 void loom::lowering::populateConvolutionRules(RewritePatternSet &patterns) {
@@ -342,5 +407,8 @@ void loom::lowering::populateConvolutionRules(RewritePatternSet &patterns) {
   addRule<MaxPool2DArgmaxOp>(patterns, [](Lowerer &l, MaxPool2DArgmaxOp p) {
     return lowerPool(l, p, p->getOperand(0), p.getKernel(), p.getStrides(),
                      p.getPadding(), false);
+  });
+  addRule<MaxPool2DGradOp>(patterns, [](Lowerer &l, MaxPool2DGradOp p) {
+    return lowerMaxPoolGrad(l, p, p->getOperand(0), p->getOperand(1));
   });
 }

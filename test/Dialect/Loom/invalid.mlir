@@ -2255,3 +2255,39 @@ func.func @max_pool2d_argmax_c4_shape(%x: tensor<8x8x28x28xf32>) {
   %i = loom.max_pool2d_argmax %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>} : tensor<8x8x28x28xf32> -> tensor<8x8x28x28xi64>
   return
 }
+
+// -----
+
+// Tests that loom.max_pool2d_grad rejects argmax of another shape than dy (C1).
+func.func @max_pool2d_grad_c1_shape(%g: tensor<1x2x2x2xf32>, %i: tensor<1x2x2x1xi64>) {
+  // expected-error @+1 {{dy [1, 2, 2, 2] and argmax [1, 2, 2, 1] must have one shape of rank 4}}
+  %dx = loom.max_pool2d_grad %g[%i] {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>} : (tensor<1x2x2x2xf32>, tensor<1x2x2x1xi64>) -> tensor<1x2x4x4xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.max_pool2d_grad rejects padding as large as the kernel (C2).
+func.func @max_pool2d_grad_c2_padding(%g: tensor<1x1x3x2xf32>, %i: tensor<1x1x3x2xi64>) {
+  // expected-error @+1 {{padding must be non-negative and smaller than the kernel}}
+  %dx = loom.max_pool2d_grad %g[%i] {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 2, 0, 0, 0>} : (tensor<1x1x3x2xf32>, tensor<1x1x3x2xi64>) -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.max_pool2d_grad rejects a result of another element type (C3).
+func.func @max_pool2d_grad_c3_element_type(%g: tensor<1x1x2x2xf32>, %i: tensor<1x1x2x2xi64>) {
+  // expected-error @+1 {{result element type 'f16' differs from dy's 'f32'}}
+  %dx = loom.max_pool2d_grad %g[%i] {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>} : (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>) -> tensor<1x1x4x4xf16>
+  return
+}
+
+// -----
+
+// Tests that loom.max_pool2d_grad rejects a result that does not pool to dy's shape (C3).
+func.func @max_pool2d_grad_c3_shape(%g: tensor<1x1x2x2xf32>, %i: tensor<1x1x2x2xi64>) {
+  // expected-error @+1 {{pooling the result [1, 1, 6, 6] gives [1, 1, 3, 3], not dy's [1, 1, 2, 2]}}
+  %dx = loom.max_pool2d_grad %g[%i] {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>} : (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>) -> tensor<1x1x6x6xf32>
+  return
+}

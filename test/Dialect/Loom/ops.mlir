@@ -790,3 +790,15 @@ func.func @max_pool2d_argmax(%x: tensor<8x8x28x28xf32>) -> tensor<8x8x14x14xi64>
   %i = loom.max_pool2d_argmax %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>} : tensor<8x8x28x28xf32> -> tensor<8x8x14x14xi64>
   return %i : tensor<8x8x14x14xi64>
 }
+
+// -----
+
+// Tests that loom.max_pool2d_grad round-trips.
+// CHECK-LABEL: func.func @max_pool2d_grad(
+// CHECK-SAME:    %[[G:[^:]+]]: tensor<8x8x14x14xf32>, %[[I:[^:]+]]: tensor<8x8x14x14xi64>)
+// CHECK:         %[[DX:.+]] = loom.max_pool2d_grad %[[G]][%[[I]]] {kernel = array<i64: 3, 3>, padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<8x8x14x14xf32>, tensor<8x8x14x14xi64>) -> tensor<8x8x28x28xf32>
+// CHECK:         return %[[DX]]
+func.func @max_pool2d_grad(%g: tensor<8x8x14x14xf32>, %i: tensor<8x8x14x14xi64>) -> tensor<8x8x28x28xf32> {
+  %dx = loom.max_pool2d_grad %g[%i] {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>} : (tensor<8x8x14x14xf32>, tensor<8x8x14x14xi64>) -> tensor<8x8x28x28xf32>
+  return %dx : tensor<8x8x28x28xf32>
+}

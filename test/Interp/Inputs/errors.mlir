@@ -20,4 +20,9 @@ module attributes {loom.params_file = "errors.safetensors"} {
     %b = arith.addf %a, %a : tensor<2xf32>
     return %b : tensor<2xf32>
   }
+  func.func @pool_grad_oob(%g: tensor<1x1x2x2xf32> {loom.input = "pg"},
+                           %i: tensor<1x1x2x2xi64> {loom.input = "pi"}) -> tensor<1x1x4x4xf32> {
+    %dx = loom.max_pool2d_grad %g[%i] {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>} : (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>) -> tensor<1x1x4x4xf32>
+    return %dx : tensor<1x1x4x4xf32>
+  }
 }

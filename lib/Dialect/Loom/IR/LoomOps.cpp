@@ -871,6 +871,33 @@ LogicalResult MaxPool2DArgmaxOp::inferReturnTypes(
   return success();
 }
 
+LogicalResult MaxPool2DGradOp::verify() {
+  auto dy = ranked(getDy().getType()), idx = ranked(getArgmax().getType()),
+       dx = ranked(getType());
+  // (C1)
+  if (dy.getRank() != 4 || dy.getShape() != idx.getShape())
+    return emitOpError("dy ")
+           << shapeStr(dy.getShape()) << " and argmax "
+           << shapeStr(idx.getShape()) << " must have one shape of rank 4";
+  // (C3)
+  if (dx.getElementType() != dy.getElementType())
+    return emitOpError("result element type ")
+           << dx.getElementType() << " differs from dy's "
+           << dy.getElementType();
+  // (C2), and the rank of (C3)
+  SmallVector<Type> pooled;
+  if (failed(inferPool(getLoc(), dx, getKernel(), getStrides(), getPadding(),
+                       pooled)))
+    return failure();
+  // (C3)
+  if (ranked(pooled[0]).getShape() != dy.getShape())
+    return emitOpError("pooling the result ")
+           << shapeStr(dx.getShape()) << " gives "
+           << shapeStr(ranked(pooled[0]).getShape()) << ", not dy's "
+           << shapeStr(dy.getShape());
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "loom/Dialect/Loom/IR/LoomOps.cpp.inc"
 

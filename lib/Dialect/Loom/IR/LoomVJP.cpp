@@ -893,12 +893,23 @@ LogicalResult MaxPool2DOp::buildVJP(OpBuilder &b, ValueRange cts,
   auto indexType = gt.clone(b.getI64Type());
   Value idx = MaxPool2DArgmaxOp::create(
       b, getLoc(), indexType, getX(), getKernel(), getStrides(), getPadding());
-  int64_t outCount = gt.getNumElements();
-  Value flatIdx = e.reshape(idx, {outCount});
-  Value flatG = e.reshape(g, {outCount});
-  auto flatX = RankedTensorType::get({x.getNumElements()}, x.getElementType());
-  Value dx = ScatterAddOp::create(b, getLoc(), flatX, flatG, flatIdx, 0);
-  out.push_back(e.reshape(dx, x));
+  out.push_back(MaxPool2DGradOp::create(b, getLoc(), x, g, idx, getKernel(),
+                                        getStrides(), getPadding()));
+  return success();
+}
+
+LogicalResult MaxPool2DGradOp::buildVJP(OpBuilder &b, ValueRange cts,
+                                        SmallVectorImpl<Value> &out) {
+  Value g = cts[0];
+  if (!g)
+    return noCotangents(*this, out);
+  // Linear in dy: each window reads the cotangent at its maximum.
+  Emitter e{b, getLoc()};
+  auto gt = tensorType(g);
+  Value flatG = e.reshape(g, {gt.getNumElements()});
+  out.push_back(GatherOp::create(b, getLoc(), getDy().getType(), flatG,
+                                 getArgmax(), 0));
+  out.push_back(Value()); // argmax: integer, no gradient
   return success();
 }
 

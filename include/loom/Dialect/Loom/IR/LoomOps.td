@@ -1057,9 +1057,9 @@ def Loom_MaxPool2DArgmaxOp : Loom_Op<"max_pool2d_argmax", [Pure, Loom_Opaque,
     ```
 
     **Lifecycle**: created by `loom-autodiff`: the gradient of
-    `loom.max_pool2d` is a `loom.scatter_add` of the output cotangent at
-    these indices (each window's cotangent goes to its maximum). It carries
-    no gradient itself.
+    `loom.max_pool2d` is a `loom.max_pool2d_grad` of the output cotangent
+    at these indices (each window's cotangent goes to its maximum). It
+    carries no gradient itself.
 
     **Constraints**:
 
@@ -1074,6 +1074,49 @@ def Loom_MaxPool2DArgmaxOp : Loom_Op<"max_pool2d_argmax", [Pure, Loom_Opaque,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding);
   let results = (outs StaticShapeTensorOf<[I64]>:$result);
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def Loom_MaxPool2DGradOp : Loom_Op<"max_pool2d_grad", [Pure, Loom_Opaque,
+    Loom_KeepF32]> {
+  let summary = "The gradient of 2-D max pooling: each window's cotangent to its maximum.";
+  let description = [{
+    Starting from a zero tensor of the result type, adds `dy[n, c, oy, ox]`
+    at the flat index `argmax[n, c, oy, ox]` (as `loom.max_pool2d_argmax`
+    gives it, for the same `kernel`, `strides` and `padding`) for every
+    output position, in row-major order of the outputs: what a
+    `loom.scatter_add` of the flattened `dy` at the flattened `argmax`
+    computes, but known to stay inside each window, hence inside its
+    (n, c) plane: compiled, the planes are added in parallel (on all cores,
+    one GPU thread each), each in the same order; the flat scatter was one
+    sequential loop (one GPU thread).
+
+    ```mlir
+    %dx = loom.max_pool2d_grad %dy[%i] {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>} : (tensor<8x64x56x56xf32>, tensor<8x64x56x56xi64>) -> tensor<8x64x112x112xf32>
+    ```
+
+    **Lifecycle**: created by `loom-autodiff` (the gradient of
+    `loom.max_pool2d` with respect to its input); its own gradient (with
+    respect to `dy`) is a `loom.gather` of the cotangent at `argmax`.
+    Accumulates in f32 under mixed precision.
+
+    **Constraints**:
+
+    1. (C1) `dy` and `argmax` have the same shape, of rank 4.
+    2. (C2) `kernel` and `strides` have 2 positive entries, `padding` 4
+       non-negative entries, each smaller than the kernel.
+    3. (C3) `result` has rank 4 and the element type of `dy`, and pooling
+       it with these attributes gives the shape of `dy`.
+    4. (C4) each index of `argmax` lies in its window (checked by the
+       interpreter; compiled code only keeps an index inside its plane).
+  }];
+  let arguments = (ins Loom_FloatTensor:$dy, StaticShapeTensorOf<[I64]>:$argmax,
+                       DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$padding);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $dy `[` $argmax `]` attr-dict `:` `(` type($dy) `,` type($argmax) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
 }
 
 def Loom_DropoutOp : Loom_Op<"dropout", [Pure, Loom_Pointwise, Loom_Follow,
