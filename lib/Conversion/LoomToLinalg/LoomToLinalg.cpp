@@ -58,6 +58,34 @@ Value loom::widenedSource(Value v) {
   return g.getDpsInputs()[0];
 }
 
+linalg::GenericOp loom::lowering::recomputableProducer(Value v) {
+  constexpr size_t kMaxOps = 4;
+  auto g = v.getDefiningOp<linalg::GenericOp>();
+  if (!g || g.getNumDpsInits() != 1 || g.getNumResults() != 1 ||
+      g.getNumReductionLoops() != 0 ||
+      !llvm::all_of(g.getIndexingMapsArray(),
+                    [](AffineMap m) { return m.isIdentity(); }))
+    return {};
+  Block *body = g.getBody();
+  if (!g.getRegionOutputArgs()[0].use_empty() ||
+      std::distance(body->without_terminator().begin(),
+                    body->without_terminator().end()) > kMaxOps)
+    return {};
+  for (Operation &op : body->without_terminator())
+    if (!isa<arith::ConstantOp, arith::AddFOp, arith::SubFOp, arith::MulFOp,
+             arith::NegFOp, arith::MaximumFOp, arith::MinimumFOp,
+             arith::MaxNumFOp, arith::MinNumFOp, arith::CmpFOp,
+             arith::SelectOp, arith::ExtFOp, arith::TruncFOp>(op))
+      return {};
+  // Its inputs must be there without it: the kernel's arguments or, in
+  // turn, recomputable. Reading through a product with a broadcast would
+  // materialize the broadcast instead (a scratch of the product's size).
+  for (Value in : g.getDpsInputs())
+    if (!isa<BlockArgument>(in) && !recomputableProducer(in))
+      return {};
+  return g;
+}
+
 namespace {
 /// Whether `attr` is the 1-D integer tensor 0, 1, ..., n-1.
 bool isIota(DenseIntElementsAttr attr) {

@@ -10,6 +10,7 @@
 #define LOOM_LIB_CONVERSION_LOOMTOLINALG_LOWERER_H
 
 #include "loom/Conversion/LoomToLinalg/LoomToLinalg.h"
+#include "loom/Conversion/Utils/GenericBody.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -40,6 +41,17 @@ inline int64_t product(ArrayRef<int64_t> dims) {
     n *= d;
   return n;
 }
+
+/// The producer of `v` that a reader at computed indices (pooling, a
+/// gather) recomputes per element instead of reading it from a
+/// materialized tensor, or null: an elementwise linalg.generic (identity
+/// maps, one result) whose body is a few cheap arithmetic ops that read
+/// neither its output nor a loop index, and whose inputs are the kernel's
+/// arguments or recomputable in turn. A ReLU before a max pool: each
+/// input element read by 2.25 windows on average costs one more `maximumf`
+/// there, where materializing it wrote and read the whole tensor once more
+/// (ResNet-18's stem: 25.7 MB).
+linalg::GenericOp recomputableProducer(Value v);
 
 /// Builds the ops of one rewrite at one place.
 struct Lowerer {
@@ -268,11 +280,19 @@ struct Lowerer {
   /// Reads `t` at `indices` (index values) with every index clamped into
   /// its dimension, so a bad index reads a valid element.
   /// Reads through a widening (see widenedSource): the 16-bit element,
-  /// extended.
+  /// extended; and through a recomputable producer (recomputableProducer):
+  /// its body on the elements of its inputs.
   Value extractClamped(Value t, SmallVector<Value> indices) {
     if (Value narrow = widenedSource(t))
       return convert(extractClamped(narrow, std::move(indices)),
                      tensorType(t).getElementType());
+    if (linalg::GenericOp producer = recomputableProducer(t)) {
+      IRMapping map;
+      for (OpOperand *in : producer.getDpsInputOperands())
+        map.map(producer.getMatchingBlockArgument(in),
+                extractClamped(in->get(), indices));
+      return inlineGenericBody(b, producer, map, {})[0];
+    }
     RankedTensorType tt = tensorType(t);
     for (auto [i, idx] : llvm::enumerate(indices)) {
       Value lo = index(0), hi = index(tt.getDimSize(i) - 1);

@@ -103,3 +103,22 @@ func.func @pow_constant(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, ten
   %c = loom.pow %x, %other : tensor<8xf32>
   return %a, %b, %c : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// Tests that a max pool reads through the ReLU before it: the pool's
+// window loop recomputes max(x, 0) on each element it reads from x, and the
+// ReLU's own generic is left without users (erased later as dead), so no
+// ReLU tensor is materialized.
+// CHECK-LABEL: func.func @relu_then_pool(
+// CHECK-SAME:    %[[X:[^:]+]]: tensor<1x2x6x6xf32>)
+// CHECK:         %[[RELU:.+]] = linalg.generic
+// CHECK:         %[[POOL:.+]] = linalg.generic
+// CHECK:           %[[E:.+]] = tensor.extract %[[X]][
+// CHECK:           arith.maximumf %[[E]], %{{.+}} : f32
+// CHECK:         return %[[POOL]]
+func.func @relu_then_pool(%x: tensor<1x2x6x6xf32>) -> tensor<1x2x3x3xf32> {
+  %r = loom.relu %x : tensor<1x2x6x6xf32>
+  %p = loom.max_pool2d %r {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>} : tensor<1x2x6x6xf32> -> tensor<1x2x3x3xf32>
+  return %p : tensor<1x2x3x3xf32>
+}
