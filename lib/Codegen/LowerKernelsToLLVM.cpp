@@ -75,7 +75,9 @@ std::string loom::hostLoweringPipeline(int64_t minParallelWork) {
   // The parallel dimensions of every linalg op (and every scf.forall) become
   // scf.parallel; loom-cpu-parallel-loops keeps those worth a thread team,
   // which convert-scf-to-openmp hands to OpenMP (libomp, all cores unless
-  // OMP_NUM_THREADS or loom-run --threads says otherwise).
+  // OMP_NUM_THREADS or loom-run --threads says otherwise). cse after
+  // loom-cpu-collapse-dims: an in-place operand is collapsed once as an
+  // input and once as the output; one view keeps LLVM seeing one pointer.
   std::string pipeline =
       "buffer-deallocation-pipeline,"
       "scf-forall-to-parallel,"

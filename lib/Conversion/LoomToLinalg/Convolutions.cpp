@@ -9,8 +9,6 @@
 
 #include "Lowerer.h"
 
-#include "mlir/Dialect/SCF/IR/SCF.h"
-
 namespace loom::lowering {
 
 /// conv2d and its filter gradient are one contraction over a padded input;
@@ -343,21 +341,8 @@ Rewrite lowerMaxPoolGrad(Lowerer &l, MaxPool2DGradOp op, Value dy,
   Value plane = tensor::ExtractSliceOp::create(l.b, l.loc, planeType, shared,
                                                offsets, sizes, strides);
   Value base = l.mul(l.add(l.mul(n, l.index(C)), c), l.index(H * W));
-  auto loop = [&](int64_t trips, Value init,
-                  function_ref<Value(Value, Value)> body) {
-    return scf::ForOp::create(
-               l.b, l.loc, l.index(0), l.index(trips), l.index(1),
-               ValueRange{init},
-               [&](OpBuilder &nested, Location, Value iv, ValueRange args) {
-                 OpBuilder::InsertionGuard inner(l.b);
-                 l.b.setInsertionPoint(nested.getInsertionBlock(),
-                                       nested.getInsertionPoint());
-                 scf::YieldOp::create(l.b, l.loc, body(iv, args[0]));
-               })
-        .getResult(0);
-  };
-  plane = loop(yt.getDimSize(2), plane, [&](Value oy, Value rows) {
-    return loop(yt.getDimSize(3), rows, [&](Value ox, Value a) {
+  plane = l.forLoop(yt.getDimSize(2), plane, [&](Value oy, Value rows) {
+    return l.forLoop(yt.getDimSize(3), rows, [&](Value ox, Value a) {
       // The index within the plane, kept inside it.
       Value at = l.sub(l.toIndex(l.extractClamped(argmax, {n, c, oy, ox})),
                        base);
@@ -365,8 +350,7 @@ Rewrite lowerMaxPoolGrad(Lowerer &l, MaxPool2DGradOp op, Value dy,
       at = l.min(at, l.index(H * W - 1));
       Value iy = arith::DivUIOp::create(l.b, l.loc, at, l.index(W));
       Value ix = arith::RemUIOp::create(l.b, l.loc, at, l.index(W));
-      Value g = tensor::ExtractOp::create(l.b, l.loc, dy,
-                                          ValueRange{n, c, oy, ox});
+      Value g = l.extractClamped(dy, {n, c, oy, ox});
       Value cur = tensor::ExtractOp::create(l.b, l.loc, a, ValueRange{iy, ix});
       return Value(tensor::InsertOp::create(l.b, l.loc, l.add(cur, g), a,
                                             ValueRange{iy, ix}));

@@ -59,7 +59,7 @@ Value loom::widenedSource(Value v) {
 }
 
 linalg::GenericOp loom::lowering::recomputableProducer(Value v) {
-  constexpr size_t kMaxOps = 4;
+  constexpr std::ptrdiff_t kMaxOps = 4;
   auto g = v.getDefiningOp<linalg::GenericOp>();
   if (!g || g.getNumDpsInits() != 1 || g.getNumResults() != 1 ||
       g.getNumReductionLoops() != 0 ||

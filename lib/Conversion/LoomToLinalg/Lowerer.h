@@ -186,6 +186,21 @@ struct Lowerer {
   }
   AffineExpr dim(int64_t d) { return b.getAffineDimExpr(d); }
 
+  /// An scf.for over [0, trips) that carries one value from `init`:
+  /// `body` gets the index and the carried value and returns the next.
+  Value forLoop(int64_t trips, Value init,
+                function_ref<Value(Value, Value)> body) {
+    return scf::ForOp::create(
+               b, loc, index(0), index(trips), index(1), ValueRange{init},
+               [&](OpBuilder &nested, Location, Value iv, ValueRange args) {
+                 OpBuilder::InsertionGuard guard(b);
+                 b.setInsertionPoint(nested.getInsertionBlock(),
+                                     nested.getInsertionPoint());
+                 scf::YieldOp::create(b, loc, body(iv, args[0]));
+               })
+        .getResult(0);
+  }
+
   using BodyFn = function_ref<SmallVector<Value>(ValueRange)>;
   /// A linalg.generic; `body` gets the block arguments (inputs, then the
   /// outputs' current values) and returns the values to yield.

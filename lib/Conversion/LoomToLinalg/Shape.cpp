@@ -77,19 +77,12 @@ Rewrite lowerScatterAdd(Lowerer &l, ScatterAddOp op, Value updates,
         Value cur = tensor::ExtractOp::create(l.b, l.loc, a, idx);
         return tensor::InsertOp::create(l.b, l.loc, l.add(cur, u), a, idx);
       }
-      auto forOp = scf::ForOp::create(
-          l.b, l.loc, l.index(0), l.index(it.getDimSize(d)), l.index(1),
-          ValueRange{a},
-          [&](OpBuilder &nested, Location, Value iv, ValueRange args) {
-            OpBuilder::InsertionGuard guard(l.b);
-            l.b.setInsertionPoint(nested.getInsertionBlock(),
-                                  nested.getInsertionPoint());
-            ts.push_back(iv);
-            Value next = loop(d + 1, args[0]);
-            ts.pop_back();
-            scf::YieldOp::create(l.b, l.loc, next);
-          });
-      return forOp.getResult(0);
+      return l.forLoop(it.getDimSize(d), a, [&](Value iv, Value acc) {
+        ts.push_back(iv);
+        Value next = loop(d + 1, acc);
+        ts.pop_back();
+        return next;
+      });
     };
     return loop(0, line);
   };
