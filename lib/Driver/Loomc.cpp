@@ -143,6 +143,16 @@ struct Options {
                "pointwise (every pointwise op but dropout: divisions, "
                "square roots, exponentials and batch norms too)"),
       cl::value_desc("cheap|pointwise"), cl::init("cheap"), cl::cat(category)};
+  cl::opt<std::string> convLayout{
+      "conv-layout",
+      cl::desc("With --target=cpu: the layout of the activations between "
+               "the library convolutions: auto (default: NHWC, which oneDNN "
+               "convolves as it is, in each entry point where that saves "
+               "more than the transposes it needs cost: ResNets, not "
+               "MobileNets), nhwc (wherever possible) or nchw (oneDNN "
+               "reorders them to its blocked layout and back around every "
+               "call)"),
+      cl::value_desc("auto|nhwc|nchw"), cl::init("auto"), cl::cat(category)};
   cl::opt<std::string> memoryBudget{
       "memory-budget",
       cl::desc("With --target: the largest arena an entry point may use, in "
@@ -376,6 +386,7 @@ int compileForTarget(ModuleOp module, Options &opts,
   codegen.recomputeOps = opts.recomputeOps;
   codegen.cudaFuseRows = opts.cudaFuseRows;
   codegen.memoryBudget = opts.memoryBudget;
+  codegen.convLayout = opts.convLayout;
   codegen.remat = opts.remat;
   codegen.checkpoint = opts.checkpoint;
   codegen.rematExhaustive = opts.rematExhaustive;
@@ -557,6 +568,12 @@ int runLoomc(Options &opts, const loom::LoomcExtensions &extensions) {
              "or G suffix, e.g. 512M)\n";
       return 2;
     }
+  }
+  if (opts.convLayout != "auto" && opts.convLayout != "nhwc" &&
+      opts.convLayout != "nchw") {
+    err << "loomc: error: --conv-layout=" << opts.convLayout
+        << " (expected auto, nhwc or nchw)\n";
+    return 2;
   }
   if (opts.remat != "none" && opts.remat != "auto" && opts.remat != "full") {
     err << "loomc: error: --remat=" << opts.remat

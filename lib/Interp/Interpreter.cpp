@@ -342,20 +342,34 @@ LogicalResult matmulRule(Operation *op, ArrayRef<const Tensor *> in,
   return success();
 }
 
+/// An activation of a convolution: its NCHW sizes and where element (n, c,
+/// y, x) lies, in NCHW or (channels-last convolutions) NHWC.
+struct Activation {
+  int64_t N, C, H, W;
+  bool channelsLast;
+  Activation(ArrayRef<int64_t> s, bool channelsLast)
+      : N(s[0]), C(channelsLast ? s[3] : s[1]), H(channelsLast ? s[1] : s[2]),
+        W(channelsLast ? s[2] : s[3]), channelsLast(channelsLast) {}
+  int64_t at(int64_t n, int64_t c, int64_t y, int64_t x) const {
+    return channelsLast ? ((n * H + y) * W + x) * C + c
+                        : ((n * C + c) * H + y) * W + x;
+  }
+};
+
 LogicalResult conv2dRule(Operation *op, ArrayRef<const Tensor *> in,
                          MutableArrayRef<Tensor> out, Interpreter &) {
   auto conv = cast<loom::Conv2DOp>(op);
-  ArrayRef<int64_t> xs = in[0]->type.getShape(), fs = in[1]->type.getShape(),
-                    ys = out[0].type.getShape();
+  ArrayRef<int64_t> fs = in[1]->type.getShape();
   ArrayRef<int64_t> strides = conv.getStrides(), pad = conv.getPadding(),
                     dil = conv.getDilations();
   int64_t groups = conv.getGroups();
-  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  Activation X(in[0]->type.getShape(), conv.getChannelsLast()),
+      Y(out[0].type.getShape(), conv.getChannelsLast());
+  int64_t N = X.N, H = X.H, W = X.W;
   int64_t O = fs[0], CG = fs[1], KH = fs[2], KW = fs[3];
-  int64_t OH = ys[2], OW = ys[3];
+  int64_t OH = Y.H, OW = Y.W;
   int64_t OG = O / groups;
-  (void)C;
-  const std::vector<double> &X = in[0]->data, &F = in[1]->data;
+  const std::vector<double> &XD = in[0]->data, &F = in[1]->data;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o) {
       int64_t g = o / OG;
@@ -371,12 +385,11 @@ LogicalResult conv2dRule(Operation *op, ArrayRef<const Tensor *> in,
                 int64_t ix = x * strides[1] + j * dil[1] - pad[1];
                 if (ix < 0 || ix >= W)
                   continue;
-                int64_t ic = g * CG + c;
-                sum += X[((n * xs[1] + ic) * H + iy) * W + ix] *
+                sum += XD[X.at(n, g * CG + c, iy, ix)] *
                        F[((o * CG + c) * KH + i) * KW + j];
               }
             }
-          out[0].data[((n * O + o) * OH + y) * OW + x] = sum;
+          out[0].data[Y.at(n, o, y, x)] = sum;
         }
     }
   return success();
@@ -387,14 +400,15 @@ LogicalResult conv2dRule(Operation *op, ArrayRef<const Tensor *> in,
 LogicalResult conv2dInputGradRule(Operation *op, ArrayRef<const Tensor *> in,
                                   MutableArrayRef<Tensor> out, Interpreter &) {
   auto conv = cast<loom::Conv2DInputGradOp>(op);
-  ArrayRef<int64_t> dys = in[0]->type.getShape(), fs = in[1]->type.getShape(),
-                    xs = out[0].type.getShape();
+  ArrayRef<int64_t> fs = in[1]->type.getShape();
   ArrayRef<int64_t> strides = conv.getStrides(), pad = conv.getPadding(),
                     dil = conv.getDilations();
   int64_t groups = conv.getGroups();
-  int64_t N = dys[0], O = dys[1], OH = dys[2], OW = dys[3];
+  Activation DYA(in[0]->type.getShape(), conv.getChannelsLast()),
+      DXA(out[0].type.getShape(), conv.getChannelsLast());
+  int64_t N = DYA.N, O = DYA.C, OH = DYA.H, OW = DYA.W;
   int64_t CG = fs[1], KH = fs[2], KW = fs[3];
-  int64_t C = xs[1], H = xs[2], W = xs[3];
+  int64_t H = DXA.H, W = DXA.W;
   int64_t OG = O / groups;
   const std::vector<double> &DY = in[0]->data, &F = in[1]->data;
   std::vector<double> &DX = out[0].data;
@@ -404,7 +418,7 @@ LogicalResult conv2dInputGradRule(Operation *op, ArrayRef<const Tensor *> in,
       int64_t g = o / OG;
       for (int64_t y = 0; y < OH; ++y)
         for (int64_t x = 0; x < OW; ++x) {
-          double dy = DY[((n * O + o) * OH + y) * OW + x];
+          double dy = DY[DYA.at(n, o, y, x)];
           for (int64_t c = 0; c < CG; ++c)
             for (int64_t i = 0; i < KH; ++i) {
               int64_t iy = y * strides[0] + i * dil[0] - pad[0];
@@ -414,7 +428,7 @@ LogicalResult conv2dInputGradRule(Operation *op, ArrayRef<const Tensor *> in,
                 int64_t ix = x * strides[1] + j * dil[1] - pad[1];
                 if (ix < 0 || ix >= W)
                   continue;
-                DX[((n * C + g * CG + c) * H + iy) * W + ix] +=
+                DX[DXA.at(n, g * CG + c, iy, ix)] +=
                     dy * F[((o * CG + c) * KH + i) * KW + j];
               }
             }
@@ -426,16 +440,17 @@ LogicalResult conv2dInputGradRule(Operation *op, ArrayRef<const Tensor *> in,
 LogicalResult conv2dFilterGradRule(Operation *op, ArrayRef<const Tensor *> in,
                                    MutableArrayRef<Tensor> out, Interpreter &) {
   auto conv = cast<loom::Conv2DFilterGradOp>(op);
-  ArrayRef<int64_t> xs = in[0]->type.getShape(), dys = in[1]->type.getShape(),
-                    fs = out[0].type.getShape();
+  ArrayRef<int64_t> fs = out[0].type.getShape();
   ArrayRef<int64_t> strides = conv.getStrides(), pad = conv.getPadding(),
                     dil = conv.getDilations();
   int64_t groups = conv.getGroups();
-  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
-  int64_t O = dys[1], OH = dys[2], OW = dys[3];
+  Activation X(in[0]->type.getShape(), conv.getChannelsLast()),
+      DYA(in[1]->type.getShape(), conv.getChannelsLast());
+  int64_t N = X.N, H = X.H, W = X.W;
+  int64_t O = DYA.C, OH = DYA.H, OW = DYA.W;
   int64_t CG = fs[1], KH = fs[2], KW = fs[3];
   int64_t OG = O / groups;
-  const std::vector<double> &X = in[0]->data, &DY = in[1]->data;
+  const std::vector<double> &XD = in[0]->data, &DY = in[1]->data;
   for (int64_t o = 0; o < O; ++o) {
     int64_t g = o / OG;
     for (int64_t c = 0; c < CG; ++c)
@@ -451,8 +466,7 @@ LogicalResult conv2dFilterGradRule(Operation *op, ArrayRef<const Tensor *> in,
                 int64_t ix = x * strides[1] + j * dil[1] - pad[1];
                 if (ix < 0 || ix >= W)
                   continue;
-                sum += DY[((n * O + o) * OH + y) * OW + x] *
-                       X[((n * C + g * CG + c) * H + iy) * W + ix];
+                sum += DY[DYA.at(n, o, y, x)] * XD[X.at(n, g * CG + c, iy, ix)];
               }
             }
           out[0].data[((o * CG + c) * KH + i) * KW + j] = sum;

@@ -99,6 +99,12 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
   convs.libraryConvs = !cuda; // oneDNN's primitives on the CPU
   pm.addPass(createConvToGemmPass(convs));
   pm.addPass(createFoldTransposesPass());
+  if (!cuda && options.convLayout != "nchw") {
+    ChannelsLastPassOptions channelsLast;
+    channelsLast.always = options.convLayout == "nhwc";
+    pm.addPass(createChannelsLastPass(channelsLast));
+    pm.addPass(createCSEPass()); // one transpose per value
+  }
   RematPassOptions remat;
   remat.memoryBudget = options.memoryBudget;
   remat.mode = options.remat;

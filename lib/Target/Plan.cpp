@@ -100,10 +100,12 @@ struct EntryWriter {
         list.push_back(v);
       return list;
     };
+    bool channelsLast = op->hasAttr("channels_last");
     return llvm::json::Object{
         {"kind", "conv"},
         {"node", nodeName(op->getLoc())},
         {"direction", direction},
+        {"layout", channelsLast ? "nhwc" : "nchw"},
         {"x", ids.lookup(x)},
         {"w", ids.lookup(w)},
         {"y", ids.lookup(y)},

@@ -97,12 +97,13 @@ bool forLibrary(Operation *op) {
   return !depthwise || (result.getDimSize(2) <= 3 && result.getDimSize(3) <= 3);
 }
 
-/// One group and f32, f64, bf16 or f16 elements: the element types GEMM
+/// One group, NCHW, and f32, f64, bf16 or f16 elements: the element types GEMM
 /// steps take (a 16-bit GEMM sums in f32, over the whole batch: N*P is one
 /// of its dimensions).
 template <typename ConvOp> bool rewritable(ConvOp op) {
   Type et = tensorOf(op->getResult(0)).getElementType();
-  return op.getGroups() == 1 &&
+  // im2col and col2im read and write NCHW images.
+  return op.getGroups() == 1 && !op.getChannelsLast() &&
          (et.isF32() || et.isF64() || et.isBF16() || et.isF16());
 }
 

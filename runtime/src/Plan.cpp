@@ -353,8 +353,8 @@ void getInts(const json &value, const char *key, const std::string &where,
   }
 }
 
-/// A conv step: the three buffers are dense f32 NCHW / OIHW tensors whose
-/// shapes agree with the geometry, and the one written overlaps neither
+/// A conv step: the three buffers are dense f32 NCHW (or, with layout
+/// nhwc, NHWC) / OIHW tensors whose shapes agree with the geometry, and the one written overlaps neither
 /// operand.
 void parseConvStep(const json &value, const std::string &where,
                    const PlanEntry &entry, const Plan &plan, ConvStep &c) {
@@ -386,6 +386,17 @@ void parseConvStep(const json &value, const std::string &where,
       getUint(value, "groups", where, uint64_t(1) << 24));
   if (c.groups == 0)
     fail(fieldWhere(where, "groups"), "must be at least 1");
+  if (value.contains("layout")) {
+    const std::string &layout = getString(value, "layout", where);
+    if (layout != "nchw" && layout != "nhwc")
+      fail(fieldWhere(where, "layout"),
+           "unknown layout " + quoteName(layout) + " (expected nchw or nhwc)");
+    c.channelsLast = layout == "nhwc";
+    if (c.channelsLast && c.groups != 1)
+      fail(fieldWhere(where, "layout"),
+           "an nhwc conv step has one group, this one " +
+               std::to_string(c.groups));
+  }
   const char *names[3] = {"x", "w", "y"};
   const PlanBuffer *bufs[3] = {&entry.buffers[c.x], &entry.buffers[c.w],
                                &entry.buffers[c.y]};
@@ -397,8 +408,12 @@ void parseConvStep(const json &value, const std::string &where,
                describe(bufs[i]->dtype, bufs[i]->shape) +
                "; conv steps take rank-4 f32 tensors");
   }
-  const std::vector<int64_t> &x = bufs[0]->shape, &w = bufs[1]->shape,
-                             &y = bufs[2]->shape;
+  // x and y as NCHW whatever their layout.
+  auto nchw = [&](const std::vector<int64_t> &s) {
+    return c.channelsLast ? std::vector<int64_t>{s[0], s[3], s[1], s[2]} : s;
+  };
+  const std::vector<int64_t> x = nchw(bufs[0]->shape), &w = bufs[1]->shape,
+                             y = nchw(bufs[2]->shape);
   auto mismatch = [&](const char *key, const std::string &why) {
     fail(fieldWhere(where, key),
          "shapes " + describe(DType::F32, x) + " (x), " +

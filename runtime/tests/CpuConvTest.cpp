@@ -141,7 +141,43 @@ TEST(CpuConv, ReferenceDirectionsAreAdjoint) {
   }
 }
 
-TEST(CpuConv, OneDnnMatchesReference) {
+/// `t`'s x and y (NCHW) as NHWC, or back (`toNhwc` false).
+Tensors relayout(const Geometry &g, const Tensors &t, bool toNhwc) {
+  const ConvShape &s = g.shape;
+  auto move = [&](const std::vector<float> &from, int64_t n, int64_t c,
+                  int64_t h, int64_t w) {
+    std::vector<float> to(from.size());
+    for (int64_t a = 0; a < n; ++a)
+      for (int64_t b = 0; b < c; ++b)
+        for (int64_t y = 0; y < h; ++y)
+          for (int64_t x = 0; x < w; ++x) {
+            int64_t nchw = ((a * c + b) * h + y) * w + x;
+            int64_t nhwc = ((a * h + y) * w + x) * c + b;
+            to[toNhwc ? nhwc : nchw] = from[toNhwc ? nchw : nhwc];
+          }
+    return to;
+  };
+  return {move(t.x, s.n, s.c, s.h, s.w), t.w, move(t.y, s.n, s.o, s.oh, s.ow)};
+}
+
+/// The direction's output of `t` (NCHW) computed on NHWC activations by
+/// `conv` with a channels-last step, brought back to NCHW.
+template <typename Conv>
+std::vector<float> runChannelsLast(Conv &&conv, Geometry g, ConvDirection d,
+                                   const Tensors &t) {
+  g.step.channelsLast = true;
+  g.step.direction = d;
+  Tensors cl = relayout(g, t, true);
+  conv(g.step, g.shape, cl.x.data(), cl.w.data(), cl.y.data());
+  Tensors back = relayout(g, cl, false);
+  return d == ConvDirection::Forward        ? back.y
+         : d == ConvDirection::BackwardData ? back.x
+                                            : back.w;
+}
+
+/// oneDNN's primitives against the reference loops on every geometry (with
+/// `channelsLast`, those with one group, on NHWC activations) and direction.
+void expectOneDnnMatchesReference(bool channelsLast, unsigned seed) {
   CpuConv conv;
   if (std::string(conv.library()) != "onednn")
     GTEST_SKIP() << "oneDNN (libdnnl) is not installed";
@@ -150,14 +186,18 @@ TEST(CpuConv, OneDnnMatchesReference) {
     std::string error;
     ASSERT_TRUE(conv.run(step, shape, x, w, y, &error)) << error;
   };
-  for (const Geometry &g : geometries())
+  for (const Geometry &g : geometries()) {
+    if (channelsLast && g.step.groups != 1)
+      continue;
     for (ConvDirection d :
          {ConvDirection::Forward, ConvDirection::BackwardData,
           ConvDirection::BackwardWeights}) {
-      Tensors t = randomTensors(g, 2);
+      Tensors t = randomTensors(g, seed);
       // Garbage in the output: both must overwrite all of it.
       std::vector<float> want = runDirection(reference, g, d, t);
-      std::vector<float> got = runDirection(library, g, d, t);
+      std::vector<float> got = channelsLast
+                                   ? runChannelsLast(library, g, d, t)
+                                   : runDirection(library, g, d, t);
       ASSERT_EQ(got.size(), want.size());
       double worst = 0;
       for (size_t i = 0; i < got.size(); ++i)
@@ -165,18 +205,34 @@ TEST(CpuConv, OneDnnMatchesReference) {
                                     (1 + std::fabs(want[i])));
       EXPECT_LT(worst, 1e-4) << g.name << ", " << convDirectionName(d);
     }
+  }
   // Every one of them ran on oneDNN, none fell back to the loops.
   EXPECT_EQ(conv.referenceRuns(), 0u);
 }
 
+TEST(CpuConv, OneDnnMatchesReference) {
+  expectOneDnnMatchesReference(false, 2);
+}
+
+TEST(CpuConv, OneDnnChannelsLastMatchesReference) {
+  expectOneDnnMatchesReference(true, 5);
+}
+
 /// An entry y = conv2d(x, w) of `g`, as a plan's conv step.
+/// With `channelsLast`, x and y are NHWC buffers and the step says
+/// `"layout": "nhwc"`.
 EntryBuilder convEntry(const Geometry &g, const std::string &direction,
-                       const std::string &extra = "") {
+                       const std::string &extra = "",
+                       bool channelsLast = false) {
   const ConvShape &s = g.shape;
   EntryBuilder e("main");
-  int x = e.buffer("f32", {s.n, s.c, s.h, s.w});
+  int x = e.buffer("f32", channelsLast
+                              ? std::vector<int64_t>{s.n, s.h, s.w, s.c}
+                              : std::vector<int64_t>{s.n, s.c, s.h, s.w});
   int w = e.buffer("f32", {s.o, s.c / g.step.groups, s.kh, s.kw});
-  int y = e.buffer("f32", {s.n, s.o, s.oh, s.ow});
+  int y = e.buffer("f32", channelsLast
+                              ? std::vector<int64_t>{s.n, s.oh, s.ow, s.o}
+                              : std::vector<int64_t>{s.n, s.o, s.oh, s.ow});
   e.input("x", "input", x);
   e.input("w", "input", w);
   e.output("y", "output", y);
@@ -192,7 +248,8 @@ EntryBuilder convEntry(const Geometry &g, const std::string &direction,
             ", \"strides\": " + pair(g.step.strides, 2) +
             ", \"padding\": " + pair(g.step.padding, 4) +
             ", \"dilations\": " + pair(g.step.dilations, 2) +
-            ", \"groups\": " + std::to_string(g.step.groups) + extra + "}");
+            ", \"groups\": " + std::to_string(g.step.groups) +
+            (channelsLast ? ", \"layout\": \"nhwc\"" : "") + extra + "}");
   return e;
 }
 
@@ -252,6 +309,48 @@ TEST(CpuConv, PlanRefusesInconsistentSteps) {
   cuda.replace(cuda.find("\"cpu\""), 5, "\"cuda\"");
   message = parseFailure(cuda);
   EXPECT_NE(message.find("conv steps run on the CPU target only"),
+            std::string::npos)
+      << message;
+}
+
+TEST(CpuConv, ReferenceChannelsLastIsTheSameConvolution) {
+  // The loops sum in the same order in either layout: the same bits.
+  for (const Geometry &g : geometries()) {
+    if (g.step.groups != 1)
+      continue;
+    for (ConvDirection d :
+         {ConvDirection::Forward, ConvDirection::BackwardData,
+          ConvDirection::BackwardWeights}) {
+      Tensors t = randomTensors(g, 4);
+      EXPECT_EQ(runChannelsLast(reference, g, d, t),
+                runDirection(reference, g, d, t))
+          << g.name << ", " << convDirectionName(d);
+    }
+  }
+}
+
+TEST(CpuConv, PlanReadsTheLayout) {
+  Geometry g = geometries()[1];
+  std::string error;
+  std::optional<Plan> plan = parsePlan(
+      planJson({convEntry(g, "forward", "", true)}, "null", "null"),
+      "plan.json", &error);
+  ASSERT_TRUE(plan) << error;
+  EXPECT_TRUE(plan->entries[0].steps[0].conv.channelsLast);
+  // NCHW buffers under an nhwc step: the shapes no longer agree.
+  std::string message = parseFailure(planJson(
+      {convEntry(g, "forward", ", \"layout\": \"nhwc\"")}, "null", "null"));
+  EXPECT_NE(message.find("do not agree"), std::string::npos) << message;
+  message = parseFailure(planJson(
+      {convEntry(g, "forward", ", \"layout\": \"chwn\"")}, "null", "null"));
+  EXPECT_NE(message.find("field 'layout': unknown layout 'chwn' (expected "
+                         "nchw or nhwc)"),
+            std::string::npos)
+      << message;
+  Geometry grouped = geometries()[6]; // 4 groups
+  message = parseFailure(planJson({convEntry(grouped, "forward", "", true)},
+                                  "null", "null"));
+  EXPECT_NE(message.find("an nhwc conv step has one group, this one 4"),
             std::string::npos)
       << message;
 }

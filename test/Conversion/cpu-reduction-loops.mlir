@@ -262,3 +262,37 @@ func.func @on_tensors(%x: tensor<4x8xf32>, %s: tensor<4xf32>) -> tensor<4xf32> {
   } -> tensor<4xf32>
   return %r : tensor<4xf32>
 }
+
+// -----
+
+// A large column reduction (a batch norm's variance over the rows of an
+// NHWC tensor seen as [N*H*W, C], the mean read per column) has its rows
+// split into 8 blocks reduced in parallel into partial sums that start
+// from -0, which are then added to the output in block order.
+// CHECK-LABEL: func.func @column_blocks
+// CHECK-SAME:    (%[[X:.*]]: memref<1024x64xf32>, %[[M:.*]]: memref<64xf32>, %[[S:.*]]: memref<64xf32>)
+// CHECK:         %[[P:.*]] = memref.alloc() {alignment = 64 : i64} : memref<8x64xf32>
+// CHECK:         linalg.fill ins(%{{.*}} : f32) outs(%[[P]] : memref<8x64xf32>)
+// CHECK:         scf.parallel (%[[B:.*]]) =
+// CHECK:           %[[FIRST:.*]] = arith.muli %[[B]], %{{.*}} : index
+// CHECK:           %[[XS:.*]] = memref.subview %[[X]][%[[FIRST]], 0] [128, 64] [1, 1]
+// CHECK:           %[[PS:.*]] = memref.subview %[[P]][%[[B]], 0] [1, 64] [1, 1] : memref<8x64xf32> to memref<64xf32, strided<[1], offset: ?>>
+// CHECK:           linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]
+// CHECK-SAME:        ins(%[[XS]], %[[M]] : memref<128x64xf32, strided<[64, 1], offset: ?>>, memref<64xf32>)
+// CHECK-SAME:        outs(%[[PS]] : memref<64xf32, strided<[1], offset: ?>>)
+// CHECK:         linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]
+// CHECK-SAME:      ins(%[[P]] : memref<8x64xf32>) outs(%[[S]] : memref<64xf32>)
+// CHECK:           arith.addf
+#cb_in = affine_map<(d0, d1) -> (d0, d1)>
+#cb_col = affine_map<(d0, d1) -> (d1)>
+func.func @column_blocks(%x: memref<1024x64xf32>, %m: memref<64xf32>, %s: memref<64xf32>) {
+  linalg.generic {indexing_maps = [#cb_in, #cb_col, #cb_col], iterator_types = ["reduction", "parallel"]}
+      ins(%x, %m : memref<1024x64xf32>, memref<64xf32>) outs(%s : memref<64xf32>) {
+  ^bb0(%a: f32, %mean: f32, %acc: f32):
+    %d = arith.subf %a, %mean : f32
+    %q = arith.mulf %d, %d : f32
+    %r = arith.addf %acc, %q : f32
+    linalg.yield %r : f32
+  }
+  return
+}

@@ -67,3 +67,15 @@ module {
     return %w : tensor<f32>
   }
 }
+
+// -----
+
+// Tests that a channels-last convolution (which loom-channels-last makes
+// after autodiff) is refused rather than differentiated as NCHW.
+func.func @forward(%x: tensor<1x5x5x4xf32> {loom.input = "x"}, %w: tensor<4x4x3x3xf32> {loom.param = "w"}) -> (tensor<f32> {loom.output = "loss"}) {
+  // expected-error @+2 {{'loom.conv2d' op has no gradient in channels-last form (loom-channels-last runs after autodiff)}}
+  // expected-error @+1 {{failed to build the gradient of 'loom.conv2d'}}
+  %y = loom.conv2d %x, %w {channels_last, strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x5x5x4xf32>, tensor<4x4x3x3xf32>) -> tensor<1x5x5x4xf32>
+  %l = loom.reduce_sum %y dims = [0, 1, 2, 3] : tensor<1x5x5x4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -121,7 +121,17 @@ def LoomCpuReductionLoopsPass : Pass<"loom-cpu-reduction-loops", "mlir::func::Fu
 
     Ops whose innermost dimension is parallel (a bias gradient's column
     sums) keep the upstream lowering, whose innermost loop is then
-    parallel and vectorizes as it is.
+    parallel and vectorizes as it is. That lowering runs on one thread
+    (its outer loop is a reduction), so a large one whose reduction
+    dimensions all come before its parallel ones (a batch norm's
+    statistics over an NHWC tensor seen as `[N*H*W, C]`) has its rows
+    split into 8 blocks, reduced in parallel into partial results (from
+    the combiner's identity), which are then combined into the output in
+    block order. The blocks are fixed, not the threads: the bits do not
+    depend on the thread count (they differ from a sequential sum by
+    rounding). Only where every output is an `addf`, `maximumf` or
+    `minimumf` of its accumulator, the body reads no index, the rows are
+    a multiple of 8 and the op reads at least 65536 elements.
   }];
   let dependentDialects = ["mlir::scf::SCFDialect",
                            "mlir::affine::AffineDialect",

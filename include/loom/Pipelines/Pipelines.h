@@ -108,6 +108,13 @@ struct CodegenOptions : public mlir::PassPipelineOptions<CodegenOptions> {
                      "relu, select, compare, broadcasts) or pointwise (every "
                      "pointwise op but dropout)"),
       llvm::cl::init("cheap")};
+  Option<std::string> convLayout{
+      *this, "conv-layout",
+      llvm::cl::desc("cpu: the layout of the activations the library "
+                     "convolutions read and write: auto (NHWC where "
+                     "loom-channels-last finds it saves memory traffic), "
+                     "nhwc (wherever it can) or nchw"),
+      llvm::cl::init("auto")};
   Option<std::string> memoryBudget{
       *this, "memory-budget",
       llvm::cl::desc("loom-remat: largest arena of an entry point in bytes "

@@ -317,6 +317,63 @@ def FoldTransposesPass : Pass<"loom-fold-transposes", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::LoomDialect"];
 }
 
+def ChannelsLastPass : Pass<"loom-channels-last", "mlir::ModuleOp"> {
+  let summary = "Runs the library convolutions on NHWC activations.";
+  let description = [{
+    Every f32 `loom.conv2d`, `loom.conv2d_input_grad` and
+    `loom.conv2d_filter_grad` with one group that `loom-conv-to-gemm`
+    marked `loom.library_call` becomes its `channels_last` form between
+    transposes (NCHW to NHWC before, NHWC to NCHW after). The transposes
+    then move through the ops between convolutions until they meet and
+    cancel:
+
+    - through a pointwise op whose operands all have its shape, when its
+      other operands are transposes of the same permutation, splat
+      constants or broadcasts (which take the permutation in their `dims`),
+      or at most one other value (which is transposed instead);
+    - into a reduction (its `dims` permuted);
+    - into `loom.batch_norm_stats` and `loom.batch_norm`, which see the
+      NHWC tensor as `[N*H*W, C]` (a reshape: channel dimension 1);
+    - a transpose of a transpose composes; one that only moves unit
+      dimensions is a reshape.
+
+    What is left (around a max pool, a depthwise convolution) stays a
+    transpose, which `loom-fuse` fuses. Convolutions that read the entry's
+    own argument (the model's image) stay NCHW: a stem before a max pool
+    would otherwise be transposed at its largest size, both ways.
+
+    Each function is converted on a copy and kept channels-last only where
+    it pays: where the activation bytes its channels-last convolutions
+    read and write (which oneDNN no longer reorders) are at least 4 times
+    the bytes its remaining transposes write (a transpose kernel is that
+    much slower per byte than a reorder). ResNet-18's training step: 13.5;
+    MobileNetV3-small's, whose depthwise convolutions stay NCHW: 0.8, left
+    NCHW. With `always`, every function with a candidate is converted. Values and their order of summation are
+    unchanged: every sum runs over the same elements in the same order,
+    so the interpreter gives the same bits before and after. On the CPU
+    target oneDNN then convolves NHWC buffers as they are, where NCHW ones
+    are reordered to its blocked layout and back around every call
+    (ResNet-18, 2 threads: the convolutions' time per training step 486 ->
+    417 ms, docs/performance.md). Runs after `loom-conv-to-gemm`, before
+    `loom-remat` and `loom-fuse`; the CPU pipeline runs it with
+    `conv-layout=nhwc`.
+  }];
+  let options = [
+    Option<"always", "always", "bool", /*default=*/"false",
+           "Convert every function that has candidate convolutions, not only "
+           "those where it saves memory traffic">
+  ];
+  let statistics = [
+    Statistic<"numConvs", "num-convs", "Convolutions made channels-last">,
+    Statistic<"numTransposes", "num-transposes",
+              "Transposes left (not cancelled)">,
+    Statistic<"numDeclined", "num-declined",
+              "Functions left NCHW: their transposes would cost more than "
+              "the reorders saved">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def RematPass : Pass<"loom-remat", "mlir::ModuleOp"> {
   let summary = "Recomputes forward values in the backward to fit a memory budget.";
   let description = [{

@@ -410,16 +410,153 @@ void lower(linalg::GenericOp op) {
   op.erase();
 }
 
+/// Row blocks of a split column reduction, and the least work (elements
+/// read) worth splitting.
+constexpr int64_t kRowBlocks = 8;
+constexpr int64_t kMinSplitWork = int64_t(1) << 16;
+
+/// Whether `op` is a column reduction whose rows split into kRowBlocks
+/// blocks (the pass description): its reduction dimensions first, then
+/// its parallel ones, the first dimension's range a multiple of kRowBlocks,
+/// every output combined by an addf, maximumf or minimumf (laneCombiners),
+/// no index read, operands in the row-major layout, the first dimension
+/// indexed plainly where it is indexed.
+bool isSplittableColumnReduction(linalg::GenericOp op) {
+  if (!op.hasPureBufferSemantics() || op.getNumReductionLoops() == 0 ||
+      op.getNumParallelLoops() == 0 || op.hasIndexSemantics())
+    return false;
+  SmallVector<utils::IteratorType> its = op.getIteratorTypesArray();
+  bool parallelSeen = false;
+  for (utils::IteratorType it : its) {
+    if (it == utils::IteratorType::parallel)
+      parallelSeen = true;
+    else if (parallelSeen)
+      return false;
+  }
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (llvm::any_of(ranges, ShapedType::isDynamic) ||
+      ranges[0] % kRowBlocks != 0 || ranges[0] < 2 * kRowBlocks)
+    return false;
+  int64_t work = 1;
+  for (int64_t r : ranges)
+    work *= r;
+  if (work < kMinSplitWork || laneCombiners(op).empty())
+    return false;
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto type = dyn_cast<MemRefType>(operand.get().getType());
+    if (!type || !type.getLayout().isIdentity())
+      return false;
+    for (AffineExpr e : op.getMatchingIndexingMap(&operand).getResults())
+      if (e.isFunctionOfDim(0) && !isa<AffineDimExpr>(e))
+        return false;
+  }
+  return true;
+}
+
+/// Splits a column reduction's rows (its first dimension) into kRowBlocks
+/// blocks reduced in parallel, each into a partial result of its own
+/// (starting from the combiner's identity), then combines the output with
+/// the partials in block order. The blocks are fixed, not the threads:
+/// every run gives the same bits, whatever the thread count.
+void splitRows(linalg::GenericOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  SmallVector<Operation *> combiners = laneCombiners(op);
+  int64_t rows = op.getStaticLoopRanges()[0], block = rows / kRowBlocks;
+  // The partials: [kRowBlocks, output shape...], filled with identities.
+  SmallVector<Value> partials;
+  for (auto [init, combiner] : llvm::zip(op.getDpsInits(), combiners)) {
+    auto type = cast<MemRefType>(init.getType());
+    SmallVector<int64_t> shape{kRowBlocks};
+    llvm::append_range(shape, type.getShape());
+    Value partial = memref::AllocOp::create(
+        b, loc, MemRefType::get(shape, type.getElementType()),
+        b.getI64IntegerAttr(64));
+    linalg::FillOp::create(b, loc, identityOf(b, loc, combiner), partial);
+    partials.push_back(partial);
+  }
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value count = arith::ConstantIndexOp::create(b, loc, kRowBlocks);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  scf::ParallelOp::create(
+      b, loc, ValueRange{zero}, ValueRange{count}, ValueRange{one},
+      [&](OpBuilder &pb, Location l, ValueRange ivs) {
+        Value first = arith::MulIOp::create(
+            pb, l, ivs[0], arith::ConstantIndexOp::create(pb, l, block));
+        SmallVector<Value> operands;
+        for (OpOperand *in : op.getDpsInputOperands()) {
+          auto type = cast<MemRefType>(in->get().getType());
+          AffineMap map = op.getMatchingIndexingMap(in);
+          SmallVector<OpFoldResult> offsets, sizes, strides;
+          bool narrowed = false;
+          for (auto [i, e] : llvm::enumerate(map.getResults())) {
+            bool rowDim = e.isFunctionOfDim(0);
+            narrowed |= rowDim;
+            offsets.push_back(rowDim ? OpFoldResult(first)
+                                     : OpFoldResult(pb.getIndexAttr(0)));
+            sizes.push_back(
+                pb.getIndexAttr(rowDim ? block : type.getDimSize(i)));
+            strides.push_back(pb.getIndexAttr(1));
+          }
+          operands.push_back(narrowed ? memref::SubViewOp::create(
+                                            pb, l, in->get(), offsets, sizes,
+                                            strides)
+                                            .getResult()
+                                      : in->get());
+        }
+        for (Value partial : partials) {
+          auto type = cast<MemRefType>(partial.getType());
+          SmallVector<OpFoldResult> offsets{ivs[0]}, sizes{pb.getIndexAttr(1)},
+              strides(type.getRank(), pb.getIndexAttr(1));
+          for (int64_t d : type.getShape().drop_front()) {
+            offsets.push_back(pb.getIndexAttr(0));
+            sizes.push_back(pb.getIndexAttr(d));
+          }
+          auto resultType = memref::SubViewOp::inferRankReducedResultType(
+              type.getShape().drop_front(), type, offsets, sizes, strides);
+          operands.push_back(memref::SubViewOp::create(
+              pb, l, cast<MemRefType>(resultType), partial, offsets, sizes,
+              strides));
+        }
+        Operation *part = pb.clone(*op);
+        part->setOperands(operands);
+      });
+  // output = output (+) partial[0] (+) ... (+) partial[kRowBlocks - 1].
+  for (auto [init, partial, combiner] :
+       llvm::zip(op.getDpsInits(), partials, combiners)) {
+    int64_t rank = cast<MemRefType>(init.getType()).getRank();
+    SmallVector<utils::IteratorType> its{utils::IteratorType::reduction};
+    its.append(rank, utils::IteratorType::parallel);
+    AffineMap all = b.getMultiDimIdentityMap(rank + 1);
+    AffineMap out = all.dropResult(0);
+    Operation *kind = combiner;
+    linalg::GenericOp::create(
+        b, loc, ValueRange{partial}, ValueRange{init},
+        ArrayRef<AffineMap>{all, out}, its,
+        [&](OpBuilder &gb, Location gl, ValueRange args) {
+          IRMapping map;
+          Operation *c = gb.clone(*kind);
+          c->setOperands({args[1], args[0]});
+          linalg::YieldOp::create(gb, gl, c->getResult(0));
+        });
+  }
+  op.erase();
+}
+
 struct CpuReductionLoops
     : loom::impl::LoomCpuReductionLoopsPassBase<CpuReductionLoops> {
   void runOnOperation() override {
-    SmallVector<linalg::GenericOp> ops;
+    SmallVector<linalg::GenericOp> ops, columnOps;
     getOperation().walk([&](linalg::GenericOp op) {
       if (isInnerReduction(op))
         ops.push_back(op);
+      else if (isSplittableColumnReduction(op))
+        columnOps.push_back(op);
     });
     for (linalg::GenericOp op : ops)
       lower(op);
+    for (linalg::GenericOp op : columnOps)
+      splitRows(op);
   }
 };
 } // namespace

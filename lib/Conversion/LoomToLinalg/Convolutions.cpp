@@ -365,13 +365,24 @@ Rewrite lowerMaxPoolGrad(Lowerer &l, MaxPool2DGradOp op, Value dy,
 } // namespace loom::lowering
 
 void loom::lowering::populateConvolutionRules(RewritePatternSet &patterns) {
-  addRule<Conv2DOp>(patterns, [](Lowerer &l, Conv2DOp c) {
+  // Channels-last convolutions are plan conv steps only (loom-channels-last
+  // makes them from library calls): no rule, so a kernel that holds one is
+  // reported.
+  addRule<Conv2DOp>(patterns, [](Lowerer &l, Conv2DOp c) -> Rewrite {
+    if (c.getChannelsLast())
+      return failure();
     return lowerConv2D(l, c, c->getOperand(0), c->getOperand(1));
   });
-  addRule<Conv2DFilterGradOp>(patterns, [](Lowerer &l, Conv2DFilterGradOp c) {
+  addRule<Conv2DFilterGradOp>(patterns,
+                              [](Lowerer &l, Conv2DFilterGradOp c) -> Rewrite {
+    if (c.getChannelsLast())
+      return failure();
     return lowerConv2DFilterGrad(l, c, c->getOperand(0), c->getOperand(1));
   });
-  addRule<Conv2DInputGradOp>(patterns, [](Lowerer &l, Conv2DInputGradOp c) {
+  addRule<Conv2DInputGradOp>(patterns,
+                             [](Lowerer &l, Conv2DInputGradOp c) -> Rewrite {
+    if (c.getChannelsLast())
+      return failure();
     return lowerConv2DInputGrad(l, c, c->getOperand(0), c->getOperand(1));
   });
   addRule<Im2ColOp>(patterns, [](Lowerer &l, Im2ColOp c) {

@@ -120,6 +120,8 @@ struct ConvStep {
   int64_t padding[4] = {};       ///< top, left, bottom, right
   int64_t dilations[2] = {1, 1}; ///< h, w (1: none)
   int64_t groups = 1;
+  /// x and y (the activations) are NHWC rather than NCHW; w stays OIHW.
+  bool channelsLast = false;
 };
 
 /// The launch shape of a kernel step on the CUDA target (absent on CPU).

@@ -289,7 +289,7 @@ public:
     auto at = [&](const PlanBuffer *b) {
       return reinterpret_cast<float *>(base + b->offset);
     };
-    return convs.run(*call.step, convShape(*call.x, *call.w, *call.y),
+    return convs.run(*call.step, convShape(*call.step, *call.x, *call.w, *call.y),
                      at(call.x), at(call.w), at(call.y), error);
   }
 

@@ -25,16 +25,18 @@ namespace loomrt {
 
 /// The sizes of a conv step: x [N, C, H, W], w [O, C/groups, KH, KW],
 /// y [N, O, OH, OW].
+/// (The sizes whatever the layout: NHWC buffers, a channels-last step,
+/// have the same n, c, h, w.)
 struct ConvShape {
   int64_t n = 0, c = 0, h = 0, w = 0;
   int64_t o = 0, kh = 0, kw = 0;
   int64_t oh = 0, ow = 0;
 };
 
-/// The shape of a step whose buffers are `x`, `w` and `y` (checked by
+/// The shape of `step`, whose buffers are `x`, `w` and `y` (checked by
 /// parsePlan).
-ConvShape convShape(const PlanBuffer &x, const PlanBuffer &w,
-                    const PlanBuffer &y) noexcept;
+ConvShape convShape(const ConvStep &step, const PlanBuffer &x,
+                    const PlanBuffer &w, const PlanBuffer &y) noexcept;
 
 /// Writes the step's output (y, x or w by its direction) with direct loops.
 void referenceConv(const ConvStep &step, const ConvShape &shape, float *x,

@@ -2291,3 +2291,43 @@ func.func @max_pool2d_grad_c3_shape(%g: tensor<1x1x2x2xf32>, %i: tensor<1x1x2x2x
   %dx = loom.max_pool2d_grad %g[%i] {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>} : (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>) -> tensor<1x1x6x6xf32>
   return
 }
+
+// -----
+
+// Tests that a channels-last loom.conv2d has one group (C5).
+func.func @conv2d_c5_channels_last_groups(%x: tensor<1x5x5x4xf32>, %w: tensor<4x2x3x3xf32>) {
+  // expected-error @+2 {{a channels-last convolution has one group}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = loom.conv2d %x, %w {channels_last, strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 2 : i64} : (tensor<1x5x5x4xf32>, tensor<4x2x3x3xf32>) -> tensor<1x5x5x4xf32>
+  return
+}
+
+// -----
+
+// Tests that a channels-last loom.conv2d reads its input's channels from
+// dimension 3 (C3): an NCHW input is refused.
+func.func @conv2d_c3_channels_last_layout(%x: tensor<1x4x5x5xf32>, %w: tensor<4x4x3x3xf32>) {
+  // expected-error @+2 {{filter has 4 input channels per group, expected 5}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = loom.conv2d %x, %w {channels_last, strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<4x4x3x3xf32>) -> tensor<1x5x5x4xf32>
+  return
+}
+
+// -----
+
+// Tests that a channels-last loom.conv2d_input_grad has one group (C5).
+func.func @conv2d_input_grad_c5_channels_last_groups(%dy: tensor<1x5x5x4xf32>, %w: tensor<4x2x3x3xf32>) {
+  // expected-error @+1 {{'loom.conv2d_input_grad' op a channels-last convolution has one group}}
+  %dx = loom.conv2d_input_grad %dy, %w {channels_last, strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 2 : i64} : (tensor<1x5x5x4xf32>, tensor<4x2x3x3xf32>) -> tensor<1x5x5x4xf32>
+  return
+}
+
+// -----
+
+// Tests that a channels-last loom.conv2d_filter_grad checks NHWC shapes
+// (C4): dy's channels are its last dimension.
+func.func @conv2d_filter_grad_c4_channels_last(%x: tensor<1x5x5x4xf32>, %dy: tensor<1x4x5x5xf32>) {
+  // expected-error @+1 {{'loom.conv2d_filter_grad' op the convolution of a [1, 4, 5, 5] input with a [4, 4, 3, 3] filter does not have the shape [1, 5, 4, 5] of dy}}
+  %dw = loom.conv2d_filter_grad %x, %dy {channels_last, strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x5x5x4xf32>, tensor<1x4x5x5xf32>) -> tensor<4x4x3x3xf32>
+  return
+}

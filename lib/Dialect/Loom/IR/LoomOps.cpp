@@ -130,11 +130,31 @@ static int64_t windowOutSize(int64_t in, int64_t padLo, int64_t padHi,
   return (padded - effective) / stride + 1;
 }
 
+/// The NCHW shape of an NHWC tensor type `t` (`channelsLast`), or `t`.
+static RankedTensorType asNchw(RankedTensorType t, bool channelsLast) {
+  if (!channelsLast || t.getRank() != 4)
+    return t;
+  ArrayRef<int64_t> s = t.getShape();
+  return t.clone({s[0], s[3], s[1], s[2]});
+}
+
+/// The NHWC form of an NCHW tensor type `t` (`channelsLast`), or `t`.
+static RankedTensorType fromNchw(RankedTensorType t, bool channelsLast) {
+  if (!channelsLast || t.getRank() != 4)
+    return t;
+  ArrayRef<int64_t> s = t.getShape();
+  return t.clone({s[0], s[2], s[3], s[1]});
+}
+
 LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &results) {
-  auto in = ranked(adaptor.getInput().getType());
+  bool channelsLast = adaptor.getChannelsLast();
+  auto in = asNchw(ranked(adaptor.getInput().getType()), channelsLast);
   auto filter = ranked(adaptor.getFilter().getType());
+  // (C5)
+  if (channelsLast && adaptor.getGroups() != 1)
+    return emitOptionalError(loc, "a channels-last convolution has one group");
   // (C1)
   if (in.getRank() != 4 || filter.getRank() != 4)
     return emitOptionalError(loc, "input and filter must have rank 4 (NCHW, "
@@ -172,8 +192,9 @@ LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     return emitOptionalError(loc, "filter ", shapeStr(filter.getShape()),
                              " does not fit in padded input ",
                              shapeStr(in.getShape()));
-  results.push_back(RankedTensorType::get({in.getDimSize(0), o, h, w},
-                                          in.getElementType()));
+  results.push_back(fromNchw(RankedTensorType::get({in.getDimSize(0), o, h, w},
+                                                   in.getElementType()),
+                             channelsLast));
   return success();
 }
 
@@ -790,8 +811,13 @@ static LogicalResult
 verifyConvGrad(Operation *op, Type inType, StringRef inName, Type filterType,
                StringRef filterName, Type outType, StringRef outName,
                ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
-               ArrayRef<int64_t> dil, int64_t groups) {
-  auto in = ranked(inType), filter = ranked(filterType), out = ranked(outType);
+               ArrayRef<int64_t> dil, int64_t groups, bool channelsLast) {
+  // (C5)
+  if (channelsLast && groups != 1)
+    return op->emitOpError("a channels-last convolution has one group");
+  // In and out as NCHW (C1-C4 read them so).
+  auto in = asNchw(ranked(inType), channelsLast), filter = ranked(filterType),
+       out = asNchw(ranked(outType), channelsLast);
   // (C1)
   if (in.getRank() != 4 || filter.getRank() != 4 || out.getRank() != 4)
     return op->emitOpError() << inName << ", " << filterName << " and "
@@ -836,7 +862,8 @@ verifyConvGrad(Operation *op, Type inType, StringRef inName, Type filterType,
 LogicalResult Conv2DInputGradOp::verify() {
   return verifyConvGrad(*this, getType(), "result", getFilter().getType(),
                         "filter", getDy().getType(), "dy", getStrides(),
-                        getPadding(), getDilations(), getGroups());
+                        getPadding(), getDilations(), getGroups(),
+                        getChannelsLast());
 }
 
 int64_t Conv2DInputGradOp::getFlopCount() {
@@ -849,7 +876,7 @@ int64_t Conv2DInputGradOp::getFlopCount() {
 LogicalResult Conv2DFilterGradOp::verify() {
   return verifyConvGrad(*this, getX().getType(), "x", getType(), "result",
                         getDy().getType(), "dy", getStrides(), getPadding(),
-                        getDilations(), getGroups());
+                        getDilations(), getGroups(), getChannelsLast());
 }
 
 int64_t Conv2DFilterGradOp::getFlopCount() {

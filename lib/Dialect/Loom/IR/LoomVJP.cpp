@@ -482,6 +482,9 @@ LogicalResult MatmulOp::buildVJP(OpBuilder &b, ValueRange cts,
 
 LogicalResult Conv2DOp::buildVJP(OpBuilder &b, ValueRange cts,
                                  SmallVectorImpl<Value> &out) {
+  if (getChannelsLast())
+    return emitOpError("has no gradient in channels-last form "
+                       "(loom-channels-last runs after autodiff)");
   Value g = cts[0];
   if (!g)
     return noCotangents(*this, out);
@@ -498,6 +501,9 @@ LogicalResult Conv2DOp::buildVJP(OpBuilder &b, ValueRange cts,
 
 LogicalResult Conv2DInputGradOp::buildVJP(OpBuilder &b, ValueRange cts,
                                           SmallVectorImpl<Value> &out) {
+  if (getChannelsLast())
+    return emitOpError("has no gradient in channels-last form "
+                       "(loom-channels-last runs after autodiff)");
   // result = A_w^T dy is linear in dy and in w: d(dy) = A_w G and
   // d(w) = filter_grad(G, dy).
   Value g = cts[0];
@@ -516,6 +522,9 @@ LogicalResult Conv2DInputGradOp::buildVJP(OpBuilder &b, ValueRange cts,
 
 LogicalResult Conv2DFilterGradOp::buildVJP(OpBuilder &b, ValueRange cts,
                                            SmallVectorImpl<Value> &out) {
+  if (getChannelsLast())
+    return emitOpError("has no gradient in channels-last form "
+                       "(loom-channels-last runs after autodiff)");
   // <G, result> = <dy, conv2d(x, G)>: d(x) = input_grad(dy, G) and
   // d(dy) = conv2d(x, G).
   Value g = cts[0];

@@ -391,11 +391,18 @@ def Loom_Conv2DOp : Loom_Op<"conv2d", [Pure, Loom_Contraction,
     3. (C3) `groups` is positive and divides the input channels and the
        output channels; filter dimension 1 is input channels / `groups`.
     4. (C4) the dilated filter fits in the padded input.
+    5. (C5) with `channels_last`, `groups` is 1.
+
+    With `channels_last` the input and the result are NHWC (`[n, y, x,
+    c]`), the filter still OIHW: the layout oneDNN convolves without
+    reordering. `loom-channels-last` makes it after autodiff, on the CPU
+    target; it has no gradient.
   }];
   let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$filter,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
                        DenseI64ArrayAttr:$dilations,
-                       DefaultValuedAttr<I64Attr, "1">:$groups);
+                       DefaultValuedAttr<I64Attr, "1">:$groups,
+                       UnitAttr:$channels_last);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $filter attr-dict `:` `(` type($input) `,` type($filter) `)` `->` type($result)
@@ -440,11 +447,15 @@ def Loom_Conv2DInputGradOp : Loom_Op<"conv2d_input_grad", [Pure,
        channels / `groups`.
     4. (C4) `loom.conv2d` of a `result`-shaped input with `filter` has the
        shape of `dy`.
+    5. (C5) with `channels_last`, `groups` is 1.
+
+    With `channels_last`, `dy` and `result` are NHWC, as in `loom.conv2d`.
   }];
   let arguments = (ins Loom_FloatTensor:$dy, Loom_FloatTensor:$filter,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
                        DenseI64ArrayAttr:$dilations,
-                       DefaultValuedAttr<I64Attr, "1">:$groups);
+                       DefaultValuedAttr<I64Attr, "1">:$groups,
+                       UnitAttr:$channels_last);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{
     $dy `,` $filter attr-dict `:` `(` type($dy) `,` type($filter) `)` `->` type($result)
@@ -489,11 +500,16 @@ def Loom_Conv2DFilterGradOp : Loom_Op<"conv2d_filter_grad", [Pure,
        `dim(result, 1)` is input channels / `groups`.
     4. (C4) `loom.conv2d` of `x` with a `result`-shaped filter has the shape
        of `dy`.
+    5. (C5) with `channels_last`, `groups` is 1.
+
+    With `channels_last`, `x` and `dy` are NHWC, as in `loom.conv2d`; the
+    result is OIHW.
   }];
   let arguments = (ins Loom_FloatTensor:$x, Loom_FloatTensor:$dy,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
                        DenseI64ArrayAttr:$dilations,
-                       DefaultValuedAttr<I64Attr, "1">:$groups);
+                       DefaultValuedAttr<I64Attr, "1">:$groups,
+                       UnitAttr:$channels_last);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{
     $x `,` $dy attr-dict `:` `(` type($x) `,` type($dy) `)` `->` type($result)
