@@ -529,13 +529,12 @@ void splitRows(linalg::GenericOp op) {
     its.append(rank, utils::IteratorType::parallel);
     AffineMap all = b.getMultiDimIdentityMap(rank + 1);
     AffineMap out = all.dropResult(0);
-    Operation *kind = combiner;
+    Operation *combine = combiner; // (a structured binding: not capturable)
     linalg::GenericOp::create(
         b, loc, ValueRange{partial}, ValueRange{init},
         ArrayRef<AffineMap>{all, out}, its,
         [&](OpBuilder &gb, Location gl, ValueRange args) {
-          IRMapping map;
-          Operation *c = gb.clone(*kind);
+          Operation *c = gb.clone(*combine);
           c->setOperands({args[1], args[0]});
           linalg::YieldOp::create(gb, gl, c->getResult(0));
         });
