@@ -157,41 +157,55 @@ struct UnitTransposeToReshape : OpRewritePattern<TransposeOp> {
   }
 };
 
-/// `v` as `transpose(v', perm)` without a transpose kernel: v' when `v` is
-/// transpose(v', p) with p o perm^-1 the identity, a splat constant or a
-/// broadcast with permuted `dims` (strictly increasing); null otherwise.
-/// `perm` maps v' to v (v = transpose(v', perm)).
-Value untransposedCheaply(OpBuilder &b, Value v, ArrayRef<int64_t> perm) {
-  SmallVector<int64_t> inv = inverse(perm);
-  RankedTensorType target = permuted(tensorOf(v), inv);
+/// The dims of `broadcast_in_dim(x, dims)` transposed by perm^-1: x's
+/// dimension j lands in dims[j], which is then dimension perm[dims[j]];
+/// empty where they would not stay strictly increasing (C2).
+SmallVector<int64_t> permutedDims(BroadcastInDimOp bc,
+                                  ArrayRef<int64_t> perm) {
+  SmallVector<int64_t> dims;
+  for (int64_t d : bc.getDims()) {
+    dims.push_back(perm[d]);
+    if (dims.size() > 1 && dims[dims.size() - 2] >= dims.back())
+      return {};
+  }
+  return dims;
+}
+
+/// Whether `v` is `transpose(v', perm)` for a v' that needs no transpose
+/// kernel: v is transpose(v', p) with p o perm^-1 the identity, a splat
+/// constant, or a broadcast whose permuted `dims` stay increasing (or has
+/// none). Creates nothing.
+bool untransposesCheaply(Value v, ArrayRef<int64_t> perm) {
   if (auto t = v.getDefiningOp<TransposeOp>()) {
     // v = transpose(a, p) = transpose(v', perm): v' = transpose(a, c) with
     // c[i] = p[inv[i]].
     SmallVector<int64_t> c;
-    for (int64_t i : inv)
+    for (int64_t i : inverse(perm))
       c.push_back(t.getPerm()[i]);
-    return isIdentity(c) ? t.getX() : Value();
+    return isIdentity(c);
   }
   if (auto c = v.getDefiningOp<ConstantOp>()) {
     auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-    if (!dense || !dense.isSplat())
-      return {};
-    return ConstantOp::create(b, c.getLoc(), target,
-                              dense.resizeSplat(target));
+    return dense && dense.isSplat();
   }
-  if (auto bc = v.getDefiningOp<BroadcastInDimOp>()) {
-    // x's dimension j lands in v's dims[j], which is v' dimension
-    // perm[dims[j]].
-    SmallVector<int64_t> dims;
-    for (int64_t d : bc.getDims()) {
-      dims.push_back(perm[d]);
-      if (dims.size() > 1 && dims[dims.size() - 2] >= dims.back())
-        return {};
-    }
-    return BroadcastInDimOp::create(b, bc.getLoc(), target, bc.getX(),
-                                    b.getDenseI64ArrayAttr(dims));
-  }
-  return {};
+  if (auto bc = v.getDefiningOp<BroadcastInDimOp>())
+    return bc.getDims().empty() || !permutedDims(bc, perm).empty();
+  return false;
+}
+
+/// The v' of untransposesCheaply (which must hold), built.
+Value untransposedCheaply(OpBuilder &b, Value v, ArrayRef<int64_t> perm) {
+  RankedTensorType target = permuted(tensorOf(v), inverse(perm));
+  if (auto t = v.getDefiningOp<TransposeOp>())
+    return t.getX();
+  if (auto c = v.getDefiningOp<ConstantOp>())
+    return ConstantOp::create(
+        b, c.getLoc(), target,
+        cast<DenseElementsAttr>(c.getValue()).resizeSplat(target));
+  auto bc = v.getDefiningOp<BroadcastInDimOp>();
+  return BroadcastInDimOp::create(
+      b, bc.getLoc(), target, bc.getX(),
+      b.getDenseI64ArrayAttr(permutedDims(bc, perm)));
 }
 
 /// A pointwise op whose operands and result all have one shape (not
@@ -210,59 +224,45 @@ bool isPlainPointwise(Operation *op) {
   });
 }
 
-/// op(transpose(a, p), ...) -> transpose(op(a, ...), p), where the other
-/// operands are transposes by p, splat constants, broadcasts, or at most
-/// one value that is then transposed by p^-1.
+/// op(transpose(a, p), ...) -> transpose(op(a, ...), p) for p NHWC -> NCHW,
+/// where the other operands untranspose cheaply (untransposesCheaply) but
+/// for at most one, which is then transposed by p^-1.
 struct SinkThroughPointwise : RewritePattern {
   SinkThroughPointwise(MLIRContext *context)
       : RewritePattern(MatchAnyOpTypeTag(), 1, context) {}
   LogicalResult matchAndRewrite(Operation *op,
                                 PatternRewriter &rewriter) const override {
-    if (!isPlainPointwise(op))
-      return failure();
     // Only NHWC -> NCHW transposes move down (and NCHW -> NHWC ones up,
     // HoistThroughPointwise): moving both ways could cycle.
-    std::optional<SmallVector<int64_t>> perm;
-    for (Value v : op->getOperands())
-      if (auto t = v.getDefiningOp<TransposeOp>();
-          t && t.getPerm() == ArrayRef<int64_t>(kToNchw)) {
-        perm = SmallVector<int64_t>(t.getPerm());
-        break;
-      }
-    if (!perm)
+    ArrayRef<int64_t> perm(kToNchw);
+    if (!isPlainPointwise(op) ||
+        llvm::none_of(op->getOperands(), [&](Value v) {
+          auto t = v.getDefiningOp<TransposeOp>();
+          return t && t.getPerm() == perm;
+        }))
       return failure();
-    // Dry run: at most one operand would need a transpose kernel.
-    unsigned expensive = 0;
-    for (Value v : op->getOperands()) {
-      auto t = v.getDefiningOp<TransposeOp>();
-      if (t && t.getPerm() == ArrayRef<int64_t>(*perm))
-        continue;
-      if (v.getDefiningOp<ConstantOp>() || v.getDefiningOp<BroadcastInDimOp>())
-        continue;
-      ++expensive;
-    }
-    if (expensive > 1)
+    // At most one operand needs a transpose kernel.
+    if (llvm::count_if(op->getOperands(), [&](Value v) {
+          return !untransposesCheaply(v, perm);
+        }) > 1)
       return failure();
-    SmallVector<int64_t> inv = inverse(*perm);
+    SmallVector<int64_t> inv = inverse(perm);
     IRMapping map;
-    for (Value v : op->getOperands()) {
-      Value u = untransposedCheaply(rewriter, v, *perm);
-      if (!u)
-        u = transpose(rewriter, op->getLoc(), v, inv);
-      map.map(v, u);
-    }
+    for (Value v : op->getOperands())
+      map.map(v, untransposesCheaply(v, perm)
+                     ? untransposedCheaply(rewriter, v, perm)
+                     : transpose(rewriter, op->getLoc(), v, inv));
     Operation *moved = rewriter.clone(*op, map);
     moved->getResult(0).setType(permuted(tensorOf(op->getResult(0)), inv));
-    rewriter.replaceOp(op,
-                       transpose(rewriter, op->getLoc(), moved->getResult(0),
-                                 *perm));
+    rewriter.replaceOp(
+        op, transpose(rewriter, op->getLoc(), moved->getResult(0), perm));
     return success();
   }
 };
 
-/// transpose(op(...), q) -> op(transpose(..., q)) for a pointwise op read
-/// by that transpose alone, whose operands all transpose without a kernel
-/// (untransposedCheaply).
+/// transpose(op(...), q) -> op(transpose(..., q)) for q NCHW -> NHWC and a
+/// pointwise op read by that transpose alone, whose operands all
+/// untranspose cheaply (untransposesCheaply).
 struct HoistThroughPointwise : OpRewritePattern<TransposeOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(TransposeOp t,
@@ -271,25 +271,14 @@ struct HoistThroughPointwise : OpRewritePattern<TransposeOp> {
     if (t.getPerm() != ArrayRef<int64_t>(kToNhwc) || !op ||
         !isPlainPointwise(op) || !op->hasOneUse())
       return failure();
-    // op's operands as transpose(o', q^-1)... that is, o' = transpose(o, q).
+    // Each operand o as transpose(o', q^-1): o' = transpose(o, q).
     SmallVector<int64_t> inv = inverse(t.getPerm());
-    for (Value v : op->getOperands()) {
-      auto tv = v.getDefiningOp<TransposeOp>();
-      bool cheap = v.getDefiningOp<ConstantOp>() ||
-                   v.getDefiningOp<BroadcastInDimOp>() ||
-                   (tv && isIdentity(llvm::to_vector(llvm::map_range(
-                              t.getPerm(),
-                              [&](int64_t q) { return tv.getPerm()[q]; }))));
-      if (!cheap)
-        return failure();
-    }
+    if (!llvm::all_of(op->getOperands(),
+                      [&](Value v) { return untransposesCheaply(v, inv); }))
+      return failure();
     IRMapping map;
-    for (Value v : op->getOperands()) {
-      Value u = untransposedCheaply(rewriter, v, inv);
-      if (!u)
-        return failure(); // a broadcast whose dims would not stay sorted
-      map.map(v, u);
-    }
+    for (Value v : op->getOperands())
+      map.map(v, untransposedCheaply(rewriter, v, inv));
     Operation *moved = rewriter.clone(*op, map);
     moved->getResult(0).setType(t.getType());
     rewriter.replaceOp(t, moved->getResults());
