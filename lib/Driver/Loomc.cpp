@@ -208,7 +208,8 @@ std::string shapeString(Type type) {
 }
 
 /// Optimizer state starts at zero, or at its `loom.init` value (the loss
-/// scale); it is stored beside the parameters.
+/// scale); it is stored beside the parameters, whole where the step holds
+/// a shard of it.
 void addOptimizerState(ModuleOp module, loom::ParameterStore &params) {
   auto apply = module.lookupSymbol<func::FuncOp>("apply_optimizer");
   if (!apply)
@@ -218,6 +219,11 @@ void addOptimizerState(ModuleOp module, loom::ParameterStore &params) {
     if (!name)
       continue;
     auto type = cast<RankedTensorType>(apply.getArgumentTypes()[i]);
+    // A rank's shard (loomc --zero) is stored whole: the runtime takes its
+    // block, so the file serves any number of ranks.
+    if (auto shard = apply.getArgAttrOfType<DictionaryAttr>(i, loom::kShardAttr))
+      if (auto shape = shard.getAs<DenseI64ArrayAttr>("shape"))
+        type = RankedTensorType::get(shape.asArrayRef(), type.getElementType());
     size_t elementBytes = (type.getElementTypeBitWidth() + 7) / 8;
     std::vector<uint8_t> bytes(type.getNumElements() * elementBytes, 0);
     auto init = apply.getArgAttrOfType<DenseElementsAttr>(i, loom::kInitAttr);

@@ -298,7 +298,12 @@ private:
                                   const uint8_t *bytes, size_t nbytes,
                                   const std::string &from);
   int bindParams(std::vector<std::optional<Tensor>> &args);
-  int writeResults(const std::vector<Tensor> &results);
+  int writeResults(const std::vector<Tensor> &results, const std::string &dir);
+  /// Argument `i`'s type, or for a rank's shard (loom.shard), the whole
+  /// tensor's: values are bound whole and each rank takes its block.
+  RankedTensorType wholeType(unsigned i);
+  /// Rank `rank`'s value of argument `i` from the value bound to it.
+  Tensor rankValue(unsigned i, int64_t rank, const Tensor &whole);
 
   ToolOptions &opts;
   MLIRContext &ctx;
@@ -317,11 +322,35 @@ std::string InterpTool::describeArg(unsigned i) {
   return s;
 }
 
+RankedTensorType InterpTool::wholeType(unsigned i) {
+  auto type = cast<RankedTensorType>(func.getArgument(i).getType());
+  if (auto shard = func.getArgAttrOfType<DictionaryAttr>(i, loom::kShardAttr))
+    if (auto shape = shard.getAs<DenseI64ArrayAttr>("shape"))
+      return RankedTensorType::get(shape.asArrayRef(), type.getElementType());
+  return type;
+}
+
+Tensor InterpTool::rankValue(unsigned i, int64_t rank, const Tensor &whole) {
+  auto type = cast<RankedTensorType>(func.getArgument(i).getType());
+  auto shard = func.getArgAttrOfType<DictionaryAttr>(i, loom::kShardAttr);
+  auto axis = shard ? shard.getAs<StringAttr>("axis") : StringAttr();
+  if (!axis || whole.type == type)
+    return whole;
+  // Block r of the whole tensor flattened and zero-padded (loom.shard).
+  size_t block = static_cast<size_t>(type.getNumElements());
+  size_t begin =
+      block * loom::interp::meshCoordinate(func, rank, axis.getValue());
+  Tensor t{type, std::vector<double>(block, 0.0)};
+  for (size_t k = 0; k < block && begin + k < whole.data.size(); ++k)
+    t.data[k] = whole.data[begin + k];
+  return t;
+}
+
 std::optional<Tensor> InterpTool::bindArray(unsigned i, DType dtype,
                                             llvm::ArrayRef<int64_t> shape,
                                             const uint8_t *bytes, size_t nbytes,
                                             const std::string &from) {
-  auto expected = cast<RankedTensorType>(func.getArgument(i).getType());
+  auto expected = wholeType(i);
   std::optional<Type> given = mlirType(dtype, &ctx);
   bool typeOk =
       given &&
@@ -390,9 +419,10 @@ int InterpTool::bindParams(std::vector<std::optional<Tensor>> &args) {
   return 0;
 }
 
-int InterpTool::writeResults(const std::vector<Tensor> &results) {
-  if (std::error_code ec = llvm::sys::fs::create_directories(opts.outputDir))
-    return fail("cannot create the output directory '" + opts.outputDir +
+int InterpTool::writeResults(const std::vector<Tensor> &results,
+                             const std::string &dir) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return fail("cannot create the output directory '" + dir +
                 "': " + ec.message());
   llvm::StringSet<> used;
   for (auto [i, result] : llvm::enumerate(results)) {
@@ -409,7 +439,7 @@ int InterpTool::writeResults(const std::vector<Tensor> &results) {
     if (!used.insert(name).second)
       name += "_" + std::to_string(i);
     used.insert(name);
-    llvm::SmallString<256> path(opts.outputDir);
+    llvm::SmallString<256> path(dir);
     llvm::sys::path::append(path, name + ".npy");
     loomrt::NpyArray array =
         encode(result, npyDTypeFor(result.type.getElementType(), opts.f64));
@@ -458,8 +488,21 @@ int InterpTool::run() {
   for (unsigned i = 0; i < numArgs; ++i)
     if (auto name = func.getArgAttrOfType<StringAttr>(i, kInputAttr))
       inputIndex.try_emplace(name.getValue(), i);
+  // NAME@R=FILE binds rank R's argument only (a mesh of several ranks).
+  int64_t numRanks = loom::interp::meshSize(func);
+  std::map<std::pair<int64_t, unsigned>, Tensor> rankArgs;
   for (const std::string &binding : opts.inputs) {
     auto [name, path] = llvm::StringRef(binding).split('=');
+    std::optional<int64_t> forRank;
+    if (auto [base, r] = name.rsplit('@'); !r.empty() && r != name) {
+      int64_t rank = -1;
+      if (r.getAsInteger(10, rank) || rank < 0 || rank >= numRanks)
+        return fail("--input " + binding + ": '" + r.str() +
+                    "' is not a rank of the module's mesh (0 to " +
+                    std::to_string(numRanks - 1) + ")");
+      forRank = rank;
+      name = base;
+    }
     if (name.empty() || path.empty()) {
       llvm::errs() << "loom-interp: error: --input expects NAME=FILE.npy, got '"
                    << binding << "'\n";
@@ -482,17 +525,24 @@ int InterpTool::run() {
                   " has no argument marked loom.input = \"" + name.str() +
                   "\" (inputs: " + (names.empty() ? "none" : names) + ")");
     }
-    if (args[index])
+    bool bound = forRank ? rankArgs.count({*forRank, index}) != 0
+                         : args[index].has_value();
+    if (bound)
       return fail("--input " + binding + ": " + describeArg(index) +
                   " is bound twice");
     std::string error;
     std::optional<loomrt::NpyArray> array = loomrt::readNpy(path.str(), &error);
     if (!array)
       return fail("cannot read input for " + describeArg(index) + ": " + error);
-    args[index] = bindArray(index, array->dtype, array->shape,
-                            array->data.data(), array->data.size(), path.str());
-    if (!args[index])
+    std::optional<Tensor> t =
+        bindArray(index, array->dtype, array->shape, array->data.data(),
+                  array->data.size(), path.str());
+    if (!t)
       return 1;
+    if (forRank)
+      rankArgs[{*forRank, index}] = std::move(*t);
+    else
+      args[index] = std::move(*t);
   }
 
   // The dropout seed.
@@ -508,25 +558,48 @@ int InterpTool::run() {
 
   if (int rc = bindParams(args))
     return rc;
-  for (unsigned i = 0; i < numArgs; ++i)
-    if (!args[i]) {
-      std::string how = func.getArgAttr(i, kInputAttr)
-                            ? "pass --input NAME=FILE.npy"
-                            : "pass --input " + std::to_string(i) + "=FILE.npy";
-      return fail(describeArg(i) + " of @" + func.getSymName() +
-                  " has no value (" + how + ")");
+  std::vector<std::vector<Tensor>> bound(numRanks);
+  for (int64_t r = 0; r < numRanks; ++r)
+    for (unsigned i = 0; i < numArgs; ++i) {
+      auto own = rankArgs.find({r, i});
+      if (own != rankArgs.end()) {
+        bound[r].push_back(own->second);
+        continue;
+      }
+      if (!args[i]) {
+        std::string how = func.getArgAttr(i, kInputAttr)
+                              ? "pass --input NAME=FILE.npy"
+                              : "pass --input " + std::to_string(i) +
+                                    "=FILE.npy";
+        return fail(describeArg(i) + " of @" + func.getSymName() +
+                    " has no value" +
+                    (numRanks > 1 ? " on rank " + std::to_string(r) : "") +
+                    " (" + how + ")");
+      }
+      bound[r].push_back(rankValue(i, r, *args[i]));
     }
 
-  std::vector<Tensor> bound;
-  for (std::optional<Tensor> &a : args)
-    bound.push_back(std::move(*a));
   loom::interp::Options options;
   options.f64 = opts.f64;
-  FailureOr<std::vector<Tensor>> results =
-      loom::interp::run(func, bound, options);
+  if (numRanks == 1) {
+    FailureOr<std::vector<Tensor>> results =
+        loom::interp::run(func, bound[0], options);
+    if (failed(results))
+      return fail("running @" + func.getSymName() + " failed");
+    return writeResults(*results, opts.outputDir);
+  }
+  FailureOr<std::vector<std::vector<Tensor>>> results =
+      loom::interp::runRanks(func, bound, options);
   if (failed(results))
-    return fail("running @" + func.getSymName() + " failed");
-  return writeResults(*results);
+    return fail("running @" + func.getSymName() + " on " +
+                std::to_string(numRanks) + " ranks failed");
+  for (int64_t r = 0; r < numRanks; ++r) {
+    llvm::SmallString<256> dir(opts.outputDir);
+    llvm::sys::path::append(dir, "rank" + std::to_string(r));
+    if (int rc = writeResults((*results)[r], std::string(dir)))
+      return rc;
+  }
+  return 0;
 }
 
 } // namespace
@@ -543,6 +616,10 @@ int loom::interp::interpMain(int argc, char **argv) {
       "  loom-interp FILE.mlir [--entry=NAME] --input NAME=FILE.npy ...\n"
       "              --output-dir DIR [--params FILE.safetensors] [--seed N]\n"
       "              [--f64]\n\n"
+      "A module with a mesh (loom.mesh_axes, loom.mesh_shape: loomc --dp)\n"
+      "runs every rank, each on a thread, the collectives combining their\n"
+      "values; --input NAME@R=FILE.npy binds rank R's argument only, and\n"
+      "rank R's results go to DIR/rankR/.\n\n"
       "Runs one function with plain loops and writes each result to\n"
       "DIR/<name>.npy, <name> being the result's loom.output, loom.grad\n"
       "or loom.buffer name (characters other than [A-Za-z0-9._-] become\n"

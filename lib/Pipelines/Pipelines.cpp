@@ -95,6 +95,7 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
   bool cuda = target && target->cuda;
   pm.addPass(createInlinerPass());
   pm.addPass(createCSEPass());
+  pm.addPass(createScheduleCollectivesPass());
   ConvToGemmPassOptions convs;
   convs.libraryConvs = !cuda; // oneDNN's primitives on the CPU
   pm.addPass(createConvToGemmPass(convs));

@@ -77,6 +77,33 @@ struct EntryWriter {
     return buffers.size() - 1;
   }
 
+  /// A binding's `shard` (kShardAttr: one rank's block of a tensor).
+  static void addShard(llvm::json::Object &binding, DictionaryAttr shard) {
+    if (!shard)
+      return;
+    llvm::json::Array shape;
+    if (auto s = shard.getAs<DenseI64ArrayAttr>("shape"))
+      for (int64_t d : s.asArrayRef())
+        shape.push_back(d);
+    auto axis = shard.getAs<StringAttr>("axis");
+    binding["shard"] = llvm::json::Object{
+        {"axis", axis ? axis.str() : std::string()}, {"shape", std::move(shape)}};
+  }
+
+  /// A collective (loom.all_reduce, ...) as a `collective` step.
+  llvm::json::Object collectiveStep(Operation *op) {
+    auto axis = op->getAttrOfType<StringAttr>("axis");
+    llvm::json::Object step{{"kind", "collective"},
+                            {"node", nodeName(op->getLoc())},
+                            {"op", op->getName().stripDialect().str()},
+                            {"axis", axis.str()},
+                            {"src", ids.lookup(op->getOperand(0))},
+                            {"dst", ids.lookup(op->getResult(0))}};
+    if (auto reduce = op->getAttrOfType<CollectiveReduceAttr>("reduce"))
+      step["reduce"] = stringifyCollectiveReduce(reduce.getValue()).str();
+    return step;
+  }
+
   /// A library convolution as a `conv` step over its x, w and y.
   FailureOr<llvm::json::Object> convStep(Operation *op) {
     if (target->target != "cpu")
@@ -146,8 +173,10 @@ struct EntryWriter {
         return func.emitError("plan: argument ")
                << i << " is not named (loom.param, loom.buffer, "
                << "loom.opt_state, loom.input or loom.rng_seed)";
-      inputs.push_back(llvm::json::Object{
-          {"name", name}, {"kind", kind}, {"buffer", id}});
+      llvm::json::Object binding{
+          {"name", name}, {"kind", kind}, {"buffer", id}};
+      addShard(binding, func.getArgAttrOfType<DictionaryAttr>(i, kShardAttr));
+      inputs.push_back(std::move(binding));
     }
     for (Operation &op : func.getBody().front()) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
@@ -164,8 +193,11 @@ struct EntryWriter {
             return func.emitError("plan: result ")
                    << i << " is not named (loom.output, loom.grad or "
                    << "loom.buffer)";
-          outputs.push_back(llvm::json::Object{
-              {"name", name}, {"kind", kind}, {"buffer", ids.lookup(v)}});
+          llvm::json::Object binding{
+              {"name", name}, {"kind", kind}, {"buffer", ids.lookup(v)}};
+          addShard(binding,
+                   func.getResultAttrOfType<DictionaryAttr>(i, kShardAttr));
+          outputs.push_back(std::move(binding));
         }
         continue;
       }
@@ -278,6 +310,8 @@ struct EntryWriter {
           gemm["bias"] = ids.lookup(bias);
         }
         steps.push_back(std::move(gemm));
+      } else if (isCollective(&op)) {
+        steps.push_back(collectiveStep(&op));
       } else if (isa<Conv2DOp, Conv2DInputGradOp, Conv2DFilterGradOp>(op) &&
                  isLibraryCall(&op)) {
         FailureOr<llvm::json::Object> step = convStep(&op);
@@ -325,6 +359,20 @@ LogicalResult loom::writePlan(ModuleOp module, const std::string &path,
                           {"target", target.target},
                           {"kernel_abi", 1},
                           {"entries", std::move(entries)}};
+  FailureOr<std::vector<MeshAxis>> mesh = getMesh(module);
+  if (failed(mesh)) {
+    error = "the module's mesh is malformed";
+    return failure();
+  }
+  if (!mesh->empty()) {
+    llvm::json::Array axes, shape;
+    for (const MeshAxis &a : *mesh) {
+      axes.push_back(a.name);
+      shape.push_back(a.size);
+    }
+    plan["mesh"] = llvm::json::Object{{"axes", std::move(axes)},
+                                      {"shape", std::move(shape)}};
+  }
   auto fileOrNull = [](const std::string &f) {
     return f.empty() ? llvm::json::Value(nullptr) : llvm::json::Value(f);
   };

@@ -34,6 +34,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DataParallel.h"
+
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Import/GraphBuilder.h"
 #include "loom/Import/Import.h"
@@ -105,6 +107,8 @@ struct Math {
 struct ParamInfo {
   std::string name;
   RankedTensorType type;
+  /// What @apply_optimizer updates: `type`, or one rank's shard of it.
+  RankedTensorType applyType;
   SmallVector<std::string> slots; // state slot names, e.g. adam_m
   SmallVector<RankedTensorType> slotTypes;
 };
@@ -301,6 +305,9 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
     }
     if (failed(checkOptions(fb)))
       return signalPassFailure();
+    DataParallel dpPlan{dp, zero};
+    if (failed(dpPlan.setUp(module, optimizer)))
+      return signalPassFailure();
     for (StringRef name : {"apply_optimizer", "train_step"})
       if (module.lookupSymbol(name)) {
         module.emitError() << "the module already has @" << name;
@@ -326,9 +333,11 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
       ParamInfo info;
       info.name = name.getValue().str();
       info.type = cast<RankedTensorType>(fb.getArgumentTypes()[i]);
-      for (const std::string &slot : slotsFor(info.type)) {
+      info.applyType = dpPlan.shardsUpdate() ? dpPlan.shardType(info.type)
+                                             : info.type;
+      for (const std::string &slot : slotsFor(info.applyType)) {
         info.slots.push_back(slot);
-        info.slotTypes.push_back(slotType(info.type, slot));
+        info.slotTypes.push_back(slotType(info.applyType, slot));
       }
       params.push_back(std::move(info));
       paramArgIndex.push_back(i);
@@ -353,6 +362,18 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
     auto named = [&](StringRef attr, StringRef value) {
       return b.getDictionaryAttr(b.getNamedAttr(attr, b.getStringAttr(value)));
     };
+    // The same, marked as one rank's shard of a `full` tensor.
+    auto namedShard = [&](StringRef attr, StringRef value,
+                          RankedTensorType full) {
+      return b.getDictionaryAttr(
+          {b.getNamedAttr(attr, b.getStringAttr(value)),
+           b.getNamedAttr(kShardAttr, dpPlan.shardAttr(b, full))});
+    };
+    auto namedFor = [&](StringRef attr, StringRef value, const ParamInfo &p,
+                        bool sharded) {
+      return sharded ? namedShard(attr, value, p.type) : named(attr, value);
+    };
+    bool shardUpdate = dpPlan.shardsUpdate();
     // The loss-scaling state after the optimizer's: name, type, attributes.
     std::string goodName = (kLossScaleName + ".good_steps").str();
     std::string skippedName = (kLossScaleName + ".skipped").str();
@@ -375,13 +396,14 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
     SmallVector<Type> argTypes, resultTypes;
     SmallVector<DictionaryAttr> argAttrs, resultAttrs;
     for (const ParamInfo &p : params) {
-      argTypes.push_back(p.type);
-      argAttrs.push_back(named(kParamAttr, p.name));
+      argTypes.push_back(p.applyType);
+      argAttrs.push_back(namedFor(kParamAttr, p.name, p, shardUpdate));
     }
     for (const ParamInfo &p : params)
       for (auto [slot, type] : llvm::zip(p.slots, p.slotTypes)) {
         argTypes.push_back(type);
-        argAttrs.push_back(named(kOptStateAttr, p.name + "." + slot));
+        argAttrs.push_back(
+            namedFor(kOptStateAttr, p.name + "." + slot, p, shardUpdate));
       }
     for (auto &[name, type] : scaleState) {
       argTypes.push_back(type);
@@ -390,17 +412,19 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
     argTypes.push_back(stepType);
     argAttrs.push_back(named(kInputAttr, "step"));
     for (const ParamInfo &p : params) {
-      argTypes.push_back(p.type);
-      argAttrs.push_back(named(kInputAttr, p.name + ".grad"));
+      argTypes.push_back(p.applyType);
+      argAttrs.push_back(
+          namedFor(kInputAttr, p.name + ".grad", p, shardUpdate));
     }
     for (const ParamInfo &p : params) {
-      resultTypes.push_back(p.type);
-      resultAttrs.push_back(named(kOutputAttr, p.name));
+      resultTypes.push_back(p.applyType);
+      resultAttrs.push_back(namedFor(kOutputAttr, p.name, p, shardUpdate));
     }
     for (const ParamInfo &p : params)
       for (auto [slot, type] : llvm::zip(p.slots, p.slotTypes)) {
         resultTypes.push_back(type);
-        resultAttrs.push_back(named(kOutputAttr, p.name + "." + slot));
+        resultAttrs.push_back(
+            namedFor(kOutputAttr, p.name + "." + slot, p, shardUpdate));
       }
     for (auto &[name, type] : scaleState) {
       resultTypes.push_back(type);
@@ -444,6 +468,8 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
       Value probe = m.c(0.0);
       for (Value g : grads)
         probe = m.add(probe, m.sumAll(m.toF32(m.mul(g, m.splat(m.c(0.0), g)))));
+      if (shardUpdate) // every rank skips, or none
+        probe = dpPlan.sum(b, loc, probe);
       finite = CompareOp::create(b, loc,
                                  RankedTensorType::get({}, b.getI1Type()),
                                  ComparePredicate::EQ, probe, m.c(0.0));
@@ -458,6 +484,8 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
       Value sq = m.c(0.0);
       for (Value g : grads)
         sq = m.add(sq, m.sumAll(m.toF32(m.mul(g, g))));
+      if (shardUpdate)
+        sq = dpPlan.sum(b, loc, sq);
       Value norm = m.sqrt(sq);
       Value coef = m.min(m.c(1.0), m.div(m.c(clipNorm), m.add(norm, m.c(1e-6))));
       for (Value &g : grads)
@@ -530,10 +558,17 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
     for (unsigned i = 0; i < fb.getNumArguments(); ++i)
       tsArgAttrs.push_back(fb.getArgAttrDict(i) ? fb.getArgAttrDict(i)
                                                  : b.getDictionaryAttr({}));
+    // ZeRO 3: the parameters are shards between steps.
+    if (dpPlan.shardsParams())
+      for (auto [p, idx] : llvm::zip(params, paramArgIndex)) {
+        tsArgs[idx] = p.applyType;
+        tsArgAttrs[idx] = namedShard(kParamAttr, p.name, p.type);
+      }
     for (const ParamInfo &p : params)
       for (auto [slot, type] : llvm::zip(p.slots, p.slotTypes)) {
         tsArgs.push_back(type);
-        tsArgAttrs.push_back(named(kOptStateAttr, p.name + "." + slot));
+        tsArgAttrs.push_back(
+            namedFor(kOptStateAttr, p.name + "." + slot, p, shardUpdate));
       }
     for (auto &[name, type] : ArrayRef(scaleState).drop_front(scaling ? 1 : 0)) {
       tsArgs.push_back(type);
@@ -545,6 +580,13 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
     SmallVector<DictionaryAttr> tsResultAttrs{named(kOutputAttr, "loss")};
     tsResults.append(resultTypes);
     tsResultAttrs.append(resultAttrs);
+    // ZeRO 1 and 2: the updated shards are gathered into whole parameters.
+    bool gatherParams = shardUpdate && !dpPlan.shardsParams();
+    if (gatherParams)
+      for (auto [j, p] : llvm::enumerate(params)) {
+        tsResults[1 + j] = p.type;
+        tsResultAttrs[1 + j] = named(kOutputAttr, p.name);
+      }
     // Buffers' new values (loom-batch-norm-train), named like the buffer.
     SmallVector<unsigned> bufferResults;
     for (unsigned i = 1; i < fb.getNumResults(); ++i)
@@ -562,23 +604,45 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
     Block *tb = train.addEntryBlock();
     b.setInsertionPointToStart(tb);
     ValueRange targs = tb->getArguments();
-    auto call = func::CallOp::create(b, loc, fb,
-                                     targs.take_front(fb.getNumArguments()));
+    SmallVector<Value> fbArgs(targs.take_front(fb.getNumArguments()));
+    if (dpPlan.shardsParams())
+      for (auto [p, idx] : llvm::zip(params, paramArgIndex))
+        fbArgs[idx] = dpPlan.gather(b, loc, targs[idx], p.type);
+    auto call = func::CallOp::create(b, loc, fb, fbArgs);
     SmallVector<Value> applyArgs;
     for (unsigned idx : paramArgIndex)
-      applyArgs.push_back(targs[idx]);
+      applyArgs.push_back(gatherParams ? dpPlan.localShard(b, loc, targs[idx])
+                                       : targs[idx]);
     ValueRange extra = targs.drop_front(fb.getNumArguments());
     applyArgs.append(extra.begin(), extra.begin() + numState); // state...
     if (scaling)
       applyArgs.push_back(targs[*scaleArg]);
     applyArgs.append(extra.begin() + numState, extra.end()); // ..., step
-    for (const ParamInfo &p : params)
-      applyArgs.push_back(call.getResult(gradResult[p.name]));
+    // Data parallelism: the gradients averaged over the ranks (or this
+    // rank's shard of the average).
+    for (const ParamInfo &p : params) {
+      Value g = call.getResult(gradResult[p.name]);
+      if (shardUpdate)
+        g = dpPlan.gradientShard(b, loc, g);
+      else if (dpPlan.enabled())
+        g = dpPlan.mean(b, loc, g);
+      applyArgs.push_back(g);
+    }
     auto applyCall = func::CallOp::create(b, loc, apply, applyArgs);
-    SmallVector<Value> tsRets{call.getResult(0)};
+    Value loss = call.getResult(0);
+    SmallVector<Value> tsRets{dpPlan.enabled() ? dpPlan.mean(b, loc, loss)
+                                               : loss};
     tsRets.append(applyCall.getResults().begin(), applyCall.getResults().end());
-    for (unsigned i : bufferResults)
-      tsRets.push_back(call.getResult(i));
+    if (gatherParams)
+      for (auto [j, p] : llvm::enumerate(params))
+        tsRets[1 + j] = dpPlan.gather(b, loc, tsRets[1 + j], p.type);
+    // Buffers (running statistics): the ranks' new values averaged, so that
+    // every rank keeps the same.
+    for (unsigned i : bufferResults) {
+      Value v = call.getResult(i);
+      bool averaged = dpPlan.enabled() && isa<FloatType>(getElementTypeOrSelf(v.getType()));
+      tsRets.push_back(averaged ? dpPlan.mean(b, loc, v) : v);
+    }
     func::ReturnOp::create(b, loc, tsRets);
   }
 };

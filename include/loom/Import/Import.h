@@ -70,6 +70,12 @@ inline constexpr llvm::StringLiteral kLossScaleName = "loss_scale";
 /// statistics). On a result, it marks the buffer's new value.
 inline constexpr llvm::StringLiteral kBufferAttr = "loom.buffer";
 
+/// Name of the argument/result attribute that marks a rank's shard of a
+/// tensor (loomc --zero): `{axis = "dp", shape = [full shape]}`; the value is
+/// block r (r: the rank's coordinate along `axis`) of the tensor flattened
+/// row-major and zero-padded to n equal blocks (n: the axis's size).
+inline constexpr llvm::StringLiteral kShardAttr = "loom.shard";
+
 /// How the ONNX importer treats BatchNormalization's running statistics.
 enum class BatchNormMode {
   /// Batch statistics when the node trains: `training_mode = 1`, or a node

@@ -35,9 +35,16 @@ struct Tensor {
   std::vector<double> data;
 };
 
+class SimulatedMesh;
+
 struct Options {
   /// Keep every float in double precision (for finite-difference checks).
   bool f64 = false;
+  /// Set by runRanks for each rank's run: where the collectives meet, and
+  /// this run's rank. Without a mesh, collectives see one rank (an error
+  /// when the module's mesh has more).
+  SimulatedMesh *mesh = nullptr;
+  int64_t rank = 0;
 };
 
 /// Runs `func` on `args` (one per function argument, of the argument's
@@ -48,6 +55,23 @@ struct Options {
 mlir::FailureOr<std::vector<Tensor>> run(mlir::func::FuncOp func,
                                          llvm::ArrayRef<Tensor> args,
                                          const Options &options = {});
+
+/// Runs `func` once for every rank of its module's mesh (loom.mesh_axes,
+/// loom.mesh_shape), each on a thread of its own with `args[r]` as its
+/// arguments, so that the collectives combine the ranks' values as the
+/// ranks of a distributed run would. Returns each rank's results. With no
+/// mesh, one rank. A failing rank makes the others fail too.
+mlir::FailureOr<std::vector<std::vector<Tensor>>>
+runRanks(mlir::func::FuncOp func, llvm::ArrayRef<std::vector<Tensor>> args,
+         const Options &options = {});
+
+/// The number of ranks of `func`'s module's mesh (1 without one).
+int64_t meshSize(mlir::func::FuncOp func);
+
+/// Rank `rank`'s coordinate along `axis` of `func`'s module's mesh (ranks
+/// are numbered row-major over the axes); 0 without one.
+int64_t meshCoordinate(mlir::func::FuncOp func, int64_t rank,
+                       llvm::StringRef axis);
 
 /// True if the interpreter has a rule for the op called `opName` (as in
 /// "loom.matmul"). An op without one fails with "loom-interp: no rule for

@@ -178,6 +178,22 @@ def OptimizerPass : Pass<"loom-optimizer", "mlir::ModuleOp"> {
     updates applied (skipped steps excluded); the learning-rate schedule
     counts every step. Two more outputs report it: `loss_scale_used` (the
     scale of this step) and `skipped_steps` (the total so far).
+
+    Data parallelism (`dp` = n > 1): the module gets a mesh with axis `dp`
+    of n ranks (`loom.mesh_axes`, `loom.mesh_shape`); every rank runs
+    `@train_step` on its own batch (the model's batch is one rank's), and
+    the step averages the loss, the gradients and the new buffers over the
+    ranks with `loom.all_reduce` before the update, so that every rank makes
+    the update one process makes on the n batches together. `zero` shards
+    the update over the ranks (ZeRO): each optimizer state tensor becomes
+    one rank's shard, a block of the tensor flattened and zero-padded to n
+    equal blocks (marked `loom.shard`), and each rank updates its shard of
+    every parameter and all-gathers the new parameters (1: the gradients
+    all-reduced, then sliced; 2: reduce-scattered); with 3 the parameters
+    themselves are kept as shards between steps and all-gathered before the
+    forward. Global-norm clipping and the loss-scaling overflow check sum
+    their partial sums over the ranks. `@apply_optimizer` takes the same
+    shards. Adafactor's factored state is not sharded (an error).
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
@@ -207,6 +223,11 @@ def OptimizerPass : Pass<"loom-optimizer", "mlir::ModuleOp"> {
     Option<"lossScaleGrowthInterval", "loss-scale-growth-interval",
            "int64_t", "2000",
            "Good steps in a row before the loss scale grows">,
+    Option<"dp", "dp", "int64_t", "1",
+           "Data-parallel ranks (mesh axis dp)">,
+    Option<"zero", "zero", "int64_t", "0",
+           "ZeRO stage: 0 (replicated), 1 (optimizer state sharded), 2 "
+           "(and gradients), 3 (and parameters)">,
   ];
   let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
 }
@@ -291,6 +312,26 @@ def GemmEpiloguesPass : Pass<"loom-gemm-epilogues", "mlir::ModuleOp"> {
   }];
   let statistics = [
     Statistic<"numFolded", "num-folded", "Bias adds moved into GEMMs">,
+  ];
+}
+
+def ScheduleCollectivesPass : Pass<"loom-schedule-collectives",
+                                   "mlir::ModuleOp"> {
+  let summary = "Issues every collective as soon as its operand exists.";
+  let description = [{
+    Moves each collective (`loom.all_reduce`, `loom.reduce_scatter`,
+    `loom.all_gather`, `loom.rank_slice`) up its block to just after the
+    op that defines its last operand, together with the reshapes and pads
+    that feed it alone, so that the plan issues a gradient's reduction as
+    soon as the backward has computed it and the runtime overlaps it with
+    the rest of the backward: the last layer's gradient, which the backward
+    computes first, is reduced first. The collectives' order changes, the
+    same way on every rank (they all run the same plan), so every rank
+    still issues them in the same order. Run by code generation after
+    inlining, when the training step is one block.
+  }];
+  let statistics = [
+    Statistic<"numMoved", "num-moved", "Collectives moved earlier">,
   ];
 }
 

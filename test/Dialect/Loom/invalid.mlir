@@ -2331,3 +2331,82 @@ func.func @conv2d_filter_grad_c4_channels_last(%x: tensor<1x5x5x4xf32>, %dy: ten
   %dw = loom.conv2d_filter_grad %x, %dy {channels_last, strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x5x5x4xf32>, tensor<1x4x5x5xf32>) -> tensor<4x4x3x3xf32>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that a collective's axis must be an axis of the module's mesh (C2).
+module attributes {loom.mesh_axes = ["dp"], loom.mesh_shape = array<i64: 2>} {
+  func.func @all_reduce_c2_axis(%x: tensor<4xf32>) {
+    // expected-error @+1 {{'loom.all_reduce' op axis 'tp' is not an axis of the module's mesh (loom.mesh_axes) (C2)}}
+    %y = loom.all_reduce %x over "tp" reduce = sum : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+// Tests that a module without a mesh has no collectives (C2).
+func.func @all_gather_c2_no_mesh(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.all_gather' op axis 'dp' is not an axis of the module's mesh (loom.mesh_axes) (C2)}}
+  %y = loom.all_gather %x over "dp" : tensor<4xf32> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.all_reduce reduces floats only (C1).
+module attributes {loom.mesh_axes = ["dp"], loom.mesh_shape = array<i64: 2>} {
+  func.func @all_reduce_c1_int(%x: tensor<4xi64>) {
+    // expected-error @+1 {{'loom.all_reduce' op operand #0 must be statically shaped tensor of}}
+    %y = loom.all_reduce %x over "dp" reduce = sum : tensor<4xi64>
+    return
+  }
+}
+
+// -----
+
+// Tests that loom.reduce_scatter's operand is n blocks of its result (C3).
+module attributes {loom.mesh_axes = ["dp"], loom.mesh_shape = array<i64: 4>} {
+  func.func @reduce_scatter_c3_blocks(%x: tensor<8x3xf32>) {
+    // expected-error @+1 {{'loom.reduce_scatter' op x [8, 3] is not 4 blocks of [4, 3] along dimension 0 (C3)}}
+    %y = loom.reduce_scatter %x over "dp" reduce = sum : tensor<8x3xf32> -> tensor<4x3xf32>
+    return
+  }
+}
+
+// -----
+
+// Tests that loom.reduce_scatter does not take the maximum (C4).
+module attributes {loom.mesh_axes = ["dp"], loom.mesh_shape = array<i64: 2>} {
+  func.func @reduce_scatter_c4_max(%x: tensor<8xf32>) {
+    // expected-error @+1 {{'loom.reduce_scatter' op reduce is sum or mean (C4)}}
+    %y = loom.reduce_scatter %x over "dp" reduce = max : tensor<8xf32> -> tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+// Tests that loom.all_gather's result is n blocks of its operand (C3).
+module attributes {loom.mesh_axes = ["dp"], loom.mesh_shape = array<i64: 2>} {
+  func.func @all_gather_c3_blocks(%x: tensor<4x2xf32>) {
+    // expected-error @+1 {{'loom.all_gather' op y [8, 3] is not 2 blocks of [4, 2] along dimension 0 (C3)}}
+    %y = loom.all_gather %x over "dp" : tensor<4x2xf32> -> tensor<8x3xf32>
+    return
+  }
+}
+
+// -----
+
+// Tests that loom.rank_slice keeps the element type and rank (C1).
+module attributes {loom.mesh_axes = ["dp"], loom.mesh_shape = array<i64: 2>} {
+  func.func @rank_slice_c1_type(%x: tensor<8xf32>) {
+    // expected-error @+1 {{'loom.rank_slice' op x and y need the same element type and rank, at least 1 (C1)}}
+    %y = loom.rank_slice %x over "dp" : tensor<8xf32> -> tensor<4xf16>
+    return
+  }
+}

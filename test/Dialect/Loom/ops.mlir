@@ -802,3 +802,22 @@ func.func @max_pool2d_grad(%g: tensor<8x8x14x14xf32>, %i: tensor<8x8x14x14xi64>)
   %dx = loom.max_pool2d_grad %g[%i] {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>} : (tensor<8x8x14x14xf32>, tensor<8x8x14x14xi64>) -> tensor<8x8x28x28xf32>
   return %dx : tensor<8x8x28x28xf32>
 }
+
+// -----
+
+// Tests that the collectives round-trip, with the module's mesh.
+// CHECK: module attributes {loom.mesh_axes = ["dp", "tp"], loom.mesh_shape = array<i64: 2, 4>}
+// CHECK-LABEL: func.func @collectives(
+// CHECK:         loom.all_reduce %{{.+}} over "dp" reduce = mean : tensor<8x2xf32>
+// CHECK:         loom.reduce_scatter %{{.+}} over "tp" reduce = sum : tensor<8x2xf32> -> tensor<2x2xf32>
+// CHECK:         loom.all_gather %{{.+}} over "dp" : tensor<2x2xf32> -> tensor<4x2xf32>
+// CHECK:         loom.rank_slice %{{.+}} over "tp" : tensor<8x2xf32> -> tensor<2x2xf32>
+module attributes {loom.mesh_axes = ["dp", "tp"], loom.mesh_shape = array<i64: 2, 4>} {
+  func.func @collectives(%x: tensor<8x2xf32>) -> (tensor<8x2xf32>, tensor<2x2xf32>, tensor<4x2xf32>, tensor<2x2xf32>) {
+    %a = loom.all_reduce %x over "dp" reduce = mean : tensor<8x2xf32>
+    %r = loom.reduce_scatter %x over "tp" reduce = sum : tensor<8x2xf32> -> tensor<2x2xf32>
+    %g = loom.all_gather %r over "dp" : tensor<2x2xf32> -> tensor<4x2xf32>
+    %s = loom.rank_slice %x over "tp" : tensor<8x2xf32> -> tensor<2x2xf32>
+    return %a, %r, %g, %s : tensor<8x2xf32>, tensor<2x2xf32>, tensor<4x2xf32>, tensor<2x2xf32>
+  }
+}

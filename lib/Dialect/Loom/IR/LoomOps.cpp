@@ -966,3 +966,132 @@ LogicalResult loom::FusionOp::verify() {
            << getResultTypes() << " (C2)";
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Meshes and collectives
+//===----------------------------------------------------------------------===//
+
+FailureOr<std::vector<MeshAxis>> loom::getMesh(ModuleOp module) {
+  auto axes = module->getAttrOfType<ArrayAttr>(kMeshAxesAttr);
+  auto shape = module->getAttrOfType<DenseI64ArrayAttr>(kMeshShapeAttr);
+  if (!axes && !shape && !module->hasAttr(kMeshAxesAttr) &&
+      !module->hasAttr(kMeshShapeAttr))
+    return std::vector<MeshAxis>{};
+  if (!axes || !shape || axes.size() != shape.size())
+    return module.emitError()
+           << kMeshAxesAttr << " (an array of strings) and " << kMeshShapeAttr
+           << " (array<i64>) must both be given, one entry per axis";
+  std::vector<MeshAxis> mesh;
+  for (auto [name, size] : llvm::zip(axes, shape.asArrayRef())) {
+    auto s = dyn_cast<StringAttr>(name);
+    if (!s || s.getValue().empty() || size < 1)
+      return module.emitError()
+             << "mesh axes need a non-empty name and a size of at least 1";
+    for (const MeshAxis &a : mesh)
+      if (a.name == s.getValue())
+        return module.emitError() << "mesh axis '" << a.name << "' twice";
+    mesh.push_back({s.str(), size});
+  }
+  return mesh;
+}
+
+void loom::setMesh(ModuleOp module, ArrayRef<MeshAxis> mesh) {
+  Builder b(module.getContext());
+  SmallVector<Attribute> names;
+  SmallVector<int64_t> sizes;
+  for (const MeshAxis &a : mesh) {
+    names.push_back(b.getStringAttr(a.name));
+    sizes.push_back(a.size);
+  }
+  module->setAttr(kMeshAxesAttr, b.getArrayAttr(names));
+  module->setAttr(kMeshShapeAttr, b.getDenseI64ArrayAttr(sizes));
+}
+
+int64_t loom::meshAxisSize(Operation *op, StringRef axis) {
+  auto module = op->getParentOfType<ModuleOp>();
+  if (!module)
+    return 0;
+  auto axes = module->getAttrOfType<ArrayAttr>(kMeshAxesAttr);
+  auto shape = module->getAttrOfType<DenseI64ArrayAttr>(kMeshShapeAttr);
+  if (!axes || !shape || axes.size() != shape.size())
+    return 0;
+  for (auto [name, size] : llvm::zip(axes, shape.asArrayRef()))
+    if (auto s = dyn_cast<StringAttr>(name); s && s.getValue() == axis)
+      return size;
+  return 0;
+}
+
+namespace {
+/// (C2) of every collective: the axis is in the mesh of the enclosing
+/// module. An op outside any module (a function being built) is not
+/// checked yet.
+LogicalResult verifyAxis(Operation *op, StringRef axis, int64_t &n) {
+  n = meshAxisSize(op, axis);
+  if (n > 0 || !op->getParentOfType<ModuleOp>())
+    return success();
+  return op->emitOpError("axis '")
+         << axis << "' is not an axis of the module's mesh (" << kMeshAxesAttr
+         << ") (C2)";
+}
+
+/// (C1) and (C3) of the collectives that split or join dimension 0: `whole`
+/// is n blocks of `part` along dimension 0 (n unknown outside a module).
+LogicalResult verifyBlocks(Operation *op, RankedTensorType whole,
+                           RankedTensorType part, int64_t n,
+                           StringRef wholeName) {
+  if (whole.getElementType() != part.getElementType() ||
+      whole.getRank() != part.getRank() || whole.getRank() < 1)
+    return op->emitOpError("x and y need the same element type and rank, "
+                           "at least 1 (C1)");
+  bool ok = whole.getShape().drop_front() == part.getShape().drop_front();
+  if (n > 0)
+    ok = ok && whole.getDimSize(0) == n * part.getDimSize(0);
+  if (!ok)
+    return op->emitOpError()
+           << wholeName << " " << shapeStr(whole.getShape()) << " is not "
+           << (n > 0 ? std::to_string(n) : std::string("n"))
+           << " blocks of " << shapeStr(part.getShape())
+           << " along dimension 0 (C3)";
+  return success();
+}
+} // namespace
+
+int64_t AllReduceOp::getAxisSize() { return meshAxisSize(*this, getAxis()); }
+int64_t ReduceScatterOp::getAxisSize() {
+  return meshAxisSize(*this, getAxis());
+}
+int64_t AllGatherOp::getAxisSize() { return meshAxisSize(*this, getAxis()); }
+int64_t RankSliceOp::getAxisSize() { return meshAxisSize(*this, getAxis()); }
+
+LogicalResult AllReduceOp::verify() {
+  int64_t n = 0;
+  return verifyAxis(*this, getAxis(), n);
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  int64_t n = 0;
+  if (failed(verifyAxis(*this, getAxis(), n)) ||
+      failed(verifyBlocks(*this, ranked(getX().getType()),
+                          ranked(getType()), n, "x")))
+    return failure();
+  // (C4)
+  if (getReduce() == CollectiveReduce::Max)
+    return emitOpError("reduce is sum or mean (C4)");
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  int64_t n = 0;
+  if (failed(verifyAxis(*this, getAxis(), n)))
+    return failure();
+  return verifyBlocks(*this, ranked(getType()), ranked(getX().getType()), n,
+                      "y");
+}
+
+LogicalResult RankSliceOp::verify() {
+  int64_t n = 0;
+  if (failed(verifyAxis(*this, getAxis(), n)))
+    return failure();
+  return verifyBlocks(*this, ranked(getX().getType()), ranked(getType()), n,
+                      "x");
+}

@@ -1106,3 +1106,52 @@ LogicalResult MseOp::buildVJP(OpBuilder &b, ValueRange cts,
   out.append({dp, e.neg(dp)});
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Collectives (the sum convention of LoomOps.td: the objective is the sum of
+// every rank's own)
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceOp::buildVJP(OpBuilder &b, ValueRange cts,
+                                    SmallVectorImpl<Value> &out) {
+  Value g = cts[0];
+  if (!g)
+    return noCotangents(*this, out);
+  if (getReduce() == CollectiveReduce::Max)
+    return emitOpError("has no gradient rule for reduce = max");
+  out.push_back(AllReduceOp::create(b, getLoc(), g.getType(), g, getAxis(),
+                                    getReduce()));
+  return success();
+}
+
+LogicalResult ReduceScatterOp::buildVJP(OpBuilder &b, ValueRange cts,
+                                        SmallVectorImpl<Value> &out) {
+  Value g = cts[0];
+  if (!g)
+    return noCotangents(*this, out);
+  Emitter e{b, getLoc()};
+  Value gathered =
+      AllGatherOp::create(b, getLoc(), getX().getType(), g, getAxis());
+  if (getReduce() == CollectiveReduce::Mean)
+    gathered = e.scale(gathered, 1.0 / static_cast<double>(getAxisSize()));
+  out.push_back(gathered);
+  return success();
+}
+
+LogicalResult AllGatherOp::buildVJP(OpBuilder &b, ValueRange cts,
+                                    SmallVectorImpl<Value> &out) {
+  Value g = cts[0];
+  if (!g || !isFloatTensor(g))
+    return noCotangents(*this, out);
+  out.push_back(ReduceScatterOp::create(b, getLoc(), getX().getType(), g,
+                                        getAxis(), CollectiveReduce::Sum));
+  return success();
+}
+
+LogicalResult RankSliceOp::buildVJP(OpBuilder &, ValueRange cts,
+                                    SmallVectorImpl<Value> &out) {
+  if (!cts[0])
+    return noCotangents(*this, out);
+  return emitOpError("has no gradient rule (its cotangent would sit at a "
+                     "rank-dependent offset)");
+}

@@ -46,4 +46,12 @@ def Loom_GeluApproximation : I64EnumAttr<"GeluApproximation",
   let cppNamespace = "::loom";
 }
 
+// How a collective combines the ranks' values.
+def Loom_CollectiveReduce : I64EnumAttr<"CollectiveReduce",
+    "reduction of a collective", [
+    I64EnumAttrCase<"Sum", 0, "sum">, I64EnumAttrCase<"Max", 1, "max">,
+    I64EnumAttrCase<"Mean", 2, "mean">]> {
+  let cppNamespace = "::loom";
+}
+
 #endif // LOOM_DIALECT_LOOM_IR_LOOMENUMS_TD

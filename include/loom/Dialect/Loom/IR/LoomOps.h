@@ -4,6 +4,7 @@
 #define LOOM_DIALECT_LOOM_IR_LOOMOPS_H
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
@@ -24,14 +25,41 @@ namespace loom {
 /// a generated kernel. Set by `loom-conv-to-gemm` with `library-convs`.
 constexpr llvm::StringLiteral kLibraryCallAttr = "loom.library_call";
 
+/// The collectives (`loom.all_reduce`, ...): plan `collective` steps.
+inline bool isCollective(mlir::Operation *op) {
+  return mlir::isa<AllReduceOp, ReduceScatterOp, AllGatherOp, RankSliceOp>(op);
+}
+
 /// Ops the plan runs itself as library calls (BLAS/cuBLASLt GEMMs, oneDNN
-/// convolutions), which loom-fuse leaves outside the kernels.
+/// convolutions) or collectives, which loom-fuse leaves outside the kernels.
 inline bool isLibraryCall(mlir::Operation *op) {
-  if (mlir::isa<MatmulOp>(op))
+  if (mlir::isa<MatmulOp>(op) || isCollective(op))
     return true;
   return mlir::isa<Conv2DOp, Conv2DInputGradOp, Conv2DFilterGradOp>(op) &&
          op->hasAttr(kLibraryCallAttr);
 }
+
+/// The device mesh of an SPMD module (its ranks run the same program):
+/// `loom.mesh_axes` names the axes, `loom.mesh_shape` gives their sizes.
+constexpr llvm::StringLiteral kMeshAxesAttr = "loom.mesh_axes";
+constexpr llvm::StringLiteral kMeshShapeAttr = "loom.mesh_shape";
+
+/// One axis of a mesh.
+struct MeshAxis {
+  std::string name;
+  int64_t size = 1;
+};
+
+/// The mesh of `module` (empty when it has none: one device), or failure
+/// with an error at the module when the attributes are malformed.
+mlir::FailureOr<std::vector<MeshAxis>> getMesh(mlir::ModuleOp module);
+
+/// Sets `module`'s mesh.
+void setMesh(mlir::ModuleOp module, llvm::ArrayRef<MeshAxis> mesh);
+
+/// The size of the axis called `axis` in the mesh of the module around
+/// `op`, or 0 when there is no such module, mesh or axis.
+int64_t meshAxisSize(mlir::Operation *op, llvm::StringRef axis);
 
 /// The name of the model node `loc` comes from (the ONNX node's or the JSON
 /// node's id: a NameLoc, or the first one in a FusedLoc or call site), or

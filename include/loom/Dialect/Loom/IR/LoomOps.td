@@ -1237,6 +1237,140 @@ def Loom_MseOp : Loom_Op<"mse", [Pure, Loom_ReductionKind, Loom_KeepF32,
 }
 
 //===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+// The program is SPMD: every rank of the module's mesh runs it, each on its
+// own values. The mesh is the module's `loom.mesh_axes` (names) and
+// `loom.mesh_shape` (sizes); ranks are numbered row-major over the axes, and
+// a collective over axis `a` combines the ranks that differ only in their
+// coordinate along `a` (n of them, n = the axis's size; r below is this
+// rank's coordinate). Collectives are never removed, merged, reordered or
+// fused (they have side effects): every rank issues the same ones in the
+// same order. Gradients follow the sum convention: the objective is the sum
+// over the ranks of each rank's own objective (as JAX's psum transposes to
+// psum).
+class Loom_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Loom_Op<mnemonic, !listconcat(traits, [Loom_Opaque, Loom_Follow])> {
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The size of the mesh axis the op runs over (0 when the op is not in
+    /// a module whose mesh names it).
+    int64_t getAxisSize();
+  }];
+}
+
+def Loom_AllReduceOp : Loom_CollectiveOp<"all_reduce",
+    [SameOperandsAndResultType]> {
+  let summary = "Combines a tensor over the ranks of a mesh axis.";
+  let description = [{
+    Every rank gets the elementwise `reduce` (sum, max, or mean: the sum
+    divided by n) of the n ranks' `x`.
+
+    ```mlir
+    %g = loom.all_reduce %x over "dp" reduce = mean : tensor<64x128xf32>
+    ```
+
+    **Lifecycle**: created by `loom-data-parallel` (gradients, the loss);
+    left outside kernels by `loom-fuse`; a `collective` step of the plan.
+    The gradient of a sum or mean is the same all-reduce of the cotangent;
+    max has none.
+
+    **Constraints**:
+
+    1. (C1) `x` and `y` have the same type, of f64, f32, f16 or bf16
+       elements.
+    2. (C2) `axis` names an axis of the module's mesh.
+  }];
+  let arguments = (ins Loom_FloatTensor:$x, StrAttr:$axis,
+                       Loom_CollectiveReduce:$reduce);
+  let results = (outs Loom_FloatTensor:$y);
+  let assemblyFormat = "$x `over` $axis `reduce` `=` $reduce attr-dict `:` type($y)";
+}
+
+def Loom_ReduceScatterOp : Loom_CollectiveOp<"reduce_scatter"> {
+  let summary = "Combines a tensor over a mesh axis and keeps one block.";
+  let description = [{
+    `x` is n blocks along dimension 0; rank r gets the `reduce` (sum or
+    mean) over the ranks of their block r.
+
+    ```mlir
+    %g = loom.reduce_scatter %x over "dp" reduce = sum : tensor<1024xf32> -> tensor<512xf32>
+    ```
+
+    **Lifecycle**: created by `loom-data-parallel` (ZeRO 2 and 3:
+    gradients); a `collective` step of the plan. Its gradient is an
+    all-gather of the cotangent (divided by n for mean).
+
+    **Constraints**:
+
+    1. (C1) `x` and `y` have the same element type, f64, f32, f16 or bf16,
+       and rank at least 1.
+    2. (C2) `axis` names an axis of the module's mesh.
+    3. (C3) `dim(x, 0) = n * dim(y, 0)`; the other dimensions are equal.
+    4. (C4) `reduce` is sum or mean.
+  }];
+  let arguments = (ins Loom_FloatTensor:$x, StrAttr:$axis,
+                       Loom_CollectiveReduce:$reduce);
+  let results = (outs Loom_FloatTensor:$y);
+  let assemblyFormat = [{
+    $x `over` $axis `reduce` `=` $reduce attr-dict `:` type($x) `->` type($y)
+  }];
+}
+
+def Loom_AllGatherOp : Loom_CollectiveOp<"all_gather"> {
+  let summary = "Concatenates the ranks' tensors along dimension 0.";
+  let description = [{
+    Every rank gets the n ranks' `x` concatenated along dimension 0, in rank
+    order.
+
+    ```mlir
+    %p = loom.all_gather %x over "dp" : tensor<512xf32> -> tensor<1024xf32>
+    ```
+
+    **Lifecycle**: created by `loom-data-parallel` (ZeRO: the updated
+    parameter shards; ZeRO 3: the parameters before use); a `collective`
+    step of the plan. Its gradient is a reduce-scatter (sum) of the
+    cotangent.
+
+    **Constraints**:
+
+    1. (C1) `x` and `y` have the same element type and rank at least 1.
+    2. (C2) `axis` names an axis of the module's mesh.
+    3. (C3) `dim(y, 0) = n * dim(x, 0)`; the other dimensions are equal.
+  }];
+  let arguments = (ins Loom_Tensor:$x, StrAttr:$axis);
+  let results = (outs Loom_Tensor:$y);
+  let assemblyFormat = "$x `over` $axis attr-dict `:` type($x) `->` type($y)";
+}
+
+def Loom_RankSliceOp : Loom_CollectiveOp<"rank_slice"> {
+  let summary = "This rank's block of a tensor, along dimension 0.";
+  let description = [{
+    `x` is n blocks along dimension 0; rank r gets block r. No data moves
+    between ranks.
+
+    ```mlir
+    %s = loom.rank_slice %x over "dp" : tensor<1024xf32> -> tensor<512xf32>
+    ```
+
+    **Lifecycle**: created by `loom-data-parallel` (ZeRO 1: the parameter
+    shard a rank updates); a `collective` step of the plan. It has no
+    gradient rule (the cotangent would sit at a rank-dependent offset):
+    differentiating through it is an error.
+
+    **Constraints**:
+
+    1. (C1) `x` and `y` have the same element type and rank at least 1.
+    2. (C2) `axis` names an axis of the module's mesh.
+    3. (C3) `dim(x, 0) = n * dim(y, 0)`; the other dimensions are equal.
+  }];
+  let arguments = (ins Loom_Tensor:$x, StrAttr:$axis);
+  let results = (outs Loom_Tensor:$y);
+  let assemblyFormat = "$x `over` $axis attr-dict `:` type($x) `->` type($y)";
+}
+
+//===----------------------------------------------------------------------===//
 // Kernels
 //===----------------------------------------------------------------------===//
 
