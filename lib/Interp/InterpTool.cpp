@@ -556,6 +556,14 @@ int InterpTool::run() {
     args[i] = Tensor{type, {static_cast<double>(opts.seed.getValue())}};
   }
 
+  // An argument every rank binds for itself needs nothing else.
+  for (unsigned i = 0; i < numArgs; ++i) {
+    bool everyRank = true;
+    for (int64_t r = 0; r < numRanks && everyRank; ++r)
+      everyRank = rankArgs.count({r, i}) != 0;
+    if (!args[i] && everyRank)
+      args[i] = rankArgs[{0, i}];
+  }
   if (int rc = bindParams(args))
     return rc;
   std::vector<std::vector<Tensor>> bound(numRanks);
