@@ -5,6 +5,9 @@
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Import/Import.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/SymbolTable.h"
+
 using namespace mlir;
 using namespace loom;
 
@@ -103,4 +106,58 @@ Value DataParallel::gather(OpBuilder &b, Location loc, Value shard,
         b.getDenseI64ArrayAttr({0}), b.getDenseI64ArrayAttr({numel}),
         b.getDenseI64ArrayAttr({1}));
   return ReshapeOp::create(b, loc, full, flat);
+}
+
+LogicalResult DataParallel::shardEntryParams(ModuleOp module) const {
+  SymbolTable symbols(module);
+  SmallVector<func::FuncOp> entries;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    StringRef name = func.getSymName();
+    if (func.isExternal() || func.isPrivate() || name == "train_step" ||
+        name == "apply_optimizer")
+      continue;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (func.getArgAttr(i, kParamAttr)) {
+        entries.push_back(func);
+        break;
+      }
+  }
+  for (func::FuncOp whole : entries) {
+    std::string name = whole.getSymName().str();
+    if (failed(symbols.rename(whole, name + ".whole")))
+      return whole.emitError("cannot rename @") << name;
+    whole.setPrivate();
+    OpBuilder b(whole);
+    b.setInsertionPointAfter(whole);
+    Location loc = whole.getLoc();
+    SmallVector<Type> argTypes(whole.getArgumentTypes());
+    SmallVector<DictionaryAttr> argAttrs;
+    for (unsigned i = 0; i < whole.getNumArguments(); ++i) {
+      DictionaryAttr attrs = whole.getArgAttrDict(i);
+      argAttrs.push_back(attrs ? attrs : b.getDictionaryAttr({}));
+      if (!whole.getArgAttr(i, kParamAttr))
+        continue;
+      auto type = cast<RankedTensorType>(argTypes[i]);
+      argTypes[i] = shardType(type);
+      NamedAttrList list(argAttrs.back());
+      list.set(kShardAttr, shardAttr(b, type));
+      argAttrs.back() = list.getDictionary(b.getContext());
+    }
+    auto entry = func::FuncOp::create(
+        b, loc, name, b.getFunctionType(argTypes, whole.getResultTypes()));
+    entry.setAllArgAttrs(argAttrs);
+    if (ArrayAttr results = whole.getAllResultAttrs())
+      entry.setAllResultAttrs(results);
+    symbols.insert(entry);
+    Block *body = entry.addEntryBlock();
+    b.setInsertionPointToStart(body);
+    SmallVector<Value> args(body->getArguments());
+    for (unsigned i = 0; i < whole.getNumArguments(); ++i)
+      if (whole.getArgAttr(i, kParamAttr))
+        args[i] = gather(b, loc, args[i],
+                         cast<RankedTensorType>(whole.getArgumentTypes()[i]));
+    auto call = func::CallOp::create(b, loc, whole, args);
+    func::ReturnOp::create(b, loc, call.getResults());
+  }
+  return success();
 }

@@ -57,6 +57,13 @@ struct DataParallel {
   mlir::Value gather(mlir::OpBuilder &b, mlir::Location loc, mlir::Value shard,
                      mlir::RankedTensorType full) const;
 
+  /// ZeRO 3: makes every entry point other than @train_step and
+  /// @apply_optimizer that takes parameters take this rank's shards of them
+  /// (as @train_step does) and all-gather them first. The original body is
+  /// kept as a private function the new entry calls (and @train_step too,
+  /// where it called it), which inlining removes.
+  llvm::LogicalResult shardEntryParams(mlir::ModuleOp module) const;
+
 private:
   /// `x` flattened and zero-padded to n blocks.
   mlir::Value flatten(mlir::OpBuilder &b, mlir::Location loc,

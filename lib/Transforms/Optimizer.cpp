@@ -444,6 +444,11 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
                                       b.getFunctionType(argTypes, resultTypes));
     apply.setAllArgAttrs(argAttrs);
     apply.setAllResultAttrs(resultAttrs);
+    // ZeRO 1 and 2: its parameters are the shards @train_step slices from
+    // the whole ones it keeps, not state of their own: @train_step alone
+    // calls it.
+    if (shardUpdate && !dpPlan.shardsParams())
+      apply.setPrivate();
     Block *body = apply.addEntryBlock();
     b.setInsertionPointToStart(body);
     Math m{b, loc};
@@ -644,6 +649,8 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
       tsRets.push_back(averaged ? dpPlan.mean(b, loc, v) : v);
     }
     func::ReturnOp::create(b, loc, tsRets);
+    if (dpPlan.shardsParams() && failed(dpPlan.shardEntryParams(module)))
+      return signalPassFailure();
   }
 };
 } // namespace

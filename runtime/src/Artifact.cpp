@@ -10,8 +10,10 @@
 #include "loomrt/Artifact.h"
 
 #include "loomrt/Backend.h"
+#include "loomrt/Mesh.h"
 #include "loomrt/Safetensors.h"
 
+#include "CollectiveSteps.h"
 #include "Support.h"
 
 #include <algorithm>
@@ -46,6 +48,7 @@ struct Artifact::Impl {
   Plan plan;
   LoadOptions options;
   std::unique_ptr<Backend> backend;
+  Collectives *comm = nullptr; // setCollectives
   std::map<std::string, NpyArray> initial;
   // One arena per entry and mode (plain, resident), allocated by the
   // entry's first run in that mode. A resident-mode arena may also hold
@@ -111,30 +114,13 @@ struct Artifact::Impl {
 };
 
 namespace {
-/// The buffer ids step `step` reads or writes.
-std::vector<uint32_t> operandsOf(const PlanStep &step) {
-  switch (step.kind) {
-  case PlanStep::Kind::Kernel:
-    return step.buffers;
-  case PlanStep::Kind::Gemm:
-    if (gemmEpilogueHasBias(step.gemm.epilogue))
-      return {step.gemm.a, step.gemm.b, step.gemm.c, step.gemm.bias};
-    return {step.gemm.a, step.gemm.b, step.gemm.c};
-  case PlanStep::Kind::Conv:
-    return {step.conv.x, step.conv.w, step.conv.y};
-  case PlanStep::Kind::Copy:
-    return {step.src, step.dst};
-  }
-  return {};
-}
-
 /// For each output of `entry`, the last step that touches any of its bytes
 /// (through any buffer: a reshape's result shares its operand's bytes), or
 /// -1: after it the output holds its final value.
 std::vector<int64_t> lastTouches(const PlanEntry &entry) {
   std::vector<int64_t> last(entry.outputs.size(), -1);
   for (size_t s = 0; s < entry.steps.size(); ++s)
-    for (uint32_t id : operandsOf(entry.steps[s])) {
+    for (uint32_t id : stepBuffers(entry.steps[s])) {
       if (id >= entry.buffers.size())
         continue;
       const PlanBuffer &b = entry.buffers[id];
@@ -180,12 +166,17 @@ bool loadParams(const std::string &path, const std::string &fileName,
                  fileName + ": no tensor " + quoteName(in.name) + " " + user);
         return false;
       }
-      if (tensor->dtype != in.dtype || tensor->shape != in.shape) {
+      // A sharded tensor is whole in the file (each rank takes its part).
+      if (tensor->dtype != in.dtype || tensor->shape != in.wholeShape()) {
         sink.set(ErrorCode::Format,
                  fileName + ": tensor " + quoteName(in.name) + " is " +
                      describeTensorType(tensor->dtype, tensor->shape) +
                      ", the plan expects " +
-                     describeTensorType(in.dtype, in.shape) + " " + user);
+                     describeTensorType(in.dtype, in.wholeShape()) +
+                     (in.shard ? " (whole; the plan shards it over " +
+                                     in.shard->axis + ")"
+                               : std::string()) +
+                     " " + user);
         return false;
       }
     }
@@ -293,6 +284,9 @@ bool checkFinite(Backend &backend, Arena &arena, const PlanEntry &entry,
     case PlanStep::Kind::Copy:
       what = "copy";
       break;
+    case PlanStep::Kind::Collective:
+      what = collectiveOpName(step.collective.op);
+      break;
     }
     const std::string &node = step.nodes.size() > w ? step.nodes[w] : "";
     nonFinite = true;
@@ -307,6 +301,43 @@ bool checkFinite(Backend &backend, Arena &arena, const PlanEntry &entry,
     return false;
   }
   return true;
+}
+
+/// Issues `step` of `entry` to the backend (a collective step to
+/// `collectives`); `kernelOffsets`: a kernel's buffer offsets.
+bool issueStep(Backend &backend, Arena &arena, const PlanEntry &entry,
+               const PlanStep &step, const std::vector<uint64_t> &kernelOffsets,
+               CollectiveSteps &collectives, std::string *error) {
+  switch (step.kind) {
+  case PlanStep::Kind::Kernel:
+    return backend.launchKernel(arena, step, kernelOffsets, error);
+  case PlanStep::Kind::Gemm: {
+    GemmCall call;
+    call.dtype = entry.buffers[step.gemm.a].dtype;
+    call.step = &step.gemm;
+    call.offsetA = entry.buffers[step.gemm.a].offset;
+    call.offsetB = entry.buffers[step.gemm.b].offset;
+    call.offsetC = entry.buffers[step.gemm.c].offset;
+    call.offsetBias = entry.buffers[step.gemm.bias].offset;
+    return backend.gemm(arena, call, error);
+  }
+  case PlanStep::Kind::Conv: {
+    ConvCall call;
+    call.step = &step.conv;
+    call.x = &entry.buffers[step.conv.x];
+    call.w = &entry.buffers[step.conv.w];
+    call.y = &entry.buffers[step.conv.y];
+    return backend.conv(arena, call, error);
+  }
+  case PlanStep::Kind::Copy:
+    return backend.copy(arena, entry.buffers[step.src].offset,
+                        entry.buffers[step.dst].offset,
+                        entry.buffers[step.src].bytes, error);
+  case PlanStep::Kind::Collective:
+    return collectives.issue(step, error);
+  }
+  *error = "unknown step kind";
+  return false;
 }
 
 } // namespace
@@ -342,7 +373,9 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
                    why);
       return nullptr;
     }
-    if (!impl.backend->load(impl.plan, dir, error, code))
+    if (!impl.backend->load(impl.plan, dir, error, code) ||
+        !checkCollectiveBackend(impl.plan, *impl.backend, planPath, error,
+                                code))
       return nullptr;
     if (!impl.plan.params.empty() &&
         !loadParams(joinPath(dir, impl.plan.params),
@@ -438,6 +471,10 @@ const PlanEntry *Artifact::entry(std::string_view name) const noexcept {
 const std::map<std::string, NpyArray> &Artifact::initialState() const noexcept {
   return impl->initial;
 }
+
+void Artifact::setCollectives(Collectives *comm) noexcept { impl->comm = comm; }
+
+Collectives *Artifact::collectives() const noexcept { return impl->comm; }
 
 bool Artifact::run(std::string_view entryName,
                    const std::vector<TensorRef> &inputs,
@@ -597,6 +634,10 @@ bool Artifact::runImpl(std::string_view entryName,
     }
     std::string where = "entry " + quoteName(entry->name);
     size_t index = static_cast<size_t>(entry - im.plan.entries.data());
+    // Before anything moves: an entry that communicates needs every rank.
+    if (entryUsesMesh(im.plan, *entry) &&
+        !checkMeshWorld(im.plan, im.comm, where, error, code))
+      return false;
 
     // Match the caller's inputs to the plan's, by name, before touching the
     // device.
@@ -710,8 +751,12 @@ bool Artifact::runImpl(std::string_view entryName,
         return stepFailed("input " + quoteName(entry->inputs[i].name));
 
     // Everything between the uploads and the downloads is device work on
-    // fixed addresses: what a recording captures.
+    // fixed addresses: what a recording captures (collectives over one
+    // rank are copies; communicating ones never run on a recording
+    // backend, see checkCollectiveBackend).
     std::string failedAt;
+    CollectiveSteps collectives(im.plan, *entry, backend, *arena, im.comm,
+                                im.options.profile || im.options.checkNumerics);
     bool firstRun = im.slots[index * 2 + (resident ? 1 : 0)].runs == 0;
     // The observer's outputs, by the step after which each is final (-1:
     // before the first). Resident outputs are not the observer's.
@@ -726,8 +771,12 @@ bool Artifact::runImpl(std::string_view entryName,
         const Binding &out = entry->outputs[i];
         if (isResidentOutput(out))
           continue;
-        void *data =
-            backend.hostAddress(*arena, entry->buffers[out.buffer].offset);
+        const PlanBuffer &bytes = entry->buffers[out.buffer];
+        if (!collectives.waitForBytes(bytes.offset, bytes.bytes, &stepError)) {
+          failedAt = "output " + quoteName(out.name);
+          return false;
+        }
+        void *data = backend.hostAddress(*arena, bytes.offset);
         if (!data && out.bytes) {
           stepError = "the backend has no host address for it";
           failedAt = "output " + quoteName(out.name);
@@ -758,41 +807,16 @@ bool Artifact::runImpl(std::string_view entryName,
         return false;
       for (size_t s = 0; s < entry->steps.size(); ++s) {
         const PlanStep &step = entry->steps[s];
-        bool ok = true;
         std::chrono::steady_clock::time_point begin;
         if (im.options.profile)
           begin = std::chrono::steady_clock::now();
-        switch (step.kind) {
-        case PlanStep::Kind::Kernel:
-          ok = backend.launchKernel(*arena, step, im.kernelOffsets[index][s],
-                                    &stepError);
-          break;
-        case PlanStep::Kind::Gemm: {
-          GemmCall call;
-          call.dtype = entry->buffers[step.gemm.a].dtype;
-          call.step = &step.gemm;
-          call.offsetA = entry->buffers[step.gemm.a].offset;
-          call.offsetB = entry->buffers[step.gemm.b].offset;
-          call.offsetC = entry->buffers[step.gemm.c].offset;
-          call.offsetBias = entry->buffers[step.gemm.bias].offset;
-          ok = backend.gemm(*arena, call, &stepError);
-          break;
-        }
-        case PlanStep::Kind::Conv: {
-          ConvCall call;
-          call.step = &step.conv;
-          call.x = &entry->buffers[step.conv.x];
-          call.w = &entry->buffers[step.conv.w];
-          call.y = &entry->buffers[step.conv.y];
-          ok = backend.conv(*arena, call, &stepError);
-          break;
-        }
-        case PlanStep::Kind::Copy:
-          ok = backend.copy(*arena, entry->buffers[step.src].offset,
-                            entry->buffers[step.dst].offset,
-                            entry->buffers[step.src].bytes, &stepError);
-          break;
-        }
+        // A step that touches a pending collective's bytes waits for it;
+        // after any step, the pending ones progress.
+        bool ok =
+            collectives.beforeStep(step, &stepError) &&
+            issueStep(backend, *arena, *entry, step, im.kernelOffsets[index][s],
+                      collectives, &stepError) &&
+            collectives.afterStep(&stepError);
         if (ok && im.options.profile) {
           ok = backend.synchronize(&stepError);
           double seconds = std::chrono::duration<double>(
@@ -824,6 +848,10 @@ bool Artifact::runImpl(std::string_view entryName,
             return false;
           }
         }
+      }
+      if (!collectives.finish(&stepError)) {
+        failedAt = "waiting for the collectives";
+        return false;
       }
       if (observer && observer->finish && !observer->finish(&stepError)) {
         failedAt = "finishing the outputs";
@@ -948,6 +976,17 @@ std::vector<StepProfile> Artifact::profile() const {
         p.what = "copy " + std::to_string(entry.buffers[step.src].bytes) +
                  " bytes";
         break;
+      case PlanStep::Kind::Collective: {
+        const CollectiveStep &c = step.collective;
+        const PlanBuffer &src = entry.buffers[c.src];
+        p.what = collectiveOpName(c.op);
+        if (c.reduce != CollectiveReduce::None)
+          p.what += std::string(" ") + collectiveReduceName(c.reduce);
+        p.what += " " + std::to_string(src.elements) + " " +
+                  std::string(dtypeToShortName(src.dtype)) + " over " +
+                  impl->plan.mesh->axes[c.axis] + "=" + std::to_string(c.ranks);
+        break;
+      }
       }
       out.push_back(std::move(p));
     }

@@ -339,20 +339,23 @@ loomrt_status loomrt_train_set_tensor(loomrt_trainer *trainer,
     for (const PlanEntry &entry : trainer->artifact->plan().entries)
       if ((binding = entry.findInput(value->name)))
         break;
+    // The whole tensor, also where the plan shards it (the trainer takes
+    // this rank's part).
     std::vector<int64_t> shape(value->shape, value->shape + value->rank);
     DType dtype = static_cast<DType>(value->dtype);
-    if (dtype != binding->dtype || shape != binding->shape)
-      return setError(LOOMRT_ERROR_INVALID_ARGUMENT,
-                      std::string("loomrt_train_set_tensor: '") + value->name +
-                          "' is " + describeTensorType(dtype, shape) +
-                          ", the artifact's " + bindingKindName(binding->kind) +
-                          " is " +
-                          describeTensorType(binding->dtype, binding->shape));
-    if (value->nbytes != binding->bytes)
+    if (dtype != binding->dtype || shape != binding->wholeShape())
+      return setError(
+          LOOMRT_ERROR_INVALID_ARGUMENT,
+          std::string("loomrt_train_set_tensor: '") + value->name + "' is " +
+              describeTensorType(dtype, shape) + ", the artifact's " +
+              bindingKindName(binding->kind) + " is " +
+              describeTensorType(binding->dtype, binding->wholeShape()));
+    if (value->nbytes != binding->wholeBytes())
       return setError(LOOMRT_ERROR_INVALID_ARGUMENT,
                       std::string("loomrt_train_set_tensor: '") + value->name +
                           "' has " + std::to_string(value->nbytes) +
-                          " bytes, expected " + std::to_string(binding->bytes));
+                          " bytes, expected " +
+                          std::to_string(binding->wholeBytes()));
     NpyArray a;
     a.dtype = dtype;
     a.shape = std::move(shape);

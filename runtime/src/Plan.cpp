@@ -190,6 +190,33 @@ std::string describe(DType dtype, const std::vector<int64_t> &shape) {
          detail::formatShape(shape);
 }
 
+/// A dimension list: at most 64 non-negative integers that fit int64.
+std::vector<int64_t> getShape(const json &value, const char *key,
+                              const std::string &where) {
+  const json &shape = member(value, key, where);
+  if (!shape.is_array())
+    fail(fieldWhere(where, key),
+         std::string("expected an array of dimensions, got ") +
+             typeName(shape));
+  if (shape.size() > 64)
+    fail(fieldWhere(where, key),
+         "rank " + std::to_string(shape.size()) + " exceeds 64");
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const json &dim = shape[i];
+    if (!dim.is_number_integer() ||
+        (!dim.is_number_unsigned() && dim.get<int64_t>() < 0) ||
+        (dim.is_number_unsigned() &&
+         dim.get<uint64_t>() >
+             static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
+      fail(fieldWhere(where, key),
+           "dimension " + std::to_string(i) +
+               " is not a non-negative integer that fits int64");
+    dims.push_back(dim.get<int64_t>());
+  }
+  return dims;
+}
+
 PlanBuffer parseBuffer(const json &value, const std::string &where,
                        uint64_t arenaBytes) {
   requireObject(value, where);
@@ -206,26 +233,7 @@ PlanBuffer parseBuffer(const json &value, const std::string &where,
          "unknown dtype " + quoteName(dtypeName) +
              " (expected f64, f32, f16, bf16, i64, i32, i16, i8, ui8 or bool)");
   buffer.dtype = *dtype;
-  const json &shape = member(value, "shape", where);
-  if (!shape.is_array())
-    fail(fieldWhere(where, "shape"),
-         std::string("expected an array of dimensions, got ") +
-             typeName(shape));
-  if (shape.size() > 64)
-    fail(fieldWhere(where, "shape"),
-         "rank " + std::to_string(shape.size()) + " exceeds 64");
-  for (size_t i = 0; i < shape.size(); ++i) {
-    const json &dim = shape[i];
-    if (!dim.is_number_integer() ||
-        (!dim.is_number_unsigned() && dim.get<int64_t>() < 0) ||
-        (dim.is_number_unsigned() &&
-         dim.get<uint64_t>() >
-             static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
-      fail(fieldWhere(where, "shape"),
-           "dimension " + std::to_string(i) +
-               " is not a non-negative integer that fits int64");
-    buffer.shape.push_back(dim.get<int64_t>());
-  }
+  buffer.shape = getShape(value, "shape", where);
   std::optional<uint64_t> bytes = checkedByteSize(buffer.dtype, buffer.shape);
   std::optional<int64_t> elements = checkedNumElements(buffer.shape);
   if (!bytes || !elements)
@@ -243,8 +251,68 @@ PlanBuffer parseBuffer(const json &value, const std::string &where,
   return buffer;
 }
 
+/// The mesh axis `key` of `value` names (collective steps, shards).
+uint32_t getAxis(const json &value, const char *key, const std::string &where,
+                 const Plan &plan, const char *user) {
+  const std::string &axis = getString(value, key, where);
+  if (!plan.mesh)
+    fail(fieldWhere(where, key), std::string(user) + " over axis " +
+                                     quoteName(axis) +
+                                     ", but the plan has no mesh");
+  int index = plan.mesh->axisIndex(axis);
+  if (index < 0) {
+    std::string axes;
+    for (const std::string &a : plan.mesh->axes)
+      axes += (axes.empty() ? "" : ", ") + a;
+    fail(fieldWhere(where, key),
+         quoteName(axis) + " is not an axis of the mesh (" + axes + ")");
+  }
+  return static_cast<uint32_t>(index);
+}
+
+/// A binding's optional `shard`: the buffer is this rank's [k] slice of a
+/// tensor of `shape`, k = ceil(product(shape) / ranks).
+std::optional<BindingShard> parseShard(const json &value,
+                                       const std::string &where,
+                                       const Binding &binding,
+                                       const Plan &plan) {
+  auto it = value.find("shard");
+  if (it == value.end() || it->is_null())
+    return std::nullopt;
+  requireObject(*it, fieldWhere(where, "shard"));
+  std::string at = where + ": shard";
+  BindingShard shard;
+  shard.axisIndex = getAxis(*it, "axis", at, plan, "a shard");
+  shard.axis = plan.mesh->axes[shard.axisIndex];
+  shard.ranks = plan.mesh->shape[shard.axisIndex];
+  shard.shape = getShape(*it, "shape", at);
+  std::optional<uint64_t> bytes = checkedByteSize(binding.dtype, shard.shape);
+  if (!bytes)
+    fail(fieldWhere(at, "shape"),
+         detail::formatShape(shard.shape) + " overflows a 64-bit byte size");
+  shard.elements = static_cast<uint64_t>(*checkedNumElements(shard.shape));
+  uint64_t n = static_cast<uint64_t>(shard.ranks);
+  uint64_t k = shard.elements / n + (shard.elements % n != 0);
+  if (binding.shape != std::vector<int64_t>{static_cast<int64_t>(k)})
+    fail(fieldWhere(where, "shard"),
+         quoteName(binding.name) + " is " +
+             describe(binding.dtype, binding.shape) + ", but a shard of " +
+             detail::formatShape(shard.shape) + " over " + shard.axis + " (" +
+             std::to_string(n) + " ranks) is [" + std::to_string(k) +
+             "] (ceil(" + std::to_string(shard.elements) + " / " +
+             std::to_string(n) + "))");
+  return shard;
+}
+
+bool sameShard(const std::optional<BindingShard> &a,
+               const std::optional<BindingShard> &b) {
+  if (!a || !b)
+    return !a && !b;
+  return a->axisIndex == b->axisIndex && a->shape == b->shape;
+}
+
 Binding parseBinding(const json &value, const std::string &where,
-                     const PlanEntry &entry, bool isInput) {
+                     const PlanEntry &entry, const Plan &plan, bool isInput) {
   requireObject(value, where);
   Binding binding;
   binding.name = getString(value, "name", where);
@@ -280,6 +348,7 @@ Binding parseBinding(const json &value, const std::string &where,
   binding.dtype = buffer.dtype;
   binding.shape = buffer.shape;
   binding.bytes = buffer.bytes;
+  binding.shard = parseShard(value, where, binding, plan);
   return binding;
 }
 
@@ -499,6 +568,103 @@ void parseWrites(const json &value, const std::string &where,
   }
 }
 
+/// A collective step: its op, reduction, axis, and two buffers whose
+/// dtypes, element counts and bytes fit the op.
+void parseCollectiveStep(const json &value, const std::string &where,
+                         const PlanEntry &entry, const Plan &plan,
+                         CollectiveStep &c) {
+  const std::string &op = getString(value, "op", where);
+  static const CollectiveOp ops[] = {
+      CollectiveOp::AllReduce, CollectiveOp::ReduceScatter,
+      CollectiveOp::AllGather, CollectiveOp::RankSlice};
+  bool known = false;
+  for (CollectiveOp o : ops)
+    if (op == collectiveOpName(o)) {
+      c.op = o;
+      known = true;
+    }
+  if (!known)
+    fail(fieldWhere(where, "op"),
+         "unknown op " + quoteName(op) +
+             " (expected all_reduce, reduce_scatter, all_gather or "
+             "rank_slice)");
+  const char *name = collectiveOpName(c.op);
+  bool reduces =
+      c.op == CollectiveOp::AllReduce || c.op == CollectiveOp::ReduceScatter;
+  auto reduce = value.find("reduce");
+  if (reduces) {
+    const std::string &how = getString(value, "reduce", where);
+    static const CollectiveReduce all[] = {
+        CollectiveReduce::Sum, CollectiveReduce::Max, CollectiveReduce::Mean};
+    for (CollectiveReduce r : all)
+      if (how == collectiveReduceName(r))
+        c.reduce = r;
+    if (c.reduce == CollectiveReduce::None)
+      fail(fieldWhere(where, "reduce"), "unknown reduction " + quoteName(how) +
+                                            " (expected sum, max or mean)");
+    if (c.op == CollectiveOp::ReduceScatter &&
+        c.reduce == CollectiveReduce::Max)
+      fail(fieldWhere(where, "reduce"),
+           "reduce_scatter reduces by sum or mean, not max");
+  } else if (reduce != value.end() && !reduce->is_null()) {
+    fail(fieldWhere(where, "reduce"),
+         std::string("given, but ") + name + " does not reduce");
+  }
+  c.axis = getAxis(value, "axis", where, plan, "a collective step");
+  c.ranks = plan.mesh->shape[c.axis];
+  c.src = getBufferId(value, "src", where, entry);
+  c.dst = getBufferId(value, "dst", where, entry);
+  const PlanBuffer &src = entry.buffers[c.src];
+  const PlanBuffer &dst = entry.buffers[c.dst];
+  std::string srcText = "src buffer " + std::to_string(c.src);
+  std::string dstText = "buffer " + std::to_string(c.dst);
+  if (dst.dtype != src.dtype)
+    fail(fieldWhere(where, "dst"),
+         dstText + " has dtype " + std::string(dtypeToShortName(dst.dtype)) +
+             ", " + srcText + " has " +
+             std::string(dtypeToShortName(src.dtype)));
+  bool isFloat = src.dtype == DType::F32 || src.dtype == DType::F64 ||
+                 src.dtype == DType::F16 || src.dtype == DType::BF16;
+  if (reduces && !isFloat)
+    fail(fieldWhere(where, "src"),
+         "buffer " + std::to_string(c.src) + " has dtype " +
+             std::string(dtypeToShortName(src.dtype)) + "; " + name +
+             " reduces f32, f64, f16 and bf16");
+  // Element counts: n blocks of the smaller buffer make the larger one.
+  uint64_t n = static_cast<uint64_t>(c.ranks);
+  uint64_t small =
+      c.op == CollectiveOp::AllGather ? src.elements : dst.elements;
+  uint64_t large =
+      c.op == CollectiveOp::AllGather ? dst.elements : src.elements;
+  uint64_t expected = 0;
+  bool overflow = c.op != CollectiveOp::AllReduce &&
+                  __builtin_mul_overflow(small, n, &expected);
+  if (c.op == CollectiveOp::AllReduce)
+    expected = small;
+  if (overflow || large != expected) {
+    std::string rule =
+        c.op == CollectiveOp::AllReduce
+            ? "as many elements as src (" + std::to_string(src.elements) + ")"
+        : c.op == CollectiveOp::AllGather
+            ? std::to_string(n) + " (ranks of " + plan.mesh->axes[c.axis] +
+                  ") * " + std::to_string(src.elements) + " (src) elements"
+            : "1 / " + std::to_string(n) + " (ranks of " +
+                  plan.mesh->axes[c.axis] + ") of src's " +
+                  std::to_string(src.elements) + " elements";
+    fail(fieldWhere(where, "dst"), dstText + " holds " +
+                                       std::to_string(dst.elements) +
+                                       " elements; " + name + " needs " + rule);
+  }
+  bool sameBytes = src.offset == dst.offset && src.bytes == dst.bytes;
+  if (overlaps(src, dst) && !(c.op == CollectiveOp::AllReduce && sameBytes))
+    fail(fieldWhere(where, "dst"),
+         dstText + " overlaps " + srcText +
+             (c.op == CollectiveOp::AllReduce
+                  ? " without being the same bytes (an all_reduce runs in "
+                    "place on one buffer, or between disjoint ones)"
+                  : std::string(" (") + name + " needs disjoint buffers)"));
+}
+
 PlanStep parseStep(const json &value, const std::string &entryWhere,
                    size_t index, const PlanEntry &entry,
                    std::map<std::string, uint32_t> &symbols, Plan &plan) {
@@ -687,6 +853,14 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
                                          std::to_string(step.src));
     return step;
   }
+  if (kind == "collective") {
+    where += " (collective)";
+    step.kind = PlanStep::Kind::Collective;
+    parseCollectiveStep(value, where, entry, plan, step.collective);
+    step.writes = {step.collective.dst};
+    step.nodes = {getNode(value, "node", where)};
+    return step;
+  }
   if (kind == "conv") {
     where += " (conv)";
     step.kind = PlanStep::Kind::Conv;
@@ -698,8 +872,9 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
     step.nodes = {getNode(value, "node", where)};
     return step;
   }
-  fail(fieldWhere(where, "kind"), "unknown step kind " + quoteName(kind) +
-                                      " (expected kernel, gemm, copy or conv)");
+  fail(fieldWhere(where, "kind"),
+       "unknown step kind " + quoteName(kind) +
+           " (expected kernel, gemm, copy, conv or collective)");
 }
 
 PlanEntry parseEntry(const json &value, size_t index,
@@ -736,7 +911,7 @@ PlanEntry parseEntry(const json &value, size_t index,
     for (size_t i = 0; i < list.size(); ++i) {
       std::string at =
           where + ": " + (isInput ? "input " : "output ") + std::to_string(i);
-      Binding binding = parseBinding(list[i], at, entry, isInput);
+      Binding binding = parseBinding(list[i], at, entry, plan, isInput);
       if (!names.insert(binding.name).second)
         fail(fieldWhere(at, "name"),
              "duplicate " + std::string(isInput ? "input" : "output") +
@@ -780,13 +955,19 @@ PlanEntry parseEntry(const json &value, size_t index,
         fail(at, "grad output " + quoteName(out.name) +
                      " names no param input of this entry");
     }
-    if (in &&
-        (out.kind == BindingKind::Grad || in->kind != BindingKind::Input ||
-         out.name == "step") &&
-        (in->dtype != out.dtype || in->shape != out.shape))
-      fail(at, quoteName(out.name) + " is " + describe(out.dtype, out.shape) +
-                   " but the input of that name is " +
-                   describe(in->dtype, in->shape));
+    if (!in || (out.kind != BindingKind::Grad &&
+                in->kind == BindingKind::Input && out.name != "step"))
+      continue;
+    // A new value of a tensor has its type and its sharding; a gradient
+    // has its whole type (it may be sharded where the param is not).
+    bool mismatch =
+        in->dtype != out.dtype ||
+        (out.kind == BindingKind::Grad
+             ? in->wholeShape() != out.wholeShape()
+             : in->shape != out.shape || !sameShard(in->shard, out.shard));
+    if (mismatch)
+      fail(at, quoteName(out.name) + " is " + describeBinding(out) +
+                   " but the input of that name is " + describeBinding(*in));
   }
 
   const json &steps = member(value, "steps", where);
@@ -796,6 +977,67 @@ PlanEntry parseEntry(const json &value, size_t index,
   for (size_t i = 0; i < steps.size(); ++i)
     entry.steps.push_back(parseStep(steps[i], where, i, entry, symbols, plan));
   return entry;
+}
+
+/// The top-level `mesh`: 1 to 4 named axes, each of size >= 1, at most
+/// 65536 ranks in all.
+PlanMesh parseMesh(const json &value, const std::string &what) {
+  requireObject(value, fieldWhere(what, "mesh"));
+  std::string where = what + ": mesh";
+  PlanMesh mesh;
+  const json &axes = member(value, "axes", where);
+  if (!axes.is_array() || axes.empty() || axes.size() > 4)
+    fail(fieldWhere(where, "axes"),
+         "expected an array of 1 to 4 axis names, got " +
+             (axes.is_array() ? "an array of " + std::to_string(axes.size())
+                              : std::string(typeName(axes))));
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const json &name = axes[i];
+    std::string at =
+        fieldWhere(where, "axes") + ": element " + std::to_string(i);
+    if (!name.is_string())
+      fail(at, std::string("expected an axis name, got ") + typeName(name));
+    const std::string &text = name.get_ref<const std::string &>();
+    bool plain = !text.empty() && text.size() <= 64 &&
+                 std::all_of(text.begin(), text.end(), [](char c) {
+                   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                          (c >= '0' && c <= '9') || c == '_';
+                 });
+    if (!plain)
+      fail(at,
+           quoteName(text) + " is not an axis name (1 to 64 of A-Z a-z 0-9 _)");
+    if (std::find(mesh.axes.begin(), mesh.axes.end(), text) != mesh.axes.end())
+      fail(at, "duplicate axis " + quoteName(text));
+    mesh.axes.push_back(text);
+  }
+  const json &shape = member(value, "shape", where);
+  if (!shape.is_array() || shape.size() != axes.size())
+    fail(fieldWhere(where, "shape"),
+         "expected " + std::to_string(axes.size()) +
+             " sizes (one per axis), got " +
+             (shape.is_array() ? "an array of " + std::to_string(shape.size())
+                               : std::string(typeName(shape))));
+  constexpr int64_t kMaxRanks = 65536;
+  int64_t total = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const json &size = shape[i];
+    std::string at =
+        fieldWhere(where, "shape") + ": element " + std::to_string(i);
+    bool inRange = size.is_number_unsigned()
+                       ? size.get<uint64_t>() >= 1 &&
+                             size.get<uint64_t>() <= uint64_t(kMaxRanks)
+                       : size.is_number_integer() && size.get<int64_t>() >= 1 &&
+                             size.get<int64_t>() <= kMaxRanks;
+    if (!inRange)
+      fail(at, "axis " + quoteName(mesh.axes[i]) +
+                   ": expected a size from 1 to 65536, got " + size.dump());
+    mesh.shape.push_back(size.get<int64_t>());
+    total *= mesh.shape.back();
+    if (total > kMaxRanks)
+      fail(fieldWhere(where, "shape"),
+           "more than 65536 ranks in all (the sizes' product)");
+  }
+  return mesh;
 }
 
 Plan parse(std::string_view text, const std::string &what) {
@@ -855,6 +1097,9 @@ Plan parse(std::string_view text, const std::string &what) {
     plan.sourceModel = it->get<std::string>();
   }
 
+  if (auto it = root.find("mesh"); it != root.end() && !it->is_null())
+    plan.mesh = parseMesh(*it, what);
+
   const json &entries = member(root, "entries", what);
   if (!entries.is_array())
     fail(fieldWhere(what, "entries"),
@@ -887,13 +1132,14 @@ Plan parse(std::string_view text, const std::string &what) {
       auto [it, inserted] = seen.emplace(in.name, &in);
       if (!inserted &&
           (it->second->dtype != in.dtype || it->second->shape != in.shape ||
-           it->second->kind != in.kind))
+           it->second->kind != in.kind ||
+           !sameShard(it->second->shard, in.shard)))
         fail(what + ": entry " + quoteName(entry.name),
              std::string(bindingKindName(in.kind)) + " " + quoteName(in.name) +
-                 " is " + describe(in.dtype, in.shape) +
+                 " is " + describeBinding(in) +
                  " but another entry has it as " +
                  bindingKindName(it->second->kind) + " " +
-                 describe(it->second->dtype, it->second->shape));
+                 describeBinding(*it->second));
     }
   return plan;
 }
@@ -928,8 +1174,82 @@ const char *stepKindName(PlanStep::Kind kind) noexcept {
     return "copy";
   case PlanStep::Kind::Conv:
     return "conv";
+  case PlanStep::Kind::Collective:
+    return "collective";
   }
   return "?";
+}
+
+const char *collectiveOpName(CollectiveOp op) noexcept {
+  switch (op) {
+  case CollectiveOp::AllReduce:
+    return "all_reduce";
+  case CollectiveOp::ReduceScatter:
+    return "reduce_scatter";
+  case CollectiveOp::AllGather:
+    return "all_gather";
+  case CollectiveOp::RankSlice:
+    return "rank_slice";
+  }
+  return "?";
+}
+
+const char *collectiveReduceName(CollectiveReduce reduce) noexcept {
+  switch (reduce) {
+  case CollectiveReduce::None:
+    return "none";
+  case CollectiveReduce::Sum:
+    return "sum";
+  case CollectiveReduce::Max:
+    return "max";
+  case CollectiveReduce::Mean:
+    return "mean";
+  }
+  return "?";
+}
+
+std::vector<uint32_t> stepBuffers(const PlanStep &step) {
+  switch (step.kind) {
+  case PlanStep::Kind::Kernel:
+    return step.buffers;
+  case PlanStep::Kind::Gemm:
+    if (gemmEpilogueHasBias(step.gemm.epilogue))
+      return {step.gemm.a, step.gemm.b, step.gemm.c, step.gemm.bias};
+    return {step.gemm.a, step.gemm.b, step.gemm.c};
+  case PlanStep::Kind::Conv:
+    return {step.conv.x, step.conv.w, step.conv.y};
+  case PlanStep::Kind::Copy:
+    return {step.src, step.dst};
+  case PlanStep::Kind::Collective:
+    return {step.collective.src, step.collective.dst};
+  }
+  return {};
+}
+
+int64_t PlanMesh::size() const noexcept {
+  int64_t total = 1;
+  for (int64_t n : shape)
+    total *= n;
+  return total;
+}
+
+int PlanMesh::axisIndex(std::string_view name) const noexcept {
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+int PlanMesh::axesLargerThanOne() const noexcept {
+  return static_cast<int>(std::count_if(shape.begin(), shape.end(),
+                                        [](int64_t n) { return n > 1; }));
+}
+
+std::string PlanMesh::describe() const {
+  std::string text;
+  for (size_t i = 0; i < axes.size(); ++i)
+    text += (i ? ", " : "") + axes[i] + "=" + std::to_string(shape[i]);
+  return text;
 }
 
 const char *convDirectionName(ConvDirection direction) noexcept {
@@ -974,6 +1294,23 @@ const Binding *PlanEntry::findOutput(std::string_view name) const noexcept {
     if (b.name == name)
       return &b;
   return nullptr;
+}
+
+std::string describeBinding(const Binding &b) {
+  std::string text = describe(b.dtype, b.shape);
+  if (b.shard)
+    text += " (shard of " + detail::formatShape(b.shard->shape) + " over " +
+            b.shard->axis + ")";
+  return text;
+}
+
+std::map<std::string, const Binding *> stateBindings(const Plan &plan) {
+  std::map<std::string, const Binding *> result;
+  for (const PlanEntry &entry : plan.entries)
+    for (const Binding &in : entry.inputs)
+      if (isStateKind(in.kind))
+        result.emplace(in.name, &in);
+  return result;
 }
 
 const PlanEntry *Plan::findEntry(std::string_view name) const noexcept {

@@ -12,6 +12,7 @@
 #include "loomrt/Trainer.h"
 #include "loomrt/Collectives.h"
 
+#include "loomrt/Mesh.h"
 #include "loomrt/Safetensors.h"
 
 #include "DataParallel.h"
@@ -133,6 +134,11 @@ std::vector<DataInput> dataInputsOf(const PlanEntry &entry) {
       fail("entry " + quoteName(entry.name) + ": data input " +
                quoteName(in.name) +
                " is 0-D: it has no batch dimension to feed from a data set",
+           ErrorCode::Unsupported);
+    if (in.shard)
+      fail("entry " + quoteName(entry.name) + ": data input " +
+               quoteName(in.name) +
+               " is sharded; the trainer feeds each rank whole batches",
            ErrorCode::Unsupported);
     DataInput d;
     d.name = in.name;
@@ -565,23 +571,14 @@ private:
 // Tensors of the training state
 //===----------------------------------------------------------------------===//
 
-/// Every param and state input of every entry: the tensors a checkpoint holds.
-std::map<std::string, const Binding *> stateBindings(const Plan &plan) {
-  std::map<std::string, const Binding *> result;
-  for (const PlanEntry &entry : plan.entries)
-    for (const Binding &in : entry.inputs)
-      if (isStateKind(in.kind))
-        result.emplace(in.name, &in);
-  return result;
-}
-
+/// Files and the trainer's callers hold whole tensors, sharded or not.
 void checkTensor(const std::string &file, const std::string &name, DType dtype,
                  const std::vector<int64_t> &shape, const Binding &expected) {
-  if (dtype != expected.dtype || shape != expected.shape)
+  if (dtype != expected.dtype || shape != expected.wholeShape())
     fail(file + ": tensor " + quoteName(name) + " is " +
              describe(dtype, shape) + ", the artifact's " +
              bindingKindName(expected.kind) + " is " +
-             describe(expected.dtype, expected.shape),
+             describe(expected.dtype, expected.wholeShape()),
          ErrorCode::Format);
 }
 
@@ -1121,6 +1118,62 @@ std::string joinNames(const std::vector<std::string> &names) {
   return out;
 }
 
+/// Hands the run's Collectives to the artifact for the length of train()
+/// (a mesh plan's collective steps use them), and takes them back after.
+class MeshCollectives {
+public:
+  MeshCollectives(Artifact &artifact, Collectives *comm)
+      : artifact(artifact), previous(artifact.collectives()) {
+    artifact.setCollectives(comm);
+  }
+  ~MeshCollectives() { artifact.setCollectives(previous); }
+  MeshCollectives(const MeshCollectives &) = delete;
+  MeshCollectives &operator=(const MeshCollectives &) = delete;
+
+private:
+  Artifact &artifact;
+  Collectives *previous;
+};
+
+/// What training a plan compiled for a mesh needs: one rank per place on
+/// the mesh, one micro-batch per rank and step.
+void checkMeshTraining(const Plan &plan, const Collectives *comm,
+                       int64_t accumulate) {
+  if (accumulate > 1)
+    fail("--accumulate " + std::to_string(accumulate) +
+             " is not supported yet with an artifact compiled for a mesh "
+             "(mesh " +
+             plan.mesh->describe() +
+             "): its train_step reduces each step's gradients over the "
+             "ranks itself; train with --accumulate 1, or compile without "
+             "--dp for the runtime's data parallelism",
+         ErrorCode::Unsupported);
+  std::string error;
+  ErrorCode code = ErrorCode::Ok;
+  if (!checkMeshWorld(plan, comm, "the artifact", &error, &code))
+    fail(error, code);
+}
+
+/// Whether any state tensor of the plan is sharded: then checkpoints and
+/// the final tensors are gathered over the ranks (every rank takes part).
+bool hasShards(const Plan &plan) {
+  for (const auto &[name, binding] : stateBindings(plan))
+    if (binding->shard)
+      return true;
+  return false;
+}
+
+/// `tensors` (this rank's, shards included) made whole.
+std::map<std::string, NpyArray>
+wholeTensors(const Plan &plan, Collectives *comm,
+             const std::map<std::string, NpyArray> &tensors) {
+  std::map<std::string, NpyArray> whole = tensors;
+  std::string error;
+  if (!gatherTensors(plan, comm, whole, &error))
+    fail(error, ErrorCode::IO);
+  return whole;
+}
+
 void trainImpl(Artifact &artifact, const TrainOptions &opt,
                TrainResult &result) {
   std::FILE *log = opt.log ? opt.log : stderr;
@@ -1160,15 +1213,22 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   const int world = comm ? comm->size() : 1;
   const int rank = comm ? comm->rank() : 0;
   const bool lead = rank == 0; // writes metrics, checkpoints, progress
-  const int64_t micros = opt.accumulate * world;
-  bool accumulating = micros > 1;
+  // A plan compiled for a mesh (loomc --dp) reduces its gradients itself:
+  // every rank runs train_step on micro-batch r of the step's `world`.
+  const Plan &plan = artifact.plan();
+  const bool meshPlan = plan.mesh.has_value();
+  MeshCollectives meshComm(artifact, meshPlan ? comm : artifact.collectives());
+  if (meshPlan)
+    checkMeshTraining(plan, comm, opt.accumulate);
+  const int64_t micros = meshPlan ? world : opt.accumulate * world;
+  bool accumulating = !meshPlan && micros > 1;
   const char *stepName = accumulating ? "forward_backward" : "train_step";
   const PlanEntry *stepEntry = artifact.entry(stepName);
   // The gradients summed while the backward runs (one micro-batch per rank
   // and a backend whose arenas the host reads), or after it.
   std::unique_ptr<GradientBuckets> buckets;
-  if (comm && world > 1 && opt.accumulate == 1 && opt.bucketBytes > 0 &&
-      stepEntry && artifact.canObserveRuns())
+  if (comm && world > 1 && !meshPlan && opt.accumulate == 1 &&
+      opt.bucketBytes > 0 && stepEntry && artifact.canObserveRuns())
     buckets = std::make_unique<GradientBuckets>(*comm, *stepEntry,
                                                 opt.bucketBytes);
   ReductionTimes afterBackward; // without buckets
@@ -1358,6 +1418,20 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     if (!broadcastFromRank0(*comm, tensors, &error))
       fail(error);
   }
+  // Whole tensors so far (a file's, the caller's); the entries take this
+  // rank's shard of those the plan shards.
+  const bool sharded = hasShards(plan);
+  if (sharded) {
+    std::string error;
+    if (!shardTensors(plan, comm, tensors, &error))
+      fail(error);
+  }
+  // Evaluation runs on rank 0 alone, unless its entries communicate
+  // (ZeRO-3's forward gathers its params): then on every rank.
+  bool evalEveryRank = false;
+  for (const char *name : {"predict", "forward"})
+    if (const PlanEntry *e = artifact.entry(name))
+      evalEveryRank |= world > 1 && entryUsesMesh(plan, *e);
 
   // The params and state live in the backend between steps (on a GPU, in
   // device memory): each step reads and updates them there, and `tensors`
@@ -1400,24 +1474,34 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     return info;
   };
   int64_t lastSaved = resumed ? step : -1;
+  // Checkpoints hold whole tensors: sharded ones are gathered first, by
+  // every rank (a collective), so every rank goes through every save.
   auto save = [&] {
+    if (!lead && !sharded) {
+      lastSaved = step;
+      return;
+    }
+    refreshTensors();
+    std::map<std::string, NpyArray> gathered;
+    if (sharded)
+      gathered = wholeTensors(plan, comm, tensors);
+    lastSaved = step;
     if (!lead)
       return;
-    refreshTensors();
     std::string name = checkpointFileName(step);
     std::string error;
     ErrorCode code = ErrorCode::Ok;
-    if (!saveCheckpoint(opt.checkpointDir + "/" + name, tensors,
-                        checkpointInfo(), &error, &code))
+    if (!saveCheckpoint(opt.checkpointDir + "/" + name,
+                        sharded ? gathered : tensors, checkpointInfo(), &error,
+                        &code))
       fail(error, code);
     writeLatest(opt.checkpointDir, name);
     pruneCheckpoints(opt.checkpointDir, opt.keepCheckpoints);
-    lastSaved = step;
   };
   int64_t lastEval = -1;
   EvalResult lastEvalResult;
   auto runEval = [&] {
-    if (!lead)
+    if (!lead && !evalEveryRank)
       return;
     EvalResult r;
     refreshTensors();
@@ -1481,11 +1565,21 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     std::string error;
     ErrorCode code = ErrorCode::Ok;
     if (!accumulating) {
-      Batch b = loader.next();
+      // One micro-batch, or with a mesh plan rank r's of the step's
+      // `micros` (the plan averages the loss and gradients over them).
+      Batch b;
+      for (int64_t micro = 0; micro < micros; ++micro) {
+        Batch next = loader.next();
+        posEpoch = next.epoch;
+        posBatch = next.index;
+        loader.advance(posEpoch, posBatch);
+        if (micro == rank)
+          b = std::move(next);
+      }
       std::vector<TensorRef> refs;
       for (size_t i = 0; i < dataInputs.size(); ++i)
         refs.push_back(tensorRef(dataInputs[i].name, b.arrays[i]));
-      seedArray = scalarI64(dropoutSeed(seed, step, 0));
+      seedArray = scalarI64(dropoutSeed(seed, step, rank));
       addScalarInputs(*stepEntry, stepArray, seedArray, refs);
       std::vector<NpyArray> outs;
       if (!artifact.runResident(stepName, refs, &outs, &error, &code))
@@ -1493,9 +1587,6 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       if (lossOut)
         loss = scalarValue(outs[lossOut - stepEntry->outputs.data()]);
       absorb(*stepEntry, outs, &lr, &scale, &skippedNow);
-      posEpoch = b.epoch;
-      posBatch = b.index;
-      loader.advance(posEpoch, posBatch);
     } else {
       std::map<std::string, NpyArray> grads; // by param name
       double lossSum = 0;
@@ -1629,6 +1720,9 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     save();
   progress.endBar();
   refreshTensors();
+  // From here on whole tensors: what --save-params and the caller get.
+  if (sharded)
+    tensors = wholeTensors(plan, comm, tensors);
 
   if (comm) {
     std::string error;
@@ -1696,6 +1790,20 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     progress.note(line);
   }
   result.tensors = std::move(tensors);
+}
+
+/// evaluateImpl on whole tensors (the public API's): the entries take this
+/// rank's shard of those the plan shards.
+void evaluateWhole(Artifact &artifact,
+                   const std::map<std::string, NpyArray> &tensors,
+                   const DataSource &source, int64_t step, EvalResult &result) {
+  if (!hasShards(artifact.plan()))
+    return evaluateImpl(artifact, tensors, source, step, result);
+  std::map<std::string, NpyArray> local = tensors;
+  std::string error;
+  if (!shardTensors(artifact.plan(), artifact.collectives(), local, &error))
+    fail(error);
+  evaluateImpl(artifact, local, source, step, result);
 }
 
 template <typename Fn>
@@ -1826,7 +1934,8 @@ bool evaluate(Artifact &artifact,
   ErrorSink sink{error, code};
   return guarded(sink, "evaluation", [&] {
     EvalResult r;
-    evaluateImpl(artifact, tensors, DataSource{dataPath, nullptr, ""}, step, r);
+    evaluateWhole(artifact, tensors, DataSource{dataPath, nullptr, ""}, step,
+                  r);
     if (result)
       *result = r;
   });
@@ -1839,8 +1948,8 @@ bool evaluate(Artifact &artifact,
   ErrorSink sink{error, code};
   return guarded(sink, "evaluation", [&] {
     EvalResult r;
-    evaluateImpl(artifact, tensors,
-                 DataSource{"", &data, "the evaluation data"}, step, r);
+    evaluateWhole(artifact, tensors,
+                  DataSource{"", &data, "the evaluation data"}, step, r);
     if (result)
       *result = r;
   });

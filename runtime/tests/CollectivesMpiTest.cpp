@@ -10,6 +10,8 @@
 
 #include "tool/MpiCollectives.h"
 
+#include "Half.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -156,13 +158,53 @@ int main(int argc, char **argv) {
     run(std::move(tx), r, "send");
     check(in[0] == 1000 + prev, "ring value", r);
   }
-  // Refusals: a reduction of bf16, an average of i64, a rank out of range.
+  // bf16 and f16 reduce through MPI user ops (each pair summed in f32 and
+  // rounded back): small integers are exact in both. All-reduce sum, max
+  // and avg (hierarchical too), and a reduce-scatter.
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    std::string name(dtypeToShortName(dtype));
+    auto bits = [&](float v) {
+      return dtype == DType::BF16 ? floatToBf16(v) : floatToHalf(v);
+    };
+    auto value = [&](uint16_t v) {
+      return dtype == DType::BF16 ? bf16ToFloat(v) : halfToFloat(v);
+    };
+    std::vector<uint16_t> sum(count), max(count), avg(count);
+    for (size_t i = 0; i < count; ++i)
+      sum[i] = max[i] = avg[i] = bits(float(r + 1 + i));
+    run(comm->allReduce(sum.data(), count, dtype, ReduceOp::Sum, &error), r,
+        "16-bit sum");
+    run(comm->allReduce(max.data(), count, dtype, ReduceOp::Max, &error), r,
+        "16-bit max");
+    run(comm->allReduce(avg.data(), count, dtype, ReduceOp::Avg, &error), r,
+        "16-bit avg");
+    for (size_t i = 0; i < count; ++i) {
+      float total = float(n * (n + 1) / 2 + n * i);
+      check(value(sum[i]) == total, name + " sum element " + std::to_string(i),
+            r);
+      check(value(max[i]) == float(n + i),
+            name + " max element " + std::to_string(i), r);
+      check(value(avg[i]) == value(bits(total / float(n))),
+            name + " avg element " + std::to_string(i), r);
+    }
+    std::vector<uint16_t> send(count * n), recv(count);
+    for (int b = 0; b < n; ++b)
+      for (size_t i = 0; i < count; ++i)
+        send[b * count + i] = bits(float(r + b));
+    run(comm->reduceScatter(send.data(), recv.data(), count, dtype,
+                            ReduceOp::Sum, &error),
+        r, "16-bit reduceScatter");
+    for (size_t i = 0; i < count; ++i)
+      check(value(recv[i]) == float(n * (n - 1) / 2 + n * r),
+            name + " reduceScatter", r);
+  }
+  // Refusals: a reduction of i16, an average of i64, a rank out of range.
   {
     std::vector<uint16_t> h(count);
     std::string why;
-    check(!comm->allReduce(h.data(), count, DType::BF16, ReduceOp::Sum, &why) &&
-              why.find("cannot reduce bf16") != std::string::npos,
-          "bf16 reduction refused: " + why, r);
+    check(!comm->allReduce(h.data(), count, DType::I16, ReduceOp::Sum, &why) &&
+              why.find("cannot reduce i16") != std::string::npos,
+          "i16 reduction refused: " + why, r);
     std::vector<int64_t> k(count);
     check(!comm->allReduce(k.data(), count, DType::I64, ReduceOp::Avg, &why) &&
               why.find("avg") != std::string::npos,

@@ -636,5 +636,54 @@ TEST_F(CudaFakeTraining, LoomRunTrainsACudaArtifact) {
       << out3;
 }
 
+// Collective steps on CUDA: over one rank they are device copies (they
+// run, and are recorded into the graph); communicating ones are refused
+// at load until NCCL is wired to plans.
+TEST(CudaFakeDevice, CollectivesOfOneRankAreCopiesAndOthersAreRefused) {
+  FakeCuda fake;
+  ASSERT_TRUE(fake.ok());
+  EntryBuilder e("main");
+  int x = e.buffer("f32", {4});
+  int a = e.buffer("f32", {4});
+  int g = e.buffer("f32", {4});
+  int t = e.buffer("f32", {4});
+  e.input("x", "input", x);
+  e.collective("all_reduce", "mean", "dp", x, a);
+  e.collective("all_gather", "", "dp", a, g);
+  e.collective("rank_slice", "", "dp", g, t);
+  e.output("t", "output", t);
+  TempDir dir;
+  std::string plan = toCudaPlan(
+      planJson({e}, "null", "null", meshJson({"dp"}, {1})), 90, "null", "null");
+  writeBytes(dir.file("plan.json"), plan);
+  std::string error;
+  std::unique_ptr<Artifact> artifact = load(dir.path(), &error);
+  ASSERT_TRUE(artifact) << error;
+  NpyArray in = f32Array({4}, {1, -2, 3, 4});
+  for (int run = 0; run < 3; ++run) { // eager, recorded, replayed
+    std::vector<NpyArray> out;
+    ASSERT_TRUE(artifact->run("main", {{"x", &in}}, &out, &error)) << error;
+    EXPECT_EQ(f32Values(out[0]), f32Values(in));
+  }
+
+  EntryBuilder two("main");
+  int y = two.buffer("f32", {4}), z = two.buffer("f32", {2});
+  two.input("y", "input", y);
+  two.collective("rank_slice", "", "dp", y, z); // fine: no communication
+  two.collective("reduce_scatter", "sum", "dp", y, z);
+  two.output("z", "output", z);
+  writeBytes(dir.file("plan.json"),
+             toCudaPlan(planJson({two}, "null", "null", meshJson({"dp"}, {2})),
+                        90, "null", "null"));
+  ErrorCode code = ErrorCode::Ok;
+  EXPECT_FALSE(Artifact::load(dir.path(), &error, &code));
+  EXPECT_EQ(code, ErrorCode::Unsupported);
+  EXPECT_NE(error.find("plan.json: entry 'main': step 1 (collective): a "
+                       "reduce_scatter over 2 ranks cannot run on the cuda "
+                       "backend yet"),
+            std::string::npos)
+      << error;
+}
+
 } // namespace
 } // namespace loomrt::test

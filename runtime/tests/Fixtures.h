@@ -15,6 +15,7 @@
 #include "loomrt/Npy.h"
 #include "loomrt/Safetensors.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -45,11 +46,32 @@ public:
       next += 64;
     return static_cast<int>(buffers.size()) - 1;
   }
-  void input(const std::string &n, const std::string &kind, int id) {
-    inputs.push_back(binding(n, kind, id));
+  /// A buffer at byte `offset` (which need not be past the others: the
+  /// bytes of another buffer, as the memory planner reuses them).
+  int bufferAt(uint64_t offset, const std::string &dtype,
+               const std::vector<int64_t> &shape) {
+    uint64_t saved = next;
+    next = offset;
+    int id = buffer(dtype, shape);
+    next = std::max(saved, next);
+    return id;
   }
-  void output(const std::string &n, const std::string &kind, int id) {
-    outputs.push_back(binding(n, kind, id));
+  void input(const std::string &n, const std::string &kind, int id,
+             const std::string &shard = "") {
+    inputs.push_back(binding(n, kind, id, shard));
+  }
+  void output(const std::string &n, const std::string &kind, int id,
+              const std::string &shard = "") {
+    outputs.push_back(binding(n, kind, id, shard));
+  }
+  /// A collective step; `reduce` "" leaves the field out.
+  void collective(const std::string &op, const std::string &reduce,
+                  const std::string &axis, int src, int dst) {
+    steps.push_back("{\"kind\": \"collective\", \"op\": \"" + op + "\"" +
+                    (reduce.empty() ? "" : ", \"reduce\": \"" + reduce + "\"") +
+                    ", \"axis\": \"" + axis +
+                    "\", \"src\": " + std::to_string(src) +
+                    ", \"dst\": " + std::to_string(dst) + "}");
   }
   /// A kernel step; `grid`, `block` and `shared_bytes` are what a cuda plan
   /// needs (a cpu plan ignores them).
@@ -99,9 +121,10 @@ private:
     return 1;
   }
   static std::string binding(const std::string &n, const std::string &kind,
-                             int id) {
+                             int id, const std::string &shard) {
     return "{\"name\": \"" + n + "\", \"kind\": \"" + kind +
-           "\", \"buffer\": " + std::to_string(id) + "}";
+           "\", \"buffer\": " + std::to_string(id) +
+           (shard.empty() ? "" : ", \"shard\": " + shard) + "}";
   }
   static std::string join(const std::vector<std::string> &items) {
     std::string out;
@@ -297,6 +320,140 @@ inline bool writeRegressionArtifact(const std::string &dir,
     entries.push_back(e);
   }
   writeBytes(dir + "/plan.json", planJson(entries));
+  if (!installKernels(dir))
+    return false;
+  SafetensorsWriter params;
+  float zeros[kFeatures] = {0, 0, 0, 0};
+  params.add("w", DType::F32, {kFeatures, 1}, zeros, sizeof zeros);
+  params.add("b", DType::F32, {1}, zeros, 4);
+  params.add("w.momentum", DType::F32, {kFeatures, 1}, zeros, sizeof zeros);
+  params.add("b.momentum", DType::F32, {1}, zeros, 4);
+  return params.write(dir + "/params.safetensors", nullptr);
+}
+
+/// `"shard": ...` of a binding: a slice over `axis` of a tensor of `shape`.
+inline std::string shardJson(const std::string &axis,
+                             const std::vector<int64_t> &shape) {
+  std::string text = "{\"axis\": \"" + axis + "\", \"shape\": [";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]}";
+}
+
+/// `, "mesh": ...` for planJson's `extra`: one axis per name.
+inline std::string meshJson(const std::vector<std::string> &axes,
+                            const std::vector<int64_t> &shape) {
+  std::string text = ", \"mesh\": {\"axes\": [";
+  for (size_t i = 0; i < axes.size(); ++i)
+    text += (i ? ", \"" : "\"") + axes[i] + "\"";
+  text += "], \"shape\": [";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]}";
+}
+
+/// The regression artifact as `loomc --train --dp=ranks --zero=zero` would
+/// compile it (mesh dp=ranks; ranks 1, 2 or 4): train_step averages the
+/// loss and the gradients over the ranks itself, and each rank updates its
+/// shard of w with its shard of w's momentum (b and its momentum stay
+/// whole: all-reduced). zero 1: dw all-reduced, w and dw sliced
+/// (rank_slice), the updated w all-gathered; zero 2: dw reduce-scattered;
+/// zero 3: w itself sharded (all-gathered before the forward, updated in
+/// its shard). `forward` takes w as train_step does (zero 3: its shard,
+/// all-gathered: every rank evaluates). params.safetensors holds whole
+/// tensors. Equivalent to writeRegressionArtifact trained with the
+/// runtime's data parallelism over `ranks` ranks.
+inline bool writeMeshRegressionArtifact(const std::string &dir, int ranks,
+                                        int zero) {
+  const int64_t k = (kFeatures + ranks - 1) / ranks;
+  const char *momentum = k == 4   ? "lr_momentum_w"
+                         : k == 2 ? "lr_momentum_2"
+                                  : "lr_momentum_b";
+  std::string shard = shardJson("dp", {kFeatures, 1});
+  // The forward pass on a whole w (gathered from `ws` under zero 3).
+  auto forwardOf = [&](EntryBuilder &e, ForwardIds &f) {
+    f.x = e.buffer("f32", {kBatch, kFeatures});
+    f.y = e.buffer("f32", {kBatch, 1});
+    f.b = e.buffer("f32", {1});
+    f.pred = e.buffer("f32", {kBatch, 1});
+    f.loss = e.buffer("f32", {});
+    f.dpred = e.buffer("f32", {kBatch, 1});
+    f.w = e.buffer("f32", {kFeatures, 1});
+    e.input("x", "input", f.x);
+    e.input("y", "input", f.y);
+    int ws = -1;
+    if (zero == 3) {
+      ws = e.buffer("f32", {k});
+      e.input("w", "param", ws, shard);
+      e.collective("all_gather", "", "dp", ws, f.w);
+    } else {
+      e.input("w", "param", f.w);
+    }
+    e.input("b", "param", f.b);
+    e.gemm(f.x, f.w, f.pred, 1, kBatch, 1, kFeatures, false, false, 0, 0, 0);
+    e.kernel("lr_add_bias", {f.pred, f.b});
+    e.kernel("lr_mse", {f.pred, f.y, f.loss, f.dpred});
+    return ws;
+  };
+  std::vector<EntryBuilder> entries;
+  {
+    EntryBuilder e("train_step");
+    ForwardIds f;
+    int ws = forwardOf(e, f);
+    int wm = e.buffer("f32", {k});
+    int bm = e.buffer("f32", {1});
+    int step = e.buffer("i64", {});
+    int dw = e.buffer("f32", {kFeatures, 1});
+    int db = e.buffer("f32", {1});
+    int next = e.buffer("i64", {});
+    int lr = e.buffer("f32", {});
+    int lossMean = e.buffer("f32", {});
+    int dws = e.buffer("f32", {k});
+    if (zero != 3)
+      ws = e.buffer("f32", {k});
+    e.input("w.momentum", "state", wm, shard);
+    e.input("b.momentum", "state", bm);
+    e.input("step", "input", step);
+    e.gemm(f.x, f.dpred, dw, 1, kFeatures, 1, kBatch, true, false, 0, 0, 0);
+    e.kernel("lr_sum", {f.dpred, db});
+    e.collective("all_reduce", "mean", "dp", db, db);
+    if (zero == 1) {
+      e.collective("all_reduce", "mean", "dp", dw, dw);
+      e.collective("rank_slice", "", "dp", dw, dws);
+    } else {
+      e.collective("reduce_scatter", "mean", "dp", dw, dws);
+    }
+    if (zero != 3)
+      e.collective("rank_slice", "", "dp", f.w, ws);
+    e.kernel(momentum, {ws, wm, dws});
+    if (zero != 3)
+      e.collective("all_gather", "", "dp", ws, f.w);
+    e.kernel("lr_momentum_b", {f.b, bm, db});
+    e.kernel("inc_step", {step, next});
+    e.kernel("lr_const", {lr});
+    e.collective("all_reduce", "mean", "dp", f.loss, lossMean);
+    e.output("loss", "output", lossMean);
+    if (zero == 3)
+      e.output("w", "output", ws, shard);
+    else
+      e.output("w", "output", f.w);
+    e.output("b", "output", f.b);
+    e.output("w.momentum", "output", wm, shard);
+    e.output("b.momentum", "output", bm);
+    e.output("step", "output", next);
+    e.output("lr", "output", lr);
+    entries.push_back(e);
+  }
+  {
+    EntryBuilder e("forward");
+    ForwardIds f;
+    forwardOf(e, f);
+    e.output("loss", "output", f.loss);
+    entries.push_back(e);
+  }
+  writeBytes(dir + "/plan.json",
+             planJson(entries, "\"kernels.so\"", "\"params.safetensors\"",
+                      meshJson({"dp"}, {ranks})));
   if (!installKernels(dir))
     return false;
   SafetensorsWriter params;

@@ -204,6 +204,53 @@ TEST_F(LoomRunTest, TrainsWithProgressLinesAndRefusesBadInput) {
   EXPECT_OUTPUT(o, "cannot read checkpoint: " + truncated);
 }
 
+// A plan compiled for a mesh: --info shows it, its shards and collectives;
+// --profile counts the collectives apart; --accumulate is refused.
+TEST_F(LoomRunTest, ShowsTrainsAndProfilesAMeshPlan) {
+  std::string mesh = dir.file("zero3.loom");
+  std::filesystem::create_directories(mesh);
+  ASSERT_TRUE(writeMeshRegressionArtifact(mesh, 1, 3));
+  Outcome o = loomRun({mesh, "--info"});
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_OUTPUT(o, "mesh: dp=1 (1 rank: mpirun -np 1)\n");
+  EXPECT_OUTPUT(o, "  input  param  w f32 [4] (shard of [4, 1] over dp)\n");
+  EXPECT_OUTPUT(o, "  collective all_reduce mean over dp: 2 step(s)\n");
+  EXPECT_OUTPUT(o, "  collective reduce_scatter mean over dp: 1 step(s)\n");
+
+  std::string profile = dir.file("profile.csv");
+  o = loomRun({mesh, "--train", "--data", data, "--steps", "3", "--profile",
+               profile, "--save-params", dir.file("p.safetensors")});
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_OUTPUT(o, "profile train_step: ");
+  EXPECT_OUTPUT(o, ", collectives ");
+  EXPECT_NE(readBytes(profile).find(
+                ",collective,reduce_scatter mean 4 f32 over dp=1,"),
+            std::string::npos)
+      << readBytes(profile);
+
+  o = loomRun(
+      {mesh, "--train", "--data", data, "--steps", "3", "--accumulate", "2"});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_OUTPUT(o, "--accumulate 2 is not supported yet with an artifact "
+                   "compiled for a mesh");
+
+  // --entry gives the sharded param from the whole one in params.safetensors.
+  std::string x = dir.file("x.npy"), y = dir.file("y.npy");
+  std::string error;
+  ASSERT_TRUE(writeNpy(
+      x,
+      f32Array({kBatch, kFeatures}, std::vector<float>(kBatch * kFeatures, 1)),
+      &error));
+  ASSERT_TRUE(writeNpy(y, f32Array({kBatch, 1}, std::vector<float>(kBatch, 2)),
+                       &error));
+  o = loomRun({mesh, "--entry=forward", "--input", "x=" + x, "--input",
+               "y=" + y, "--output-dir", dir.file("out")});
+  ASSERT_EQ(o.status, 0) << o.output;
+  std::optional<NpyArray> loss = readNpy(dir.file("out/loss.npy"), &error);
+  ASSERT_TRUE(loss) << error;
+  EXPECT_EQ(f32Values(*loss), std::vector<float>{4}); // (0 - 2)^2: w = b = 0
+}
+
 TEST_F(LoomRunTest, EvaluatesAnEntryIntoNpyFiles) {
   std::vector<float> x(kBatch * kFeatures), y(kBatch);
   for (size_t i = 0; i < x.size(); ++i)

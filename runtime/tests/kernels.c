@@ -63,6 +63,8 @@ static void momentum(float *w, float *m, const float *g, int n) {
 }
 EXPORT void lr_momentum_w(void **b) { momentum(b[0], b[1], b[2], D); }
 EXPORT void lr_momentum_b(void **b) { momentum(b[0], b[1], b[2], 1); }
+/* A rank's half of w (mesh dp=2: shards of 2 elements). */
+EXPORT void lr_momentum_2(void **b) { momentum(b[0], b[1], b[2], 2); }
 
 /* out = in + 1 (i64 step counter) */
 EXPORT void inc_step(void **b) {

@@ -59,6 +59,13 @@ const std::map<std::string, std::string> &nonDifferentiableOps() {
       {"max_pool2d_argmax", "integer result"},
       {"stop_gradient", "blocks gradients by definition (finite differences "
                         "see the identity)"},
+      // Collectives combine several ranks' values; this harness runs one.
+      {"all_reduce", "several ranks: test/Interp/collective-gradients.test "
+                     "checks its rule on 2 interpreted ranks"},
+      {"all_gather", "several ranks: test/Interp/collective-gradients.test"},
+      {"reduce_scatter",
+       "several ranks: test/Interp/collective-gradients.test"},
+      {"rank_slice", "no gradient rule (a rank-dependent offset): an error"},
   };
   return ops;
 }

@@ -192,8 +192,14 @@ def OptimizerPass : Pass<"loom-optimizer", "mlir::ModuleOp"> {
     all-reduced, then sliced; 2: reduce-scattered); with 3 the parameters
     themselves are kept as shards between steps and all-gathered before the
     forward. Global-norm clipping and the loss-scaling overflow check sum
-    their partial sums over the ranks. `@apply_optimizer` takes the same
-    shards. Adafactor's factored state is not sharded (an error).
+    their partial sums over the ranks. Adafactor's factored state is not
+    sharded (an error). With ZeRO 1 and 2, `@apply_optimizer` (which
+    updates parameter shards the step slices from whole parameters) is
+    private, called by `@train_step` alone; with ZeRO 3 it takes the same
+    shards as `@train_step`, and every other entry point that takes
+    parameters (`@forward`, `@predict`, `@forward_backward`) takes shards
+    too and all-gathers them first, so that a tensor has one form in every
+    entry of the plan.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"",

@@ -29,6 +29,7 @@
 namespace loomrt {
 
 class Backend;
+class Collectives;
 
 /// How Artifact::load prepares an artifact.
 struct LoadOptions {
@@ -39,8 +40,9 @@ struct LoadOptions {
   /// Where the backend's notes go (e.g. falling back to PTX); null: stderr.
   std::FILE *log = nullptr;
   /// Time every step of every run (Artifact::profile): the steps are issued
-  /// one by one, never recorded, and the backend is synchronized after each,
-  /// so that a step's time is its own (loom-run --profile).
+  /// one by one, never recorded, and the backend is synchronized after each
+  /// (a collective step waits for its transfer: no overlap), so that a
+  /// step's time is its own (loom-run --profile).
   bool profile = false;
   /// After every step that writes floating-point buffers, read them back
   /// and fail (ErrorCode::NonFinite) at the first inf or NaN, naming the
@@ -59,8 +61,10 @@ struct StepProfile {
   PlanStep::Kind kind = PlanStep::Kind::Kernel;
   /// The kernel's symbol; "gemm MxNxK" (with "batch B", "A^T", "B^T" and
   /// the epilogue where they apply); "conv DIRECTION NxCxHxW * OxIxKHxKW"
-  /// (x and w; "groups G" when not 1); "copy N bytes". Never a comma (the
-  /// profile is CSV).
+  /// (x and w; "groups G" when not 1); "copy N bytes"; "all_reduce sum N
+  /// f32 over dp=2" (a collective: its op, reduction, src's elements and
+  /// axis; its time is until it completed). Never a comma (the profile is
+  /// CSV).
   std::string what;
   uint64_t calls = 0;
   double seconds = 0;
@@ -130,15 +134,29 @@ public:
   const PlanEntry *entry(std::string_view name) const noexcept;
 
   /// Every tensor of params.safetensors (parameters and optimizer state),
-  /// by name. Empty when the plan has no params file.
+  /// by name. Empty when the plan has no params file. A tensor that the
+  /// plan shards is whole here (shardTensors, loomrt/Mesh.h, takes a
+  /// rank's part).
   const std::map<std::string, NpyArray> &initialState() const noexcept;
+
+  /// The ranks a plan with a mesh runs over (docs/plan-format.md): its
+  /// collective steps go through `comm`, whose rank is this process's
+  /// index along the mesh's one axis larger than 1. Borrowed: it must
+  /// outlive the runs (set null before it goes). Null (the default): this
+  /// process alone, which runs collectives over axes of one rank as copies
+  /// and refuses an entry that communicates over more (checkMeshWorld's
+  /// message). The trainer sets it from TrainOptions::collectives.
+  void setCollectives(Collectives *comm) noexcept;
+  Collectives *collectives() const noexcept;
 
   /// Runs `entry`. `inputs` must hold every input of the entry exactly once
   /// by name, with the plan's dtype and shape (an error names the input and
-  /// both types); unknown names are an error too. On success `*outputs` holds
-  /// one array per output, in plan order. Thread-compatible: one call at a
-  /// time per Artifact. The entry's arena is allocated by its first run and
-  /// kept.
+  /// both types; a sharded input is this rank's [k] shard); unknown names
+  /// are an error too. On success `*outputs` holds one array per output, in
+  /// plan order. Thread-compatible: one call at a time per Artifact. The
+  /// entry's arena is allocated by its first run and kept. An entry that
+  /// communicates over the mesh runs on every rank of setCollectives' comm,
+  /// in the same order.
   bool run(std::string_view entry, const std::vector<TensorRef> &inputs,
            std::vector<NpyArray> *outputs, std::string *error,
            ErrorCode *code = nullptr) noexcept;

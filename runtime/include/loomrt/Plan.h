@@ -17,6 +17,7 @@
 #include "loomrt/ErrorCode.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,14 +64,56 @@ inline bool isModelKind(BindingKind kind) noexcept {
   return kind == BindingKind::Param || kind == BindingKind::Buffer;
 }
 
+/// The device mesh a plan was compiled for (`mesh` in plan.json): named
+/// axes and their sizes, e.g. axes {"dp"}, shape {2}. A plan without one
+/// runs on one device.
+struct PlanMesh {
+  std::vector<std::string> axes;
+  std::vector<int64_t> shape; ///< one size (>= 1) per axis
+  /// The number of ranks: the product of the sizes.
+  int64_t size() const noexcept;
+  /// The index of axis `name`, or -1.
+  int axisIndex(std::string_view name) const noexcept;
+  /// The axes larger than 1: a run that communicates has at most one
+  /// (sub-communicators for a second one are not built yet).
+  int axesLargerThanOne() const noexcept;
+  /// "dp=2", "dp=2, tp=4": for messages.
+  std::string describe() const;
+};
+
+/// A binding that holds one rank's slice of a tensor (`shard` in plan.json):
+/// the whole tensor of `shape`, flattened row-major and zero-padded to
+/// `ranks * k` elements (k = ceil(product(shape) / ranks)), of which the
+/// rank with index r along `axis` holds elements [r * k, (r + 1) * k). The
+/// binding's own shape is then [k].
+struct BindingShard {
+  std::string axis;           ///< a mesh axis
+  uint32_t axisIndex = 0;     ///< its index in PlanMesh::axes
+  int64_t ranks = 1;          ///< the axis's size
+  std::vector<int64_t> shape; ///< the whole tensor's shape
+  uint64_t elements = 0;      ///< product(shape)
+};
+
 /// One input or output of an entry point, as the plan declares it.
 struct Binding {
   std::string name; ///< loom.param / loom.opt_state / loom.input / ... name
   BindingKind kind = BindingKind::Input;
   uint32_t buffer = 0; ///< buffer id
   DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-  uint64_t bytes = 0;
+  std::vector<int64_t> shape; ///< the buffer's ([k] when sharded)
+  uint64_t bytes = 0;         ///< the buffer's
+  /// Set when the buffer holds this rank's slice of the tensor.
+  std::optional<BindingShard> shard;
+
+  /// The tensor's own shape: the whole tensor's when sharded. What
+  /// params.safetensors, checkpoints and the trainer's tensors hold.
+  const std::vector<int64_t> &wholeShape() const noexcept {
+    return shard ? shard->shape : shape;
+  }
+  /// The whole tensor's size in bytes.
+  uint64_t wholeBytes() const noexcept {
+    return shard ? shard->elements * dtypeSize(dtype) : bytes;
+  }
 };
 
 /// What a GEMM step applies to its result, row by row of C (`bias` has n
@@ -135,8 +178,40 @@ struct KernelLaunchDims {
 /// opt-in maximum, 227 KiB); the CUDA backend also checks the device's.
 inline constexpr uint32_t kMaxSharedBytes = 232448;
 
+/// What a collective step does over the ranks of its mesh axis
+/// (docs/plan-format.md, `collective`).
+enum class CollectiveOp : uint8_t {
+  AllReduce,
+  ReduceScatter,
+  AllGather,
+  RankSlice
+};
+
+/// "all_reduce", "reduce_scatter", "all_gather", "rank_slice".
+const char *collectiveOpName(CollectiveOp op) noexcept;
+
+/// How all_reduce and reduce_scatter combine the ranks' values (None for
+/// the others); Mean is the sum divided by the number of ranks.
+enum class CollectiveReduce : uint8_t { None, Sum, Max, Mean };
+
+/// "none", "sum", "max", "mean".
+const char *collectiveReduceName(CollectiveReduce reduce) noexcept;
+
+/// A collective step over the `ranks` ranks of mesh axis `axis`; `src` and
+/// `dst` (buffer ids) have one dtype, and parsePlan checked their element
+/// counts: all_reduce src = dst, reduce_scatter and rank_slice src =
+/// ranks * dst, all_gather dst = ranks * src; they share no bytes, except
+/// an all_reduce's, which may be one buffer (in place).
+struct CollectiveStep {
+  CollectiveOp op = CollectiveOp::AllReduce;
+  CollectiveReduce reduce = CollectiveReduce::None;
+  uint32_t axis = 0; ///< index in PlanMesh::axes
+  int64_t ranks = 1; ///< the axis's size
+  uint32_t src = 0, dst = 0;
+};
+
 struct PlanStep {
-  enum class Kind : uint8_t { Kernel, Gemm, Copy, Conv };
+  enum class Kind : uint8_t { Kernel, Gemm, Copy, Conv, Collective };
   Kind kind = Kind::Kernel;
   // Kernel: the symbol, its index in Plan::kernelSymbols, its buffer ids.
   std::string kernel;
@@ -149,8 +224,11 @@ struct PlanStep {
   ConvStep conv;
   // Copy.
   uint32_t src = 0, dst = 0;
+  // Collective.
+  CollectiveStep collective;
   /// The buffers the step writes (a kernel's outputs as `writes` lists them,
-  /// after its last launch on CUDA; a gemm's c; a conv's written operand)
+  /// after its last launch on CUDA; a gemm's c; a conv's written operand; a
+  /// collective's dst)
   /// and, for each, the model node whose value it holds ("" where unknown).
   /// Optional in plan.json: loom-run --check-numerics reads them.
   std::vector<uint32_t> writes;
@@ -158,9 +236,14 @@ struct PlanStep {
 };
 
 /// The number of PlanStep::Kind values (they count from 0).
-inline constexpr size_t kStepKinds = 4;
-/// "kernel", "gemm", "copy", "conv": the step's `kind` in plan.json.
+inline constexpr size_t kStepKinds = 5;
+/// "kernel", "gemm", "copy", "conv", "collective": the step's `kind` in
+/// plan.json.
 const char *stepKindName(PlanStep::Kind kind) noexcept;
+
+/// The buffer ids a step reads or writes (a kernel's `buffers`; a gemm's a,
+/// b, c and bias; a conv's x, w, y; a copy's or collective's src and dst).
+std::vector<uint32_t> stepBuffers(const PlanStep &step);
 
 struct PlanEntry {
   std::string name;
@@ -187,6 +270,8 @@ struct Plan {
   std::string ptx;
   std::string params;      ///< file name in the artifact, "" for none
   std::string sourceModel; ///< "" when absent
+  /// The mesh the plan was compiled for; absent: one device.
+  std::optional<PlanMesh> mesh;
   std::vector<PlanEntry> entries;
   /// Every distinct kernel symbol, in order of first use; PlanStep::kernelIndex
   /// indexes it.
@@ -194,6 +279,15 @@ struct Plan {
 
   const PlanEntry *findEntry(std::string_view name) const noexcept;
 };
+
+/// "f32 [2]", or "f32 [2] (shard of [4, 1] over dp)": a binding's type,
+/// for messages.
+std::string describeBinding(const Binding &binding);
+
+/// The binding of each param, buffer and state tensor of the plan, by
+/// name: the first entry's that takes it (parsePlan checked that every
+/// entry agrees on its kind, type and sharding).
+std::map<std::string, const Binding *> stateBindings(const Plan &plan);
 
 /// Parses and validates plan.json text. `what` starts every message (normally
 /// "plan.json"), which then names the entry, step and field:

@@ -102,6 +102,16 @@ struct TrainOptions {
   /// over all of them: the same update as one process with `--accumulate
   /// accumulate * size()`. Rank 0 alone writes metrics, checkpoints and
   /// progress; every rank must see the same data file.
+  ///
+  /// A plan with a mesh (loomc --dp) does that itself: size() must equal
+  /// the mesh's ranks, `accumulate` must be 1, and every rank runs
+  /// `train_step` on micro-batch r of the step's size() (the ones the
+  /// runtime's data parallelism gives rank r), its collective steps going
+  /// through these Collectives (train() hands them to the artifact,
+  /// Artifact::setCollectives, and takes them back at the end). Sharded
+  /// tensors are sliced from the whole ones at the start and gathered
+  /// whole for every checkpoint and at the end (every rank takes part);
+  /// evaluation runs on every rank when its entries communicate.
   Collectives *collectives = nullptr;
   /// Data parallelism with one micro-batch per rank and step, on the CPU:
   /// the gradients are summed in buckets of at least this many bytes, each
@@ -136,7 +146,8 @@ struct TrainResult {
   double reduceExposedSeconds = 0;
   int64_t reduceBuckets = 0; ///< all-reduces of gradients issued
 
-  /// Final values of every param and state tensor, by name.
+  /// Final values of every param and state tensor, by name (whole, also
+  /// those the plan shards).
   std::map<std::string, NpyArray> tensors;
   /// Where training stopped (step, seed, data position): with `tensors`,
   /// what a checkpoint written now would hold (TrainOptions::startTensors).
@@ -157,9 +168,9 @@ struct EvalResult {
   int64_t counted = 0; ///< labels that took part in accuracy
 };
 
-/// Evaluates `tensors` (params) on the .npz at `dataPath` with the entries
-/// `predict` (accuracy) and `forward` (loss), whichever exist; `step` feeds an
-/// input named `step` if an entry has one.
+/// Evaluates `tensors` (params, whole) on the .npz at `dataPath` with the
+/// entries `predict` (accuracy) and `forward` (loss), whichever exist; `step`
+/// feeds an input named `step` if an entry has one.
 bool evaluate(Artifact &artifact,
               const std::map<std::string, NpyArray> &tensors,
               const std::string &dataPath, int64_t step, EvalResult *result,
@@ -178,8 +189,10 @@ bool saveCheckpoint(const std::string &path,
                     ErrorCode *code = nullptr) noexcept;
 
 /// Reads a checkpoint written by saveCheckpoint. Every param and state input
-/// of the artifact's entries must be there with the plan's dtype and shape,
-/// and nothing else (errors name the tensor).
+/// of the artifact's entries must be there with the plan's dtype and shape
+/// (the whole shape where the plan shards it: checkpoints never hold
+/// shards, so one resumes at any world size, sharded or not), and nothing
+/// else (errors name the tensor).
 bool loadCheckpoint(const std::string &path, const Artifact &artifact,
                     std::map<std::string, NpyArray> *tensors,
                     CheckpointInfo *info, std::string *error,

@@ -10,6 +10,7 @@
 
 #include "loomrt/Artifact.h"
 #include "loomrt/Backend.h"
+#include "loomrt/Mesh.h"
 #include "loomrt/OnnxExport.h"
 #include "loomrt/Safetensors.h"
 #include "loomrt/Trainer.h"
@@ -564,11 +565,8 @@ std::map<std::string, NpyArray> startingTensors(const Artifact &artifact,
       SafetensorsFile::open(paramsPath, &error);
   if (!file)
     failure(error);
-  std::map<std::string, const Binding *> bindings;
-  for (const PlanEntry &e : artifact.plan().entries)
-    for (const Binding &in : e.inputs)
-      if (isStateKind(in.kind))
-        bindings.emplace(in.name, &in);
+  std::map<std::string, const Binding *> bindings =
+      stateBindings(artifact.plan());
   for (const TensorView &t : file->tensors()) {
     if (t.name == "step" && t.dtype == DType::I64 && t.shape.empty()) {
       int64_t value;
@@ -580,11 +578,13 @@ std::map<std::string, NpyArray> startingTensors(const Artifact &artifact,
     auto it = bindings.find(t.name);
     if (it == bindings.end())
       continue;
-    if (t.dtype != it->second->dtype || t.shape != it->second->shape)
+    // Whole tensors, also those the plan shards.
+    const Binding &b = *it->second;
+    if (t.dtype != b.dtype || t.shape != b.wholeShape())
       failure(paramsPath + ": tensor '" + t.name + "' is " +
               describeTensorType(t.dtype, t.shape) + ", the artifact's " +
-              bindingKindName(it->second->kind) + " is " +
-              describeTensorType(it->second->dtype, it->second->shape));
+              bindingKindName(b.kind) + " is " +
+              describeTensorType(b.dtype, b.wholeShape()));
     NpyArray a;
     a.dtype = t.dtype;
     a.shape = t.shape;
@@ -654,17 +654,33 @@ void runInfo(const Args &args, std::FILE *out) {
                  plan.ptx.empty() ? "none" : plan.ptx.c_str());
   if (!plan.sourceModel.empty())
     std::fprintf(out, "source model: %s\n", plan.sourceModel.c_str());
+  if (plan.mesh)
+    std::fprintf(out, "mesh: %s (%lld rank%s: mpirun -np %lld)\n",
+                 plan.mesh->describe().c_str(),
+                 static_cast<long long>(plan.mesh->size()),
+                 plan.mesh->size() == 1 ? "" : "s",
+                 static_cast<long long>(plan.mesh->size()));
   for (const PlanEntry &e : plan.entries) {
     std::fprintf(out, "entry %s: %zu steps, arena %llu bytes\n", e.name.c_str(),
                  e.steps.size(), static_cast<unsigned long long>(e.arenaBytes));
     for (const Binding &b : e.inputs)
       std::fprintf(out, "  input  %-6s %s %s\n", bindingKindName(b.kind),
-                   b.name.c_str(),
-                   describeTensorType(b.dtype, b.shape).c_str());
+                   b.name.c_str(), describeBinding(b).c_str());
     for (const Binding &b : e.outputs)
       std::fprintf(out, "  output %-6s %s %s\n", bindingKindName(b.kind),
-                   b.name.c_str(),
-                   describeTensorType(b.dtype, b.shape).c_str());
+                   b.name.c_str(), describeBinding(b).c_str());
+    // The collectives by op and reduction: what the entry communicates.
+    std::map<std::string, size_t> collectives;
+    for (const PlanStep &step : e.steps)
+      if (step.kind == PlanStep::Kind::Collective) {
+        const CollectiveStep &c = step.collective;
+        std::string what = collectiveOpName(c.op);
+        if (c.reduce != CollectiveReduce::None)
+          what += std::string(" ") + collectiveReduceName(c.reduce);
+        ++collectives[what + " over " + plan.mesh->axes[c.axis]];
+      }
+    for (const auto &[what, n] : collectives)
+      std::fprintf(out, "  collective %s: %zu step(s)\n", what.c_str(), n);
   }
 }
 
@@ -705,16 +721,55 @@ void writeProfile(const Args &args, const Artifact &artifact,
     failure(error);
   if (args.quiet)
     return;
+  // Collectives only where the plan has a mesh: the line of a
+  // one-device plan stays as it was.
+  const bool mesh = artifact.plan().mesh.has_value();
   for (const auto &[entry, seconds] : perRun) {
     const std::array<double, kStepKinds> &k = byKind[entry];
     using Kind = PlanStep::Kind;
+    char collectives[48] = "";
+    if (mesh)
+      std::snprintf(collectives, sizeof collectives, ", collectives %.3f",
+                    k[size_t(Kind::Collective)] * 1e3);
     std::fprintf(err,
                  "profile %s: %.3f ms per run (kernels %.3f, GEMMs %.3f, "
-                 "convolutions %.3f, copies %.3f) -> %s\n",
+                 "convolutions %.3f, copies %.3f%s) -> %s\n",
                  entry.c_str(), seconds * 1e3, k[size_t(Kind::Kernel)] * 1e3,
                  k[size_t(Kind::Gemm)] * 1e3, k[size_t(Kind::Conv)] * 1e3,
-                 k[size_t(Kind::Copy)] * 1e3, args.profilePath.c_str());
+                 k[size_t(Kind::Copy)] * 1e3, collectives,
+                 args.profilePath.c_str());
   }
+}
+
+/// An entry that communicates over the plan's mesh runs on every rank of
+/// an MPI launch (`mpirun -np N loom-run ART --entry=...`): MPI is started
+/// and handed to the artifact. Null for any other entry, which runs on
+/// each process alone as always.
+std::unique_ptr<Collectives> startEntryRanks(Artifact &artifact,
+                                             const PlanEntry &entry,
+                                             const MpiOptions &options) {
+  const Plan &plan = artifact.plan();
+  if (!entryUsesMesh(plan, entry) || !launchedByMpi())
+    return nullptr;
+  std::string error;
+  std::unique_ptr<Collectives> comm = startMpi(options, &error);
+  if (!comm)
+    failure("started by an MPI launcher, but " + error);
+  artifact.setCollectives(comm.get());
+  return comm;
+}
+
+/// A rank's failure under mpirun: the others may wait for it in a
+/// collective, so the whole job ends.
+[[noreturn]] void failRank(Collectives *comm, const std::string &error,
+                           std::FILE *err) {
+  if (comm && comm->size() > 1) {
+    std::fprintf(err, "loom-run: error: rank %d: %s\n", comm->rank(),
+                 error.c_str());
+    std::fflush(err);
+    abortMpi(kExitFailure);
+  }
+  failure(error);
 }
 
 void runEntry(const Args &args, std::FILE *err) {
@@ -729,6 +784,19 @@ void runEntry(const Args &args, std::FILE *err) {
     failure("no entry '" + args.entry + "' in " + args.artifact + " (it has " +
             names + ")");
   }
+  // Before the artifact goes: it borrows them.
+  std::unique_ptr<Collectives> comm =
+      startEntryRanks(*artifact, *entry, args.mpi);
+  struct Release {
+    Artifact &artifact;
+    ~Release() { artifact.setCollectives(nullptr); }
+  } release{*artifact};
+  bool lead = !comm || comm->rank() == 0;
+  std::string meshError;
+  if (entryUsesMesh(artifact->plan(), *entry) &&
+      !checkMeshWorld(artifact->plan(), comm.get(),
+                      "entry '" + entry->name + "'", &meshError))
+    failRank(comm.get(), meshError, err);
   std::map<std::string, NpyArray> given;
   for (const auto &[name, path] : args.inputs) {
     if (!entry->findInput(name)) {
@@ -752,6 +820,10 @@ void runEntry(const Args &args, std::FILE *err) {
   std::optional<int64_t> checkpointStep;
   std::map<std::string, NpyArray> tensors =
       startingTensors(*artifact, args.train.paramsPath, &checkpointStep);
+  // Whole tensors from the files; the entry takes this rank's shards.
+  std::string shardError;
+  if (!shardTensors(artifact->plan(), comm.get(), tensors, &shardError))
+    failRank(comm.get(), shardError, err);
   std::vector<TensorRef> refs;
   NpyArray stepArray, seedArray;
   int64_t stepValue = checkpointStep.value_or(0);
@@ -793,7 +865,15 @@ void runEntry(const Args &args, std::FILE *err) {
   std::vector<NpyArray> outputs;
   std::string error;
   if (!artifact->run(entry->name, refs, &outputs, &error))
-    failure(error);
+    failRank(comm.get(), error, err);
+  // A sharded output is written whole (every rank takes part in the
+  // gather; rank 0 writes).
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (!gatherShard(artifact->plan(), entry->outputs[i], comm.get(),
+                     outputs[i], &error))
+      failRank(comm.get(), error, err);
+  if (!lead)
+    return;
 
   std::error_code ec;
   fs::create_directories(args.outputDir, ec);
@@ -817,8 +897,9 @@ void runEntry(const Args &args, std::FILE *err) {
     if (!writeNpy(path, *array, &error))
       failure(error);
     if (!args.quiet)
-      std::fprintf(err, "wrote %s (%s%s)\n", path.c_str(),
-                   describeTensorType(out.dtype, out.shape).c_str(),
+      std::fprintf(err, "wrote %s (%s%s%s)\n", path.c_str(),
+                   describeTensorType(out.dtype, out.wholeShape()).c_str(),
+                   out.shard ? ", gathered from its shards" : "",
                    out.dtype == DType::BF16 ? ", widened to f32" : "");
   }
   writeProfile(args, *artifact, err);
@@ -841,12 +922,20 @@ void runTrain(const Args &args, std::FILE *err) {
   options.log = err;
   if (comm && comm->size() > 1)
     options.collectives = comm.get();
-  if (comm && comm->size() > 1 && lead && !args.quiet)
-    std::fprintf(err,
-                 "loom-run: data parallel over %s; %lld micro-batch(es) per "
-                 "rank and step\n",
-                 describeWorld(*comm).c_str(),
-                 static_cast<long long>(options.accumulate));
+  const std::optional<PlanMesh> &mesh = artifact->plan().mesh;
+  if (comm && comm->size() > 1 && lead && !args.quiet) {
+    if (mesh)
+      std::fprintf(err,
+                   "loom-run: compiled data parallel (mesh %s) over %s; the "
+                   "plan reduces the gradients\n",
+                   mesh->describe().c_str(), describeWorld(*comm).c_str());
+    else
+      std::fprintf(err,
+                   "loom-run: data parallel over %s; %lld micro-batch(es) "
+                   "per rank and step\n",
+                   describeWorld(*comm).c_str(),
+                   static_cast<long long>(options.accumulate));
+  }
   TrainResult result;
   if (!train(*artifact, options, &result, &error)) {
     if (options.collectives) {

@@ -4,8 +4,10 @@
 // MPI_COMM_WORLD; Avg is MPI_SUM, then a division when the request is waited
 // for. A hierarchical all-reduce chains three nonblocking steps over a
 // machine's communicator and a cross-machine one (MpiOptions). Element
-// types map to MPI's (f32, f64, i64, i32; 16-bit floats only move, they are
-// not reduced). Waiting polls the request (MPI_Test) against a deadline, the
+// types map to MPI's (f32, f64, i64, i32); bf16 and f16, which MPI has no
+// type for, reduce through user ops over 16-bit words that add (or take the
+// maximum of) each pair in f32 and round the result back, as NCCL reduces
+// them. Waiting polls the request (MPI_Test) against a deadline, the
 // watchdog: a collective that another rank never joins (it died or hangs)
 // fails after MpiOptions::timeoutSeconds with a message that names this
 // rank and the collective, and loom-run then ends the job.
@@ -13,6 +15,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "MpiCollectives.h"
+
+#include "../Half.h"
 
 #include <algorithm>
 #include <chrono>
@@ -46,14 +50,39 @@ std::string mpiError(const char *what, int code) {
   return std::string(what) + ": " + std::string(text, length);
 }
 
-/// Divides `count` f32 or f64 elements by `n` (ReduceOp::Avg).
+float widen16(bool bf16, uint16_t v) {
+  return bf16 ? bf16ToFloat(v) : halfToFloat(v);
+}
+uint16_t narrow16(bool bf16, float v) {
+  return bf16 ? floatToBf16(v) : floatToHalf(v);
+}
+
+/// Divides `count` floating-point elements by `n` (ReduceOp::Avg).
 void divide(void *data, size_t count, DType dtype, int n) {
-  if (dtype == DType::F32)
+  if (dtype == DType::F32) {
     for (size_t i = 0; i < count; ++i)
       static_cast<float *>(data)[i] /= float(n);
-  else
+  } else if (dtype == DType::F64) {
     for (size_t i = 0; i < count; ++i)
       static_cast<double *>(data)[i] /= double(n);
+  } else {
+    bool bf16 = dtype == DType::BF16;
+    auto *v = static_cast<uint16_t *>(data);
+    for (size_t i = 0; i < count; ++i)
+      v[i] = narrow16(bf16, widen16(bf16, v[i]) / float(n));
+  }
+}
+
+/// MPI_User_function for bf16 or f16 words: inout = in + inout (or the
+/// maximum), each pair widened to f32 and the result rounded back.
+template <bool Bf16, bool Max>
+void reduce16(void *in, void *inout, int *length, MPI_Datatype *) {
+  const auto *a = static_cast<const uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *length; ++i) {
+    float x = widen16(Bf16, a[i]), y = widen16(Bf16, b[i]);
+    b[i] = narrow16(Bf16, Max ? std::max(x, y) : x + y);
+  }
 }
 
 /// What a request says about itself when it times out.
@@ -182,8 +211,14 @@ public:
     MPI_Comm_rank(node, &localRank_);
     MPI_Comm_size(node, &localSize_);
     MPI_Comm_size(cross, &nodes_);
+    MPI_Op_create(&reduce16<true, false>, /*commute=*/1, &bf16Sum);
+    MPI_Op_create(&reduce16<true, true>, 1, &bf16Max);
+    MPI_Op_create(&reduce16<false, false>, 1, &f16Sum);
+    MPI_Op_create(&reduce16<false, true>, 1, &f16Max);
   }
   ~MpiCollectives() override {
+    for (MPI_Op *op : {&bf16Sum, &bf16Max, &f16Sum, &f16Max})
+      MPI_Op_free(op);
     MPI_Comm_free(&node);
     MPI_Comm_free(&cross);
     MPI_Finalize();
@@ -282,6 +317,7 @@ public:
 
 private:
   MPI_Comm node, cross;
+  MPI_Op bf16Sum, bf16Max, f16Sum, f16Max; ///< reduce16's
   bool hierarchical;
   double timeoutSeconds;
   /// Collectives this rank has issued, to name one that times out.
@@ -379,15 +415,22 @@ private:
     }
     return fail(error, "cannot move elements of this dtype");
   }
-  static bool reducible(DType dtype, ReduceOp op, MPI_Datatype *type,
-                        MPI_Op *mop, std::string *error) {
+  bool reducible(DType dtype, ReduceOp op, MPI_Datatype *type, MPI_Op *mop,
+                 std::string *error) const {
+    *mop = op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
     switch (dtype) {
     case DType::F32:
       *type = MPI_FLOAT;
-      break;
+      return true;
     case DType::F64:
       *type = MPI_DOUBLE;
-      break;
+      return true;
+    case DType::BF16:
+    case DType::F16:
+      *type = MPI_UINT16_T;
+      *mop = dtype == DType::BF16 ? (op == ReduceOp::Max ? bf16Max : bf16Sum)
+                                  : (op == ReduceOp::Max ? f16Max : f16Sum);
+      return true;
     case DType::I64:
       *type = MPI_INT64_T;
       break;
@@ -397,11 +440,11 @@ private:
     default:
       return fail(error, "cannot reduce " +
                              std::string(dtypeToShortName(dtype)) +
-                             " elements (f32, f64, i64 and i32 reduce)");
+                             " elements (f32, f64, bf16, f16, i64 and i32 "
+                             "reduce)");
     }
-    if (op == ReduceOp::Avg && dtype != DType::F32 && dtype != DType::F64)
-      return fail(error, "avg reduces f32 and f64 only");
-    *mop = op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
+    if (op == ReduceOp::Avg)
+      return fail(error, "avg reduces floating-point elements only");
     return true;
   }
   /// A transfer that moves elements without reducing them: `total`
