@@ -112,15 +112,18 @@ LogicalResult DataParallel::shardEntryParams(ModuleOp module) const {
   SymbolTable symbols(module);
   SmallVector<func::FuncOp> entries;
   for (auto func : module.getOps<func::FuncOp>()) {
-    StringRef name = func.getSymName();
-    if (func.isExternal() || func.isPrivate() || name == "train_step" ||
-        name == "apply_optimizer")
+    if (func.isExternal() || func.isPrivate())
       continue;
+    // Entries that take whole parameters (the step and the update take
+    // their shards already).
+    bool whole = false, sharded = false;
     for (unsigned i = 0; i < func.getNumArguments(); ++i)
       if (func.getArgAttr(i, kParamAttr)) {
-        entries.push_back(func);
-        break;
+        whole = true;
+        sharded |= func.getArgAttr(i, kShardAttr) != nullptr;
       }
+    if (whole && !sharded)
+      entries.push_back(func);
   }
   for (func::FuncOp whole : entries) {
     std::string name = whole.getSymName().str();

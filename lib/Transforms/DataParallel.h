@@ -57,8 +57,9 @@ struct DataParallel {
   mlir::Value gather(mlir::OpBuilder &b, mlir::Location loc, mlir::Value shard,
                      mlir::RankedTensorType full) const;
 
-  /// ZeRO 3: makes every entry point other than @train_step and
-  /// @apply_optimizer that takes parameters take this rank's shards of them
+  /// ZeRO 3: makes every entry point that takes whole parameters (all but
+  /// @train_step, @apply_gradients and @apply_optimizer, which take
+  /// shards) take this rank's shards of them
   /// (as @train_step does) and all-gather them first. The original body is
   /// kept as a private function the new entry calls (and @train_step too,
   /// where it called it), which inlining removes.

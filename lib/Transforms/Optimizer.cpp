@@ -601,7 +601,57 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
         tsResultAttrs.push_back(named(kOutputAttr, name.getValue()));
       }
 
-    b.setInsertionPointAfter(apply);
+    // Data parallelism: @apply_gradients(params..., state..., step,
+    // grads...) averages this rank's gradients over the ranks (or takes
+    // its shard of the average), updates, and gathers what ZeRO 1 and 2
+    // shard; @train_step calls it after the backward, and loom-run calls
+    // it once per step after accumulating micro-batches locally.
+    func::FuncOp applyGrads;
+    size_t numApplyResults = resultTypes.size();
+    if (dpPlan.enabled()) {
+      SmallVector<Type> gaArgs;
+      SmallVector<DictionaryAttr> gaArgAttrs;
+      for (auto [p, idx] : llvm::zip(params, paramArgIndex)) {
+        gaArgs.push_back(tsArgs[idx]);
+        gaArgAttrs.push_back(tsArgAttrs[idx]);
+      }
+      for (auto [i, type] : llvm::enumerate(argTypes))
+        if (i >= numParams && i < argTypes.size() - numParams) {
+          gaArgs.push_back(type); // state..., loss scaling, step
+          gaArgAttrs.push_back(argAttrs[i]);
+        }
+      for (const ParamInfo &p : params) {
+        gaArgs.push_back(p.type);
+        gaArgAttrs.push_back(named(kInputAttr, p.name + ".grad"));
+      }
+      b.setInsertionPointAfter(apply);
+      applyGrads = func::FuncOp::create(
+          b, loc, "apply_gradients",
+          b.getFunctionType(
+              gaArgs, ArrayRef(tsResults).slice(1, numApplyResults)));
+      applyGrads.setAllArgAttrs(gaArgAttrs);
+      applyGrads.setAllResultAttrs(
+          ArrayRef(tsResultAttrs).slice(1, numApplyResults));
+      Block *gb = applyGrads.addEntryBlock();
+      b.setInsertionPointToStart(gb);
+      ValueRange gargs = gb->getArguments();
+      SmallVector<Value> applyArgs;
+      for (Value p : gargs.take_front(numParams))
+        applyArgs.push_back(gatherParams ? dpPlan.localShard(b, loc, p) : p);
+      ValueRange middle = gargs.drop_front(numParams).drop_back(numParams);
+      applyArgs.append(middle.begin(), middle.end());
+      for (Value g : gargs.take_back(numParams))
+        applyArgs.push_back(shardUpdate ? dpPlan.gradientShard(b, loc, g)
+                                        : dpPlan.mean(b, loc, g));
+      auto applyCall = func::CallOp::create(b, loc, apply, applyArgs);
+      SmallVector<Value> rets(applyCall.getResults());
+      if (gatherParams)
+        for (auto [j, p] : llvm::enumerate(params))
+          rets[j] = dpPlan.gather(b, loc, rets[j], p.type);
+      func::ReturnOp::create(b, loc, rets);
+    }
+
+    b.setInsertionPointAfter(applyGrads ? applyGrads : apply);
     auto train = func::FuncOp::create(b, loc, "train_step",
                                       b.getFunctionType(tsArgs, tsResults));
     train.setAllArgAttrs(tsArgAttrs);
@@ -616,31 +666,21 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
     auto call = func::CallOp::create(b, loc, fb, fbArgs);
     SmallVector<Value> applyArgs;
     for (unsigned idx : paramArgIndex)
-      applyArgs.push_back(gatherParams ? dpPlan.localShard(b, loc, targs[idx])
-                                       : targs[idx]);
+      applyArgs.push_back(targs[idx]);
     ValueRange extra = targs.drop_front(fb.getNumArguments());
     applyArgs.append(extra.begin(), extra.begin() + numState); // state...
     if (scaling)
       applyArgs.push_back(targs[*scaleArg]);
     applyArgs.append(extra.begin() + numState, extra.end()); // ..., step
-    // Data parallelism: the gradients averaged over the ranks (or this
-    // rank's shard of the average).
-    for (const ParamInfo &p : params) {
-      Value g = call.getResult(gradResult[p.name]);
-      if (shardUpdate)
-        g = dpPlan.gradientShard(b, loc, g);
-      else if (dpPlan.enabled())
-        g = dpPlan.mean(b, loc, g);
-      applyArgs.push_back(g);
-    }
-    auto applyCall = func::CallOp::create(b, loc, apply, applyArgs);
+    for (const ParamInfo &p : params)
+      applyArgs.push_back(call.getResult(gradResult[p.name]));
+    auto applyCall =
+        applyGrads ? func::CallOp::create(b, loc, applyGrads, applyArgs)
+                   : func::CallOp::create(b, loc, apply, applyArgs);
     Value loss = call.getResult(0);
     SmallVector<Value> tsRets{dpPlan.enabled() ? dpPlan.mean(b, loc, loss)
                                                : loss};
     tsRets.append(applyCall.getResults().begin(), applyCall.getResults().end());
-    if (gatherParams)
-      for (auto [j, p] : llvm::enumerate(params))
-        tsRets[1 + j] = dpPlan.gather(b, loc, tsRets[1 + j], p.type);
     // Buffers (running statistics): the ranks' new values averaged, so that
     // every rank keeps the same.
     for (unsigned i : bufferResults) {

@@ -1136,17 +1136,17 @@ private:
 };
 
 /// What training a plan compiled for a mesh needs: one rank per place on
-/// the mesh, one micro-batch per rank and step.
+/// the mesh; with --accumulate, the entry that reduces and applies a
+/// rank's accumulated gradients (apply_gradients).
 void checkMeshTraining(const Plan &plan, const Collectives *comm,
                        int64_t accumulate) {
-  if (accumulate > 1)
+  if (accumulate > 1 && !plan.findEntry("apply_gradients"))
     fail("--accumulate " + std::to_string(accumulate) +
-             " is not supported yet with an artifact compiled for a mesh "
-             "(mesh " +
+             " with an artifact compiled for a mesh (mesh " +
              plan.mesh->describe() +
-             "): its train_step reduces each step's gradients over the "
-             "ranks itself; train with --accumulate 1, or compile without "
-             "--dp for the runtime's data parallelism",
+             ") needs its entry 'apply_gradients', which this artifact "
+             "lacks (compiled by an older loomc?): train with --accumulate "
+             "1, or recompile",
          ErrorCode::Unsupported);
   std::string error;
   ErrorCode code = ErrorCode::Ok;
@@ -1220,8 +1220,13 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   MeshCollectives meshComm(artifact, meshPlan ? comm : artifact.collectives());
   if (meshPlan)
     checkMeshTraining(plan, comm, opt.accumulate);
-  const int64_t micros = meshPlan ? world : opt.accumulate * world;
-  bool accumulating = !meshPlan && micros > 1;
+  // Rank r runs micro-batches [r * accumulate, (r + 1) * accumulate) of
+  // the step's `micros`, with or without a mesh plan. A mesh plan's
+  // apply_gradients averages the ranks' gradients itself; otherwise the
+  // trainer sums them over the ranks and applies apply_optimizer.
+  const int64_t micros = opt.accumulate * world;
+  bool accumulating = meshPlan ? opt.accumulate > 1 : micros > 1;
+  const char *applyName = meshPlan ? "apply_gradients" : "apply_optimizer";
   const char *stepName = accumulating ? "forward_backward" : "train_step";
   const PlanEntry *stepEntry = artifact.entry(stepName);
   // The gradients summed while the backward runs (one micro-batch per rank
@@ -1233,13 +1238,14 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
                                                 opt.bucketBytes);
   ReductionTimes afterBackward; // without buckets
   const PlanEntry *applyEntry =
-      accumulating ? artifact.entry("apply_optimizer") : nullptr;
+      accumulating ? artifact.entry(applyName) : nullptr;
   if (!stepEntry || (accumulating && !applyEntry))
     fail(std::string("training") +
-             (accumulating ? " with --accumulate or several ranks needs the "
-                             "entries "
-                             "'forward_backward' and 'apply_optimizer'"
-                           : " needs an entry 'train_step'") +
+             (accumulating ? std::string(" with --accumulate or several ranks "
+                                         "needs the entries "
+                                         "'forward_backward' and ") +
+                                 quoteName(applyName)
+                           : std::string(" needs an entry 'train_step'")) +
              "; the artifact has " + joinNames(artifact.entryNames()) +
              " (compile with loomc --train)",
          ErrorCode::Unsupported);
@@ -1289,12 +1295,12 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
               : std::string();
       const Binding *g = param.empty() ? nullptr : stepEntry->findOutput(param);
       if (!g || g->kind != BindingKind::Grad)
-        fail("entry 'apply_optimizer': input " + quoteName(in.name) +
+        fail("entry " + quoteName(applyName) + ": input " + quoteName(in.name) +
                  " is neither step, seed nor '<param>.grad' for a grad output "
                  "of 'forward_backward'",
              ErrorCode::Unsupported);
       if (g->dtype != in.dtype || g->shape != in.shape || !isFloat(in.dtype))
-        fail("entry 'apply_optimizer': input " + quoteName(in.name) + " is " +
+        fail("entry " + quoteName(applyName) + ": input " + quoteName(in.name) + " is " +
                  describe(in.dtype, in.shape) +
                  " but forward_backward's gradient is " +
                  describe(g->dtype, g->shape) + " (f32 or f64 needed)",
@@ -1630,20 +1636,24 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
         loader.advance(posEpoch, posBatch);
       }
       if (comm) {
-        // With buckets the gradients are summed already.
+        // With buckets the gradients are summed already; a mesh plan's
+        // apply_gradients averages them over the ranks (the loss alone is
+        // summed here, for the report).
         auto reduceBegin = Clock::now();
-        if (!sumOverRanks(*comm, buckets ? nullptr : &grads,
+        bool here = !buckets && !meshPlan;
+        if (!sumOverRanks(*comm, here ? &grads : nullptr,
                           lossOut ? &lossSum : nullptr, &error))
           fail("step " + std::to_string(step) + ": " + error);
-        if (!buckets) {
+        if (here) {
           double s = secondsSince(reduceBegin);
           afterBackward.seconds += s;
           afterBackward.exposedSeconds += s;
           afterBackward.buckets += int64_t(grads.size());
         }
       }
+      // This rank's mean (mesh plans), or the mean over every rank's.
       for (auto &[name, g] : grads)
-        divideBy(g, micros);
+        divideBy(g, meshPlan ? opt.accumulate : micros);
       if (lossOut)
         loss = lossSum / static_cast<double>(micros);
       std::vector<TensorRef> refs;
@@ -1656,7 +1666,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
         refs.push_back(tensorRef(input, it->second));
       }
       std::vector<NpyArray> outs;
-      if (!artifact.runResident("apply_optimizer", refs, &outs, &error, &code))
+      if (!artifact.runResident(applyName, refs, &outs, &error, &code))
         fail("step " + std::to_string(step) + ": " + error, code);
       absorb(*applyEntry, outs, &lr, &scale, &skippedNow);
     }

@@ -231,8 +231,8 @@ TEST_F(LoomRunTest, ShowsTrainsAndProfilesAMeshPlan) {
   o = loomRun(
       {mesh, "--train", "--data", data, "--steps", "3", "--accumulate", "2"});
   EXPECT_EQ(o.status, 1);
-  EXPECT_OUTPUT(o, "--accumulate 2 is not supported yet with an artifact "
-                   "compiled for a mesh");
+  EXPECT_OUTPUT(o, "--accumulate 2 with an artifact compiled for a mesh "
+                   "(mesh dp=1) needs its entry 'apply_gradients'");
 
   // --entry gives the sharded param from the whole one in params.safetensors.
   std::string x = dir.file("x.npy"), y = dir.file("y.npy");

@@ -620,7 +620,9 @@ TEST_F(MeshTraining, AMeshOfSeveralRanksNeedsThem) {
   EXPECT_EQ(one->collectives(), nullptr); // handed back
 }
 
-TEST_F(MeshTraining, AccumulationIsNotSupportedYet) {
+// Accumulation on a mesh runs the plan's apply_gradients; a plan without
+// one is refused before the first step.
+TEST_F(MeshTraining, AccumulationNeedsApplyGradients) {
   std::unique_ptr<Artifact> one = artifact("one.loom", 1, 2);
   ASSERT_TRUE(one);
   TrainOptions o = options(2);
@@ -629,8 +631,8 @@ TEST_F(MeshTraining, AccumulationIsNotSupportedYet) {
   ErrorCode code = ErrorCode::Ok;
   EXPECT_FALSE(train(*one, o, nullptr, &error, &code));
   EXPECT_EQ(code, ErrorCode::Unsupported);
-  EXPECT_HAS(error, "--accumulate 2 is not supported yet with an artifact "
-                    "compiled for a mesh (mesh dp=1)");
+  EXPECT_HAS(error, "--accumulate 2 with an artifact compiled for a mesh "
+                    "(mesh dp=1) needs its entry 'apply_gradients'");
 }
 
 } // namespace

@@ -191,7 +191,11 @@ def OptimizerPass : Pass<"loom-optimizer", "mlir::ModuleOp"> {
     every parameter and all-gathers the new parameters (1: the gradients
     all-reduced, then sliced; 2: reduce-scattered); with 3 the parameters
     themselves are kept as shards between steps and all-gathered before the
-    forward. Global-norm clipping and the loss-scaling overflow check sum
+    forward. `@apply_gradients(params..., state..., step, grads...)` is
+    that update on one rank's (locally accumulated) gradients: the
+    reduction over the ranks, the update, the gathers; `@train_step` calls
+    it after the backward, and `loom-run --accumulate` calls it once per
+    step. Global-norm clipping and the loss-scaling overflow check sum
     their partial sums over the ranks. Adafactor's factored state is not
     sharded (an error). With ZeRO 1 and 2, `@apply_optimizer` (which
     updates parameter shards the step slices from whole parameters) is
