@@ -9,7 +9,20 @@ batch of two micro-batches:
   - one process, one thread, --accumulate 2 (the reference);
   - one process, two threads, --accumulate 2;
   - mpirun -np 2, one thread each, gradients summed in buckets during the
-    backward (--bucket-mb, default 25) and after it (--bucket-mb 0).
+    backward (--bucket-mb, default 25) and after it (--bucket-mb 0);
+  - mpirun -np 2, one thread each, of the artifact compiled with
+    `loomc --dp=2` and `--zero=1` and `--zero=3`: the step's own collectives,
+    issued as the backward produces each gradient and waited for only
+    where a later step needs their bytes.
+
+For the compiled runs it also profiles as many runs (--profile: every
+collective then completes within its own step) and reports the share of
+the collectives' time hidden behind compute: 1 - (T - (P - C)) / C, where
+T is the median ms per step of the normal runs, P the median profiled
+train_step and C its collectives' ms (medians over the runs). T counts the
+whole step (the batch's assembly too) where P counts the entry alone, so
+the share is an underestimate; and on a machine whose speed moves by 10%
+between runs it is only a rough figure.
 
 It reports the median ms per step of steps 4.. (metrics' samples_per_sec),
 and for the two-rank runs the all-reduce calls per step and the time each
@@ -61,6 +74,14 @@ def main():
          os.path.join(ROOT, "examples/charlm/charlm.onnx"), "--train",
          "--loss=cross_entropy", "--labels=labels", "--optimizer=adamw",
          "--lr=1e-3", "--clip-norm=1.0", "--target=cpu", "-o", art])
+    compiled = {}
+    for zero in (0, 1, 3):
+        compiled[zero] = os.path.join(work, "charlm-dp2-z%d.loom" % zero)
+        run([os.path.join(args.tools, "loomc"),
+             os.path.join(ROOT, "examples/charlm/charlm.onnx"), "--train",
+             "--loss=cross_entropy", "--labels=labels", "--optimizer=adamw",
+             "--lr=1e-3", "--clip-norm=1.0", "--target=cpu", "--dp=2",
+             "--zero=%d" % zero, "-o", compiled[zero]])
     loom_run = os.path.join(args.tools, "loom-run")
     data = os.path.join(work, "train.npz")
     common = [art, "--train", "--data", data, "--steps", str(args.steps),
@@ -74,17 +95,20 @@ def main():
          % args.bucket_mb, 2, ["--threads", "1", "--bucket-mb", args.bucket_mb]),
         ("2 ranks x 1 thread, --bucket-mb 0 (after the backward)", 2,
          ["--threads", "1", "--bucket-mb", "0"]),
-    ]
+    ] + [("2 ranks x 1 thread, loomc --dp=2 --zero=%d" % z, 2,
+          ["--threads", "1"], compiled[z]) for z in (0, 1, 3)]
     print("| run | ms per step | all-reduce calls per step | ms per step waited after the backward |")
     print("|---|---:|---:|---:|")
     waits = {}
-    for name, ranks, flags in runs:
+    step_ms, hidden = {}, []
+    for name, ranks, flags, *artifact in runs:
         times, reduce = [], "-"
+        args_common = ([artifact[0]] + common[1:]) if artifact else common
         for r in range(args.repeats):
             metrics = os.path.join(work, "m%d.jsonl" % r)
             if os.path.exists(metrics):
                 os.remove(metrics)
-            cmd = [loom_run] + common + flags + ["--metrics", metrics]
+            cmd = [loom_run] + args_common + flags + ["--metrics", metrics]
             if ranks:
                 cmd = ["mpirun", "--oversubscribe", "-np", str(ranks)] + cmd
             out = run(cmd, MPI_ENV if ranks else None)
@@ -94,6 +118,23 @@ def main():
             if m:
                 reduce = m.group(1)
                 waits.setdefault(name, []).append(float(m.group(2)))
+        step_ms[name] = statistics.median(times)
+        if artifact:
+            # As many profiled runs as normal ones; medians of each.
+            prof = os.path.join(work, "profile.csv")
+            ps, cs = [], []
+            for r in range(args.repeats):
+                out = run(["mpirun", "--oversubscribe", "-np", "2", loom_run] +
+                          args_common + flags + ["--profile", prof], MPI_ENV)
+                m = re.search(r"profile train_step: (\S+) ms per run .*"
+                              r"collectives (\S+)\)", out)
+                if m:
+                    ps.append(float(m.group(1)))
+                    cs.append(float(m.group(2)))
+            if ps:
+                p, c = statistics.median(ps), statistics.median(cs)
+                t = statistics.median(times)
+                hidden.append((name, p, c, t, 1 - (t - (p - c)) / c))
         wait = waits.get(name)
         print("| %s | %s | %s | %s |" % (
             name, ", ".join("%.1f" % t for t in times), reduce,
@@ -102,6 +143,18 @@ def main():
     if with_b and without:
         print("\nwait after the backward, buckets against none: %.0f%% hidden"
               % (100 * (1 - statistics.mean(with_b) / statistics.mean(without))))
+
+
+    base = step_ms[runs[0][0]]
+    print("\nsamples/s against 1 process x 1 thread (the same global batch):")
+    for name, ms in step_ms.items():
+        print("  %s: %.2fx" % (name, base / ms))
+    if hidden:
+        print("\ncompiled collectives, profiled (blocking) against normal runs:")
+        print("| run | profiled ms per step | collectives ms | normal ms per step | hidden |")
+        print("|---|---:|---:|---:|---:|")
+        for name, p, c, t, h in hidden:
+            print("| %s | %.1f | %.1f | %.1f | %.0f%% |" % (name, p, c, t, 100 * h))
 
 
 if __name__ == "__main__":
