@@ -49,6 +49,7 @@ struct Artifact::Impl {
   LoadOptions options;
   std::unique_ptr<Backend> backend;
   Collectives *comm = nullptr; // setCollectives
+  CollectiveTimes collectiveTimes; // over every run
   std::map<std::string, NpyArray> initial;
   // One arena per entry and mode (plain, resident), allocated by the
   // entry's first run in that mode. A resident-mode arena may also hold
@@ -476,6 +477,10 @@ void Artifact::setCollectives(Collectives *comm) noexcept { impl->comm = comm; }
 
 Collectives *Artifact::collectives() const noexcept { return impl->comm; }
 
+CollectiveTimes Artifact::collectiveTimes() const noexcept {
+  return impl->collectiveTimes;
+}
+
 bool Artifact::run(std::string_view entryName,
                    const std::vector<TensorRef> &inputs,
                    std::vector<NpyArray> *outputs, std::string *error,
@@ -756,7 +761,8 @@ bool Artifact::runImpl(std::string_view entryName,
     // backend, see checkCollectiveBackend).
     std::string failedAt;
     CollectiveSteps collectives(im.plan, *entry, backend, *arena, im.comm,
-                                im.options.profile || im.options.checkNumerics);
+                                im.options.profile || im.options.checkNumerics,
+                                &im.collectiveTimes);
     bool firstRun = im.slots[index * 2 + (resident ? 1 : 0)].runs == 0;
     // The observer's outputs, by the step after which each is final (-1:
     // before the first). Resident outputs are not the observer's.

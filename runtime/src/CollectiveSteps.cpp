@@ -67,9 +67,10 @@ bool checkCollectiveBackend(const Plan &plan, const Backend &backend,
 
 CollectiveSteps::CollectiveSteps(const Plan &plan, const PlanEntry &entry,
                                  Backend &backend, Arena &arena,
-                                 Collectives *comm, bool blocking)
+                                 Collectives *comm, bool blocking,
+                                 CollectiveTimes *times)
     : plan(plan), entry(entry), backend(backend), arena(arena), comm(comm),
-      blocking(blocking) {}
+      blocking(blocking), times(times) {}
 
 CollectiveSteps::~CollectiveSteps() {
   std::string ignored;
@@ -124,7 +125,15 @@ bool CollectiveSteps::waitForBytes(uint64_t offset, uint64_t bytes,
 
 bool CollectiveSteps::complete(size_t i, std::string *error) {
   std::string why;
+  auto waitBegin = std::chrono::steady_clock::now();
   bool ok = pending[i].request->wait(&why);
+  if (times) {
+    auto now = std::chrono::steady_clock::now();
+    times->waitedSeconds +=
+        std::chrono::duration<double>(now - waitBegin).count();
+    times->inFlightSeconds +=
+        std::chrono::duration<double>(now - pending[i].issued).count();
+  }
   if (!ok)
     *error = pending[i].what + ": " + why;
   pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
@@ -203,7 +212,9 @@ bool CollectiveSteps::track(const PlanStep &step,
   pending.push_back(Pending{std::move(request),
                             {src.offset, src.offset + src.bytes},
                             {dst.offset, dst.offset + dst.bytes},
-                            std::move(what)});
+                            std::move(what), std::chrono::steady_clock::now()});
+  if (times)
+    ++times->calls;
   return !blocking || complete(pending.size() - 1, error);
 }
 

@@ -19,10 +19,12 @@
 #ifndef LOOMRT_SRC_COLLECTIVESTEPS_H
 #define LOOMRT_SRC_COLLECTIVESTEPS_H
 
+#include "loomrt/Artifact.h"
 #include "loomrt/Backend.h"
 #include "loomrt/Collectives.h"
 #include "loomrt/Plan.h"
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,8 +44,10 @@ bool checkCollectiveBackend(const Plan &plan, const Backend &backend,
 /// completes within its step (profiling, --check-numerics).
 class CollectiveSteps {
 public:
+  /// `times` (may be null) adds up what the communicating ones cost.
   CollectiveSteps(const Plan &plan, const PlanEntry &entry, Backend &backend,
-                  Arena &arena, Collectives *comm, bool blocking);
+                  Arena &arena, Collectives *comm, bool blocking,
+                  CollectiveTimes *times = nullptr);
   /// Waits for whatever is still in flight (a run that failed), so that
   /// no transfer outlives the run.
   ~CollectiveSteps();
@@ -72,6 +76,7 @@ private:
     Range src, dst;
     std::string what; ///< "collective step 3 (all_reduce sum of 1024 f32
                       ///< over dp, 2 ranks)"
+    std::chrono::steady_clock::time_point issued;
   };
 
   bool allReduce(const PlanStep &step, std::string *error);
@@ -96,6 +101,7 @@ private:
   Arena &arena;
   Collectives *comm;
   bool blocking;
+  CollectiveTimes *times;
   std::vector<Pending> pending;
 };
 

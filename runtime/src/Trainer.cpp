@@ -1218,6 +1218,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   const Plan &plan = artifact.plan();
   const bool meshPlan = plan.mesh.has_value();
   MeshCollectives meshComm(artifact, meshPlan ? comm : artifact.collectives());
+  const CollectiveTimes collectivesBefore = artifact.collectiveTimes();
   if (meshPlan)
     checkMeshTraining(plan, comm, opt.accumulate);
   // Rank r runs micro-batches [r * accumulate, (r + 1) * accumulate) of
@@ -1770,6 +1771,13 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   result.reduceSeconds = reduced.seconds;
   result.reduceExposedSeconds = reduced.exposedSeconds;
   result.reduceBuckets = reduced.buckets;
+  CollectiveTimes collectivesNow = artifact.collectiveTimes();
+  result.planCollectives.calls =
+      collectivesNow.calls - collectivesBefore.calls;
+  result.planCollectives.inFlightSeconds =
+      collectivesNow.inFlightSeconds - collectivesBefore.inFlightSeconds;
+  result.planCollectives.waitedSeconds =
+      collectivesNow.waitedSeconds - collectivesBefore.waitedSeconds;
   if (!progress.quiet()) {
     std::string line;
     if (step == result.startStep)
@@ -1791,6 +1799,14 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
               formatNumber(1000.0 * result.reduceExposedSeconds /
                            double(ran)) +
               " ms per step waited for after the backward";
+    const CollectiveTimes &pc = result.planCollectives;
+    if (ran > 0 && pc.calls > 0)
+      line += "; plan collectives: " + std::to_string(pc.calls / ran) +
+              " per step, " +
+              formatNumber(1000.0 * pc.inFlightSeconds / double(ran)) +
+              " ms per step in flight, " +
+              formatNumber(1000.0 * pc.waitedSeconds / double(ran)) +
+              " ms waited for";
     if (lastEval == step) {
       if (lastEvalResult.haveLoss)
         line += ", eval loss " + formatNumber(lastEvalResult.loss);

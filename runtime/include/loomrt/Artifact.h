@@ -100,6 +100,17 @@ struct TensorRef {
 /// A TensorRef viewing `array` under `name`.
 TensorRef tensorRef(std::string_view name, const NpyArray &array) noexcept;
 
+/// What the collective steps that communicate (plans compiled for a mesh)
+/// cost, summed over every run of an Artifact: how many were issued, how
+/// long they were in flight (from the issue to the moment a run found them
+/// done: an upper bound, since runs look between steps), and how long the
+/// runs waited for them (the part the compute around them did not hide).
+struct CollectiveTimes {
+  int64_t calls = 0;
+  double inFlightSeconds = 0;
+  double waitedSeconds = 0;
+};
+
 class Artifact {
 public:
   ~Artifact();
@@ -147,6 +158,8 @@ public:
   /// and refuses an entry that communicates over more (checkMeshWorld's
   /// message). The trainer sets it from TrainOptions::collectives.
   void setCollectives(Collectives *comm) noexcept;
+  /// The collective steps' cost so far (see CollectiveTimes).
+  CollectiveTimes collectiveTimes() const noexcept;
   Collectives *collectives() const noexcept;
 
   /// Runs `entry`. `inputs` must hold every input of the entry exactly once

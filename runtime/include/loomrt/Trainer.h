@@ -145,6 +145,9 @@ struct TrainResult {
   double reduceSeconds = 0;
   double reduceExposedSeconds = 0;
   int64_t reduceBuckets = 0; ///< all-reduces of gradients issued
+  /// A plan compiled for a mesh: what its collective steps that
+  /// communicate cost during this training (Artifact::collectiveTimes).
+  CollectiveTimes planCollectives;
 
   /// Final values of every param and state tensor, by name (whole, also
   /// those the plan shards).
