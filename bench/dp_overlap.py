@@ -15,14 +15,12 @@ batch of two micro-batches:
     issued as the backward produces each gradient and waited for only
     where a later step needs their bytes.
 
-For the compiled runs it also profiles as many runs (--profile: every
-collective then completes within its own step) and reports the share of
-the collectives' time hidden behind compute: 1 - (T - (P - C)) / C, where
-T is the median ms per step of the normal runs, P the median profiled
-train_step and C its collectives' ms (medians over the runs). T counts the
-whole step (the batch's assembly too) where P counts the entry alone, so
-the share is an underestimate; and on a machine whose speed moves by 10%
-between runs it is only a rough figure.
+For the compiled runs it reports, from loom-run's summary of the same
+runs, the plan's collectives per step, the ms per step they were in flight
+(from each one's issue until a run found it done: runs look between steps,
+so an upper bound) and the ms per step the rank waited for them; the share
+hidden behind compute is 1 - waited / in flight. The wait includes waiting
+for the other rank when it is slower.
 
 It reports the median ms per step of steps 4.. (metrics' samples_per_sec),
 and for the two-rank runs the all-reduce calls per step and the time each
@@ -102,7 +100,7 @@ def main():
     waits = {}
     step_ms, hidden = {}, []
     for name, ranks, flags, *artifact in runs:
-        times, reduce = [], "-"
+        times, reduce, flight = [], "-", []
         args_common = ([artifact[0]] + common[1:]) if artifact else common
         for r in range(args.repeats):
             metrics = os.path.join(work, "m%d.jsonl" % r)
@@ -113,28 +111,22 @@ def main():
                 cmd = ["mpirun", "--oversubscribe", "-np", str(ranks)] + cmd
             out = run(cmd, MPI_ENV if ranks else None)
             times.append(ms_per_step(metrics, 64))
+            p = re.search(r"plan collectives: (\d+) per step, (\S+) ms per "
+                          r"step in flight, (\S+) ms waited for", out)
+            if p:
+                flight.append((int(p.group(1)), float(p.group(2)),
+                               float(p.group(3))))
             m = re.search(r"gradient all-reduce: (\d+) call\(s\) per step, "
                           r"(\S+) ms per step waited", out)
             if m:
                 reduce = m.group(1)
                 waits.setdefault(name, []).append(float(m.group(2)))
         step_ms[name] = statistics.median(times)
-        if artifact:
-            # As many profiled runs as normal ones; medians of each.
-            prof = os.path.join(work, "profile.csv")
-            ps, cs = [], []
-            for r in range(args.repeats):
-                out = run(["mpirun", "--oversubscribe", "-np", "2", loom_run] +
-                          args_common + flags + ["--profile", prof], MPI_ENV)
-                m = re.search(r"profile train_step: (\S+) ms per run .*"
-                              r"collectives (\S+)\)", out)
-                if m:
-                    ps.append(float(m.group(1)))
-                    cs.append(float(m.group(2)))
-            if ps:
-                p, c = statistics.median(ps), statistics.median(cs)
-                t = statistics.median(times)
-                hidden.append((name, p, c, t, 1 - (t - (p - c)) / c))
+        if flight:
+            calls = flight[0][0]
+            f = statistics.median(x[1] for x in flight)
+            w = statistics.median(x[2] for x in flight)
+            hidden.append((name, calls, f, w, 1 - w / f if f > 0 else 0))
         wait = waits.get(name)
         print("| %s | %s | %s | %s |" % (
             name, ", ".join("%.1f" % t for t in times), reduce,
@@ -150,11 +142,11 @@ def main():
     for name, ms in step_ms.items():
         print("  %s: %.2fx" % (name, base / ms))
     if hidden:
-        print("\ncompiled collectives, profiled (blocking) against normal runs:")
-        print("| run | profiled ms per step | collectives ms | normal ms per step | hidden |")
+        print("\nthe plans' collectives (medians over the runs):")
+        print("| run | per step | ms per step in flight | ms per step waited for | hidden |")
         print("|---|---:|---:|---:|---:|")
-        for name, p, c, t, h in hidden:
-            print("| %s | %.1f | %.1f | %.1f | %.0f%% |" % (name, p, c, t, 100 * h))
+        for name, calls, f, w, h in hidden:
+            print("| %s | %d | %.1f | %.1f | %.0f%% |" % (name, calls, f, w, 100 * h))
 
 
 if __name__ == "__main__":
