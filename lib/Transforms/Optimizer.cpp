@@ -685,7 +685,8 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
     // every rank keeps the same.
     for (unsigned i : bufferResults) {
       Value v = call.getResult(i);
-      bool averaged = dpPlan.enabled() && isa<FloatType>(getElementTypeOrSelf(v.getType()));
+      bool averaged = dpPlan.enabled() &&
+                      isa<FloatType>(getElementTypeOrSelf(v.getType()));
       tsRets.push_back(averaged ? dpPlan.mean(b, loc, v) : v);
     }
     func::ReturnOp::create(b, loc, tsRets);

@@ -23,10 +23,10 @@ using namespace loom;
 
 namespace {
 
-/// The earliest point `op` may move to: after its operands' definitions in
-/// its block and after `floor` (null: the block's start).
-Operation *lowestDefinition(Operation *op, Operation *floor) {
-  Operation *last = floor;
+/// The earliest point `op` may move to: after the last of its operands'
+/// definitions in its block (null: the block's start).
+Operation *lowestDefinition(Operation *op) {
+  Operation *last = nullptr;
   for (Value v : op->getOperands()) {
     Operation *def = v.getDefiningOp();
     if (!def || def->getBlock() != op->getBlock())
@@ -62,7 +62,7 @@ void hoistFeeders(Operation *op) {
         !isa<ReshapeOp, PadOp>(def) || !def->hasOneUse())
       continue;
     hoistFeeders(def);
-    moveUp(def, lowestDefinition(def, nullptr));
+    moveUp(def, lowestDefinition(def));
   }
 }
 
@@ -78,7 +78,7 @@ struct ScheduleCollectivesPass
           collectives.push_back(&op);
       for (Operation *op : collectives) {
         hoistFeeders(op);
-        if (moveUp(op, lowestDefinition(op, nullptr)))
+        if (moveUp(op, lowestDefinition(op)))
           ++numMoved;
       }
     }
