@@ -464,7 +464,10 @@ const char *const kOverview =
     "of every entry point fit, recomputing forward values in the backward\n"
     "(loom-remat); --precision=bf16|fp16 runs the GEMMs and convolutions\n"
     "in 16 bits (loom-mixed-precision; fp16 with dynamic loss scaling).\n"
-    "Sharding and pipelining are not implemented yet.\n";
+    "--dp=N (with --zero) and --tp=N compile the step for N ranks\n"
+    "(mpirun -np N loom-run; N = dp x tp with both): data parallelism\n"
+    "and Megatron-style tensor parallelism (docs/distributed.md).\n"
+    "Pipelining is not implemented yet.\n";
 } // namespace
 
 int loom::loomcMain(int argc, char **argv,
@@ -603,6 +606,8 @@ int runLoomc(Options &opts, const loom::LoomcExtensions &extensions) {
   loom::registerCodegenDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // A diagnostic names the op and its model node; the op's IR is no help.
+  context.printOpOnDiagnostic(false);
   loom::ToolDiagnosticHandler diag(&context, err);
 
   StringRef ext = llvm::sys::path::extension(opts.input);

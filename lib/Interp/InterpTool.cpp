@@ -336,10 +336,35 @@ Tensor InterpTool::rankValue(unsigned i, int64_t rank, const Tensor &whole) {
   auto axis = shard ? shard.getAs<StringAttr>("axis") : StringAttr();
   if (!axis || whole.type == type)
     return whole;
+  int64_t coord = loom::interp::meshCoordinate(func, rank, axis.getValue());
+  if (auto dim = shard.getAs<IntegerAttr>("dim")) {
+    // Along `dim`: block `coord` of each of `groups` groups (tensor
+    // parallelism's split).
+    auto groupsAttr = shard.getAs<IntegerAttr>("groups");
+    int64_t groups = groupsAttr ? groupsAttr.getInt() : 1;
+    int64_t d = dim.getInt();
+    ArrayRef<int64_t> full = whole.type.getShape();
+    int64_t outer = 1, inner = 1;
+    for (int64_t k = 0; k < d; ++k)
+      outer *= full[k];
+    for (int64_t k = d + 1; k < static_cast<int64_t>(full.size()); ++k)
+      inner *= full[k];
+    int64_t local = type.getDimSize(d), perGroup = local / groups;
+    int64_t groupSize = full[d] / groups;
+    Tensor t{type, std::vector<double>(type.getNumElements(), 0.0)};
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < local; ++j) {
+        int64_t src = (j / perGroup) * groupSize + coord * perGroup +
+                      j % perGroup;
+        for (int64_t k = 0; k < inner; ++k)
+          t.data[(o * local + j) * inner + k] =
+              whole.data[(o * full[d] + src) * inner + k];
+      }
+    return t;
+  }
   // Block r of the whole tensor flattened and zero-padded (loom.shard).
   size_t block = static_cast<size_t>(type.getNumElements());
-  size_t begin =
-      block * loom::interp::meshCoordinate(func, rank, axis.getValue());
+  size_t begin = block * coord;
   Tensor t{type, std::vector<double>(block, 0.0)};
   for (size_t k = 0; k < block && begin + k < whole.data.size(); ++k)
     t.data[k] = whole.data[begin + k];

@@ -70,6 +70,7 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
   AttachLossPassOptions AttachLoss;
   MixedPrecisionPassOptions MixedPrecision;
   AutodiffPassOptions Autodiff;
+  TensorParallelPassOptions TensorParallel;
   OptimizerPassOptions Optimizer;
 #define LOOM_TRAINING_OPTION(PASS, TYPE, FIELD, FLAG, DEFAULT, DESC)          \
   PASS.FIELD = options.FIELD;
@@ -77,6 +78,7 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
   AttachLoss.keepPredict = options.keepPredict;
   pm.addPass(createAttachLossPass(AttachLoss));
   pm.addPass(createBatchNormTrainPass());
+  pm.addPass(createTensorParallelPass(TensorParallel));
   if (stopAfter == Phase::Loss)
     return;
   pm.addPass(createMixedPrecisionPass(MixedPrecision));

@@ -86,8 +86,14 @@ struct EntryWriter {
       for (int64_t d : s.asArrayRef())
         shape.push_back(d);
     auto axis = shard.getAs<StringAttr>("axis");
-    binding["shard"] = llvm::json::Object{
-        {"axis", axis ? axis.str() : std::string()}, {"shape", std::move(shape)}};
+    llvm::json::Object out{{"axis", axis ? axis.str() : std::string()},
+                           {"shape", std::move(shape)}};
+    // Tensor parallelism's split along one dimension (else a flat block).
+    if (auto dim = shard.getAs<IntegerAttr>("dim"))
+      out["dim"] = dim.getInt();
+    if (auto groups = shard.getAs<IntegerAttr>("groups"))
+      out["groups"] = groups.getInt();
+    binding["shard"] = std::move(out);
   }
 
   /// A collective (loom.all_reduce, ...) as a `collective` step.

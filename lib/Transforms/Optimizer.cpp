@@ -35,6 +35,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "DataParallel.h"
+#include "TensorParallel.h"
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Import/GraphBuilder.h"
@@ -111,6 +112,9 @@ struct ParamInfo {
   RankedTensorType applyType;
   SmallVector<std::string> slots; // state slot names, e.g. adam_m
   SmallVector<RankedTensorType> slotTypes;
+  /// Its kShardAttr when tensor parallelism splits it (`type` is then the
+  /// rank's block), else null.
+  DictionaryAttr tpShard;
 };
 
 struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
@@ -308,6 +312,14 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
     DataParallel dpPlan{dp, zero};
     if (failed(dpPlan.setUp(module, optimizer)))
       return signalPassFailure();
+    if (meshAxisSize(fb, kTensorParallelAxis) > 1 && dpPlan.shardsUpdate()) {
+      module.emitError() << "zero=" << static_cast<int64_t>(zero) << " with tensor parallelism "
+                         << "(a 'tp' mesh axis) is not supported yet: "
+                         << "use zero=0";
+      return signalPassFailure();
+    }
+    if (failed(fixTensorParallelGradients(fb)))
+      return signalPassFailure();
     for (StringRef name : {"apply_optimizer", "train_step"})
       if (module.lookupSymbol(name)) {
         module.emitError() << "the module already has @" << name;
@@ -333,6 +345,8 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
       ParamInfo info;
       info.name = name.getValue().str();
       info.type = cast<RankedTensorType>(fb.getArgumentTypes()[i]);
+      if (isTensorParallelShard(fb, i))
+        info.tpShard = fb.getArgAttrOfType<DictionaryAttr>(i, kShardAttr);
       info.applyType = dpPlan.shardsUpdate() ? dpPlan.shardType(info.type)
                                              : info.type;
       for (const std::string &slot : slotsFor(info.applyType)) {
@@ -369,9 +383,17 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
           {b.getNamedAttr(attr, b.getStringAttr(value)),
            b.getNamedAttr(kShardAttr, dpPlan.shardAttr(b, full))});
     };
+    // A tensor parallelism's split parameter's state, update and gradient
+    // are split alike.
     auto namedFor = [&](StringRef attr, StringRef value, const ParamInfo &p,
                         bool sharded) {
-      return sharded ? namedShard(attr, value, p.type) : named(attr, value);
+      if (sharded)
+        return namedShard(attr, value, p.type);
+      if (p.tpShard)
+        return b.getDictionaryAttr(
+            {b.getNamedAttr(attr, b.getStringAttr(value)),
+             b.getNamedAttr(kShardAttr, p.tpShard)});
+      return named(attr, value);
     };
     bool shardUpdate = dpPlan.shardsUpdate();
     // The loss-scaling state after the optimizer's: name, type, attributes.
@@ -622,7 +644,7 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
         }
       for (const ParamInfo &p : params) {
         gaArgs.push_back(p.type);
-        gaArgAttrs.push_back(named(kInputAttr, p.name + ".grad"));
+        gaArgAttrs.push_back(namedFor(kInputAttr, p.name + ".grad", p, false));
       }
       b.setInsertionPointAfter(apply);
       applyGrads = func::FuncOp::create(

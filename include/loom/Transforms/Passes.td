@@ -66,6 +66,58 @@ def BatchNormTrainPass : Pass<"loom-batch-norm-train", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
 }
 
+def TensorParallelPass : Pass<"loom-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Splits the model's linear layers over the ranks of mesh "
+                "axis tp (Megatron-style tensor parallelism).";
+  let description = [{
+    With `tp` = n > 1, rewrites `@forward` (after `loom-attach-loss`, before
+    `loom-autodiff`) and every other entry point that takes the parameters
+    into the program each of n ranks runs, as Megatron-LM splits a
+    transformer. A linear layer (`loom.matmul` by a parameter weight) whose
+    input is whole on every rank becomes column-parallel: each rank keeps a
+    block of the weight's output columns and computes that block of the
+    output; the ops after it keep the split (elementwise ops, a bias add
+    splits the bias, transposes, reshapes that cut the split dimension into
+    heads, attention's batched products and softmax); the next linear layer
+    that reads the split activation becomes row-parallel: each rank keeps
+    the matching block of the weight's input rows, and a `loom.all_reduce`
+    (sum over `tp`) adds the ranks' partial products. Everything else, the
+    embeddings, layer norms, residual stream, the last projection and the
+    loss, stays whole on every rank.
+
+    Which layers are split is chosen greedily in program order: a layer is
+    kept column-parallel when the whole function still propagates (every
+    split value reaches a row-parallel layer through ops with a rule). A
+    projection whose output is sliced into G equal blocks of its last
+    dimension (GPT-2's fused query/key/value `c_attn`, G = 3) is split
+    within each block, so that every rank gets whole heads of each.
+
+    A split parameter is marked `loom.shard = {axis = "tp", shape = <whole
+    shape>, dim = d}` (plus `groups = G`); its argument takes rank r's
+    block. The module gets mesh axis `tp` of n ranks (after `dp`, if
+    any). `loom-optimizer` then turns the gradients of the sum of the
+    ranks' losses into those of the one-process loss (a split parameter's
+    divided by n, a whole one's averaged over `tp`).
+
+    Errors name the op (and ONNX node) where a split cannot go on, when
+    the model has no layer to split, or when another entry point cannot
+    take the split `@forward` takes.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "1",
+           "Tensor-parallel ranks (mesh axis tp)">,
+  ];
+  let statistics = [
+    Statistic<"numColumnParallel", "num-column-parallel",
+              "Linear layers split by output columns">,
+    Statistic<"numRowParallel", "num-row-parallel",
+              "Linear layers split by input rows (an all-reduce each)">,
+    Statistic<"numSplitParams", "num-split-params",
+              "Parameters split over the ranks">,
+  ];
+  let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
+}
+
 def MixedPrecisionPass : Pass<"loom-mixed-precision", "mlir::ModuleOp"> {
   let summary = "Runs GEMMs, convolutions and what follows them in bf16 or fp16.";
   let description = [{

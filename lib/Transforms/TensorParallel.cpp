@@ -1,0 +1,584 @@
+//===- TensorParallel.cpp - Megatron-style tensor parallelism -------------===//
+//
+// loom-tensor-parallel: chooses which linear layers of @forward to split
+// over the "tp" ranks, propagates the split through the ops between them,
+// and rewrites every entry point that takes the parameters into the
+// program one rank runs (see TensorParallel.h and the pass's description).
+//
+// A value is whole on every rank, or split along one dimension into n
+// blocks (optionally within G groups). Propagation walks the ops in order
+// with one rule per op kind (the table in `Propagation::visit`); an op
+// with a split operand and no rule that keeps it split makes the choice
+// under trial fail. Choices are tried greedily, one column-parallel layer
+// at a time, and kept when the whole function propagates.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TensorParallel.h"
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Import/Import.h"
+#include "loom/Transforms/Passes.h"
+
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace loom {
+#define GEN_PASS_DEF_TENSORPARALLELPASS
+#include "loom/Transforms/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+/// How a value lies on the ranks: whole (dim < 0), or split along `dim`:
+/// the dimension cut into `groups` equal groups and each group into n
+/// blocks, rank r holding block r of every group.
+struct Split {
+  int64_t dim = -1;
+  int64_t groups = 1;
+  bool isSplit() const { return dim >= 0; }
+  bool operator==(const Split &o) const {
+    return dim == o.dim && groups == o.groups;
+  }
+};
+
+/// The outcome of propagating parameter splits through one function.
+struct Propagation {
+  Propagation(func::FuncOp func, int64_t ranks,
+              std::map<unsigned, Split> params)
+      : func(func), ranks(ranks), params(std::move(params)) {}
+
+  mutable func::FuncOp func;
+  int64_t ranks;
+  /// Split parameters, by argument number (given, or decided on the way).
+  std::map<unsigned, Split> params;
+  /// Split values (everything else is whole).
+  llvm::DenseMap<Value, Split> values;
+  /// Matmuls whose results are partial sums: an all-reduce follows each.
+  SmallVector<Operation *> partials;
+  /// Whole operands (broadcasts or splat constants) a split op reads: each
+  /// is rebuilt at the op in its local shape.
+  SmallVector<std::pair<Operation *, unsigned>> localOperands;
+  /// Where and why it failed.
+  Operation *failedAt = nullptr;
+  std::string why;
+
+  Split of(Value v) const {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      auto it = params.find(arg.getArgNumber());
+      return it == params.end() ? Split{} : it->second;
+    }
+    auto it = values.find(v);
+    return it == values.end() ? Split{} : it->second;
+  }
+
+  bool fail(Operation *op, const Twine &msg) {
+    failedAt = op;
+    why = msg.str();
+    return false;
+  }
+
+  /// An undecided parameter argument, or null.
+  BlockArgument freeParam(Value v) const {
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg || !func.getArgAttr(arg.getArgNumber(), kParamAttr) ||
+        params.count(arg.getArgNumber()))
+      return {};
+    return arg;
+  }
+
+  /// Records `v` as split by `s`, if its dimension divides.
+  bool set(Operation *op, Value v, Split s) {
+    auto type = cast<RankedTensorType>(v.getType());
+    int64_t size = type.getDimSize(s.dim);
+    if (size % (ranks * s.groups) != 0)
+      return fail(op, "dimension " + Twine(s.dim) + " (" + Twine(size) +
+                          ") does not split into " + Twine(s.groups) +
+                          " group(s) of " + Twine(ranks) + " ranks");
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      params[arg.getArgNumber()] = s;
+    else
+      values[v] = s;
+    return true;
+  }
+
+  bool run() {
+    for (Operation &op : func.getBody().front())
+      if (!visit(&op))
+        return false;
+    return true;
+  }
+
+  bool visit(Operation *op);
+  bool matmul(MatmulOp op);
+  bool pointwise(Operation *op);
+  bool slice(SliceOp op, Split in);
+  bool reshape(ReshapeOp op, Split in);
+};
+
+bool Propagation::visit(Operation *op) {
+  // An op that reads only whole values computes a whole value, except a
+  // matmul with a split weight.
+  if (auto mm = dyn_cast<MatmulOp>(op))
+    return matmul(mm);
+  SmallVector<Split> in;
+  bool anySplit = false;
+  for (Value v : op->getOperands()) {
+    in.push_back(of(v));
+    anySplit |= in.back().isSplit();
+  }
+  if (auto fk = dyn_cast<FusionKindOpInterface>(op);
+      fk && fk.getFusionKind() == FusionKind::Pointwise &&
+      !isa<DropoutOp, BatchNormOp>(op))
+    return pointwise(op);
+  if (!anySplit)
+    return true;
+  Split s = in[0];
+  return llvm::TypeSwitch<Operation *, bool>(op)
+      .Case([&](BroadcastInDimOp b) {
+        return set(op, b.getResult(),
+                   Split{b.getDims()[s.dim], s.groups});
+      })
+      .Case([&](TransposeOp t) {
+        ArrayRef<int64_t> perm = t.getPerm();
+        auto pos = llvm::find(perm, s.dim) - perm.begin();
+        return set(op, t.getResult(), Split{pos, s.groups});
+      })
+      .Case([&](SliceOp sl) { return slice(sl, s); })
+      .Case([&](ReshapeOp r) { return reshape(r, s); })
+      .Case<SoftmaxOp, LogSoftmaxOp>([&](auto sm) {
+        if (static_cast<int64_t>(sm.getAxis()) == s.dim)
+          return fail(op, "it normalizes along the split dimension " +
+                              Twine(s.dim));
+        return set(op, sm.getResult(), s);
+      })
+      .Case<LayerNormOp, RmsNormOp>([&](auto ln) {
+        if (in.size() > 1 && llvm::any_of(ArrayRef(in).drop_front(),
+                                          [](Split x) { return x.isSplit(); }))
+          return fail(op, "its scale or bias is split");
+        if (s.dim >= static_cast<int64_t>(ln.getAxis()))
+          return fail(op, "it normalizes along the split dimension " +
+                              Twine(s.dim));
+        return set(op, ln.getResult(), s);
+      })
+      .Case([&](func::ReturnOp) {
+        return fail(op, "a result of @" + func.getSymName() +
+                            " would be split over the ranks");
+      })
+      .Default([&](Operation *) {
+        return fail(op, "it has no tensor-parallel rule for an operand "
+                        "split along dimension " +
+                            Twine(s.dim));
+      });
+}
+
+bool Propagation::matmul(MatmulOp op) {
+  Value lhs = op.getLhs(), rhs = op.getRhs();
+  int64_t lr = cast<RankedTensorType>(lhs.getType()).getRank();
+  int64_t rr = cast<RankedTensorType>(rhs.getType()).getRank();
+  int64_t lk = op.getTransposeA() ? lr - 2 : lr - 1;
+  int64_t rk = op.getTransposeB() ? rr - 1 : rr - 2;
+  int64_t rn = op.getTransposeB() ? rr - 2 : rr - 1;
+  Split a = of(lhs), w = of(rhs);
+  if (op.getBias() && (a.isSplit() || w.isSplit()))
+    return fail(op, "it has a fused bias");
+  // Row-parallel: the contraction dimension split on both sides; the
+  // ranks' products are partial sums.
+  if (a.dim == lk && a.groups == 1 && !w.isSplit() && rr == 2 &&
+      freeParam(rhs) && !set(op, rhs, Split{rk, 1}))
+    return false;
+  w = of(rhs);
+  if (a.dim == lk && w.dim == rk) {
+    if (a.groups != 1 || w.groups != 1)
+      return fail(op, "its contraction dimension is split in groups");
+    partials.push_back(op);
+    return true;
+  }
+  // Column-parallel: the weight's output columns split.
+  if (!a.isSplit() && w.dim == rn && (rr == 2 || lr == 2))
+    return set(op, op.getResult(), Split{lr - 1, w.groups});
+  // Batch dimensions split alike (attention's heads).
+  if (a.isSplit() && a.dim < lr - 2 &&
+      ((rr == lr && w == a) || (rr == 2 && !w.isSplit())))
+    return set(op, op.getResult(), a);
+  if (!a.isSplit() && !w.isSplit())
+    return true;
+  return fail(op, "no tensor-parallel rule for a product with operands "
+                  "split along dimensions " +
+                      Twine(a.dim) + " and " + Twine(w.dim));
+}
+
+bool Propagation::pointwise(Operation *op) {
+  Split s;
+  for (Value v : op->getOperands()) {
+    Split x = of(v);
+    if (!x.isSplit())
+      continue;
+    if (s.isSplit() && !(s == x))
+      return fail(op, "its operands are split differently");
+    s = x;
+  }
+  if (!s.isSplit())
+    return true;
+  for (OpOperand &use : op->getOpOperands()) {
+    Value v = use.get();
+    if (of(v).isSplit())
+      continue;
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type || type.getRank() == 0)
+      continue; // a scalar (a seed) is the same everywhere
+    Operation *def = v.getDefiningOp();
+    if (auto b = dyn_cast_or_null<BroadcastInDimOp>(def)) {
+      ArrayRef<int64_t> dims = b.getDims();
+      auto pos = llvm::find(dims, s.dim);
+      if (pos == dims.end()) { // broadcast along the split dimension
+        localOperands.push_back({op, use.getOperandNumber()});
+        continue;
+      }
+      // A parameter broadcast into the split dimension alone (a bias):
+      // split it too.
+      BlockArgument p = freeParam(b.getX());
+      if (p && p.hasOneUse() && b->hasOneUse()) {
+        if (!set(op, p, Split{pos - dims.begin(), s.groups}) ||
+            !set(op, b.getResult(), s))
+          return false;
+        continue;
+      }
+    }
+    if (auto c = dyn_cast_or_null<ConstantOp>(def))
+      if (auto dense = dyn_cast<SplatElementsAttr>(c.getValue())) {
+        localOperands.push_back({op, use.getOperandNumber()});
+        continue;
+      }
+    return fail(op, "operand #" + Twine(use.getOperandNumber()) +
+                        " is whole on every rank while another is split "
+                        "along dimension " +
+                        Twine(s.dim));
+  }
+  for (Value r : op->getResults())
+    if (!set(op, r, s))
+      return false;
+  return true;
+}
+
+bool Propagation::slice(SliceOp op, Split s) {
+  auto type = cast<RankedTensorType>(op.getX().getType());
+  int64_t d = s.dim, size = type.getDimSize(d);
+  int64_t start = op.getStart()[d], limit = op.getLimit()[d];
+  int64_t group = size / s.groups;
+  if (op.getStride()[d] != 1 || start % group != 0 || limit - start != group)
+    return fail(op, "it does not take whole groups of the split dimension " +
+                        Twine(d) + " (" + Twine(s.groups) + " groups of " +
+                        Twine(group) + ")");
+  return set(op, op.getResult(), Split{d, 1});
+}
+
+bool Propagation::reshape(ReshapeOp op, Split s) {
+  ArrayRef<int64_t> in = cast<RankedTensorType>(op.getX().getType()).getShape();
+  ArrayRef<int64_t> out = op.getType().getShape();
+  if (s.groups != 1)
+    return fail(op, "it reshapes a dimension split in groups");
+  // Walk both shapes in groups of equal products; the split dimension must
+  // lead its group, and the group's first output dimension takes the split.
+  size_t i = 0, j = 0;
+  while (i < in.size() && j < out.size()) {
+    size_t i0 = i, j0 = j;
+    int64_t pi = in[i++], pj = out[j++];
+    while (pi != pj) {
+      if (pi < pj && i < in.size())
+        pi *= in[i++];
+      else if (j < out.size())
+        pj *= out[j++];
+      else
+        break;
+    }
+    if (static_cast<int64_t>(i0) <= s.dim && s.dim < static_cast<int64_t>(i)) {
+      // Size-1 dimensions before the split one change nothing.
+      while (static_cast<int64_t>(i0) < s.dim && in[i0] == 1)
+        ++i0;
+      while (j0 + 1 < j && out[j0] == 1)
+        ++j0;
+      if (static_cast<int64_t>(i0) != s.dim)
+        return fail(op, "it merges the split dimension " + Twine(s.dim) +
+                            " into an outer one");
+      return set(op, op.getResult(),
+                 Split{static_cast<int64_t>(j0), 1});
+    }
+  }
+  return fail(op, "its shapes do not line up around the split dimension");
+}
+
+/// The number of groups a column-parallel layer's output falls into: G when
+/// (after elementwise ops with one reader each) every reader slices one of
+/// G equal consecutive blocks of the last dimension (GPT-2's fused query,
+/// key and value), else 1.
+int64_t outputGroups(MatmulOp op) {
+  Value v = op.getResult();
+  while (v.hasOneUse()) {
+    Operation *user = *v.getUsers().begin();
+    auto fk = dyn_cast<FusionKindOpInterface>(user);
+    if (!fk || fk.getFusionKind() != FusionKind::Pointwise ||
+        user->getNumResults() != 1)
+      break;
+    v = user->getResult(0);
+  }
+  auto type = cast<RankedTensorType>(v.getType());
+  int64_t d = type.getRank() - 1, size = type.getDimSize(d);
+  int64_t width = 0;
+  for (Operation *user : v.getUsers()) {
+    auto sl = dyn_cast<SliceOp>(user);
+    if (!sl)
+      return 1;
+    int64_t w = sl.getLimit()[d] - sl.getStart()[d];
+    if (sl.getStride()[d] != 1 || (width && w != width) || w == 0 ||
+        sl.getStart()[d] % w != 0)
+      return 1;
+    width = w;
+  }
+  if (!width || size % width != 0)
+    return 1;
+  return size / width;
+}
+
+/// The local type of `type` split by `s` over `ranks`.
+RankedTensorType localType(Type type, Split s, int64_t ranks) {
+  auto t = cast<RankedTensorType>(type);
+  SmallVector<int64_t> shape(t.getShape());
+  shape[s.dim] /= ranks;
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+/// Rewrites `p.func` into one rank's program.
+void apply(Propagation &p) {
+  func::FuncOp func = p.func;
+  OpBuilder b(func.getContext());
+  Block &body = func.getBody().front();
+  for (auto &[i, s] : p.params) {
+    BlockArgument arg = body.getArgument(i);
+    auto whole = cast<RankedTensorType>(arg.getType());
+    arg.setType(localType(whole, s, p.ranks));
+    SmallVector<NamedAttribute> shard{
+        b.getNamedAttr("axis", b.getStringAttr(kTensorParallelAxis)),
+        b.getNamedAttr("shape", b.getDenseI64ArrayAttr(whole.getShape())),
+        b.getNamedAttr("dim", b.getI64IntegerAttr(s.dim))};
+    if (s.groups != 1)
+      shard.push_back(b.getNamedAttr("groups", b.getI64IntegerAttr(s.groups)));
+    func.setArgAttr(i, kShardAttr, b.getDictionaryAttr(shard));
+  }
+  for (auto &[v, s] : p.values)
+    v.setType(localType(v.getType(), s, p.ranks));
+  // Slices take their group's local block.
+  for (Operation &op : body)
+    if (auto sl = dyn_cast<SliceOp>(op)) {
+      Split s = p.of(sl.getX());
+      if (!s.isSplit())
+        continue;
+      auto whole = cast<RankedTensorType>(sl.getResult().getType());
+      SmallVector<int64_t> start(sl.getStart()), limit(sl.getLimit());
+      int64_t width = (limit[s.dim] - start[s.dim]); // whole group's width
+      int64_t local = width / p.ranks;
+      start[s.dim] = start[s.dim] / width * local;
+      limit[s.dim] = start[s.dim] + local;
+      sl.setStartAttr(b.getDenseI64ArrayAttr(start));
+      sl.setLimitAttr(b.getDenseI64ArrayAttr(limit));
+      (void)whole;
+    }
+  // Whole operands of split ops, rebuilt in the local shape.
+  for (auto [op, idx] : p.localOperands) {
+    Operation *def = op->getOperand(idx).getDefiningOp();
+    Split s = p.of(op->getResult(0));
+    b.setInsertionPoint(op);
+    Operation *clone = b.clone(*def);
+    Type local = localType(def->getResult(0).getType(), s, p.ranks);
+    if (auto c = dyn_cast<ConstantOp>(clone)) {
+      auto splat = cast<SplatElementsAttr>(c.getValue());
+      c.setValueAttr(SplatElementsAttr::get(cast<ShapedType>(local),
+                                            splat.getSplatValue<Attribute>()));
+    }
+    clone->getResult(0).setType(local);
+    op->setOperand(idx, clone->getResult(0));
+    if (def->use_empty())
+      def->erase();
+  }
+  // The partial sums of row-parallel products, summed.
+  for (Operation *op : p.partials) {
+    b.setInsertionPointAfter(op);
+    Value partial = op->getResult(0);
+    auto sum = AllReduceOp::create(b, op->getLoc(), partial.getType(), partial,
+                                   kTensorParallelAxis, CollectiveReduce::Sum);
+    partial.replaceAllUsesExcept(sum, sum);
+  }
+  func.setType(FunctionType::get(func.getContext(), body.getArgumentTypes(),
+                                 func.getResultTypes()));
+}
+
+/// A diagnostic at the op propagation stopped at.
+InFlightDiagnostic report(const Propagation &p, const Twine &what) {
+  std::string node = nodeName(p.failedAt->getLoc());
+  InFlightDiagnostic d = p.failedAt->emitError();
+  d << what << ": '" << p.failedAt->getName() << "'";
+  if (!node.empty())
+    d << " (node '" << node << "')";
+  d << ": " << p.why;
+  return d;
+}
+
+struct TensorParallelPass
+    : public loom::impl::TensorParallelPassBase<TensorParallelPass> {
+  using TensorParallelPassBase::TensorParallelPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    int64_t n = tp;
+    if (n < 1) {
+      module.emitError() << "tp must be at least 1, got " << n;
+      return signalPassFailure();
+    }
+    if (n == 1)
+      return;
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!forward || !forward.getBody().hasOneBlock()) {
+      module.emitError("loom-tensor-parallel needs @forward with one block "
+                       "(run loom-attach-loss first)");
+      return signalPassFailure();
+    }
+    FailureOr<std::vector<MeshAxis>> mesh = getMesh(module);
+    if (failed(mesh))
+      return signalPassFailure();
+    if (llvm::any_of(*mesh, [](const MeshAxis &a) {
+          return a.name == kTensorParallelAxis;
+        })) {
+      module.emitError("the module's mesh already has a 'tp' axis");
+      return signalPassFailure();
+    }
+
+    // Greedy: each matmul with a whole input and a parameter weight is
+    // tried as a column-parallel layer, kept if the function propagates.
+    std::map<unsigned, Split> chosen;
+    std::optional<Propagation> best;
+    // Why the first layer tried was not split (for the error if none is).
+    std::string firstWhy;
+    Operation *firstAt = nullptr;
+    unsigned columns = 0;
+    SmallVector<MatmulOp> candidates;
+    forward.walk([&](MatmulOp op) { candidates.push_back(op); });
+    for (MatmulOp op : candidates) {
+      auto arg = dyn_cast<BlockArgument>(op.getRhs());
+      if (!arg || !forward.getArgAttr(arg.getArgNumber(), kParamAttr) ||
+          chosen.count(arg.getArgNumber()) ||
+          cast<RankedTensorType>(arg.getType()).getRank() != 2 || op.getBias())
+        continue;
+      Propagation trial(forward, n, chosen);
+      Split column{op.getTransposeB() ? 0 : 1, outputGroups(op)};
+      if (!trial.set(op, arg, column) || !trial.run()) {
+        if (!firstAt) {
+          firstAt = trial.failedAt;
+          firstWhy = trial.why;
+        }
+        continue;
+      }
+      chosen = trial.params;
+      best = std::move(trial);
+      ++columns;
+    }
+    if (!best) {
+      InFlightDiagnostic d = forward.emitError();
+      d << "tp=" << n << ": no linear layer of @forward can be split "
+        << "over the ranks (a matmul by a parameter weight whose output "
+        << "columns divide by " << n << " and whose split output reaches "
+        << "a matmul that sums it back)";
+      if (firstAt) {
+        std::string node = nodeName(firstAt->getLoc());
+        d.attachNote(firstAt->getLoc())
+            << "the first layer tried stops at '" << firstAt->getName() << "'"
+            << (node.empty() ? "" : " (node '" + node + "')") << ": "
+            << firstWhy;
+      }
+      return signalPassFailure();
+    }
+
+    // Every other entry taking the parameters gets the same split.
+    SmallVector<Propagation> others;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func == forward || func.isExternal())
+        continue;
+      Propagation p(func, n, {});
+      for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+        auto name = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
+        if (!name)
+          continue;
+        for (auto &[j, s] : chosen)
+          if (forward.getArgAttrOfType<StringAttr>(j, kParamAttr) == name)
+            p.params[i] = s;
+      }
+      size_t given = p.params.size();
+      if (!p.run()) {
+        report(p, "tp=" + Twine(n) + ": @" + func.getSymName() +
+                      " cannot take the split that @forward takes");
+        return signalPassFailure();
+      }
+      if (p.params.size() != given) {
+        func.emitError() << "tp=" << n << ": @" << func.getSymName()
+                         << " splits a parameter @forward keeps whole";
+        return signalPassFailure();
+      }
+      others.push_back(std::move(p));
+    }
+    apply(*best);
+    for (Propagation &p : others)
+      apply(p);
+    mesh->push_back(MeshAxis{kTensorParallelAxis.str(), n});
+    setMesh(module, *mesh);
+    numColumnParallel = columns;
+    numRowParallel = best->partials.size();
+    numSplitParams = best->params.size();
+  }
+};
+
+} // namespace
+
+bool loom::isTensorParallelShard(func::FuncOp func, unsigned i) {
+  auto shard = func.getArgAttrOfType<DictionaryAttr>(i, kShardAttr);
+  auto axis = shard ? shard.getAs<StringAttr>("axis") : StringAttr();
+  return axis && axis.getValue() == kTensorParallelAxis;
+}
+
+LogicalResult loom::fixTensorParallelGradients(func::FuncOp fb) {
+  int64_t n = meshAxisSize(fb, kTensorParallelAxis);
+  if (n <= 1)
+    return success();
+  llvm::StringMap<unsigned> paramArg;
+  for (unsigned i = 0; i < fb.getNumArguments(); ++i)
+    if (auto name = fb.getArgAttrOfType<StringAttr>(i, kParamAttr))
+      paramArg[name.getValue()] = i;
+  auto ret = cast<func::ReturnOp>(fb.getBody().front().getTerminator());
+  OpBuilder b(ret);
+  for (unsigned r = 0; r < fb.getNumResults(); ++r) {
+    auto name = fb.getResultAttrOfType<StringAttr>(r, kGradAttr);
+    if (!name)
+      continue;
+    auto it = paramArg.find(name.getValue());
+    if (it == paramArg.end())
+      return fb.emitError() << "gradient '" << name.getValue()
+                            << "' has no parameter argument";
+    Value g = ret.getOperand(r);
+    auto type = cast<RankedTensorType>(g.getType());
+    Value fixed;
+    if (isTensorParallelShard(fb, it->second)) {
+      Value inv = ConstantOp::create(
+          b, ret.getLoc(),
+          DenseElementsAttr::get(
+              type, b.getFloatAttr(type.getElementType(), 1.0 / n)));
+      fixed = MulOp::create(b, ret.getLoc(), g, inv);
+      fb.setResultAttr(r, kShardAttr, fb.getArgAttr(it->second, kShardAttr));
+    } else {
+      fixed = AllReduceOp::create(b, ret.getLoc(), type, g,
+                                  kTensorParallelAxis, CollectiveReduce::Mean);
+    }
+    ret.setOperand(r, fixed);
+  }
+  return success();
+}
