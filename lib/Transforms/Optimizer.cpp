@@ -628,9 +628,12 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
     // its shard of the average), updates, and gathers what ZeRO 1 and 2
     // shard; @train_step calls it after the backward, and loom-run calls
     // it once per step after accumulating micro-batches locally.
+    // With tensor parallelism alone it is @apply_optimizer under the name
+    // loom-run looks for in a plan with a mesh.
     func::FuncOp applyGrads;
     size_t numApplyResults = resultTypes.size();
-    if (dpPlan.enabled()) {
+    bool tensorParallel = meshAxisSize(fb, kTensorParallelAxis) > 1;
+    if (dpPlan.enabled() || tensorParallel) {
       SmallVector<Type> gaArgs;
       SmallVector<DictionaryAttr> gaArgAttrs;
       for (auto [p, idx] : llvm::zip(params, paramArgIndex)) {
@@ -663,8 +666,9 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
       ValueRange middle = gargs.drop_front(numParams).drop_back(numParams);
       applyArgs.append(middle.begin(), middle.end());
       for (Value g : gargs.take_back(numParams))
-        applyArgs.push_back(shardUpdate ? dpPlan.gradientShard(b, loc, g)
-                                        : dpPlan.mean(b, loc, g));
+        applyArgs.push_back(shardUpdate       ? dpPlan.gradientShard(b, loc, g)
+                            : dpPlan.enabled() ? dpPlan.mean(b, loc, g)
+                                               : g);
       auto applyCall = func::CallOp::create(b, loc, apply, applyArgs);
       SmallVector<Value> rets(applyCall.getResults());
       if (gatherParams)

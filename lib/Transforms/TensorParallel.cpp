@@ -22,6 +22,7 @@
 
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Regex.h"
 
 namespace loom {
 #define GEN_PASS_DEF_TENSORPARALLELPASS
@@ -234,7 +235,9 @@ bool Propagation::pointwise(Operation *op) {
     if (auto b = dyn_cast_or_null<BroadcastInDimOp>(def)) {
       ArrayRef<int64_t> dims = b.getDims();
       auto pos = llvm::find(dims, s.dim);
-      if (pos == dims.end()) { // broadcast along the split dimension
+      auto bx = cast<RankedTensorType>(b.getX().getType());
+      if (pos == dims.end() || bx.getDimSize(pos - dims.begin()) == 1) {
+        // Broadcast along the split dimension: the same on every rank.
         localOperands.push_back({op, use.getOperandNumber()});
         continue;
       }
@@ -279,10 +282,13 @@ bool Propagation::slice(SliceOp op, Split s) {
 bool Propagation::reshape(ReshapeOp op, Split s) {
   ArrayRef<int64_t> in = cast<RankedTensorType>(op.getX().getType()).getShape();
   ArrayRef<int64_t> out = op.getType().getShape();
-  if (s.groups != 1)
-    return fail(op, "it reshapes a dimension split in groups");
-  // Walk both shapes in groups of equal products; the split dimension must
-  // lead its group, and the group's first output dimension takes the split.
+  // Walk both shapes in runs of equal products. In the run holding the
+  // split dimension d, a rank owns block r of each of T = (product of the
+  // run's dimensions before d) * groups equal consecutive groups of the
+  // run's flattened elements. An output dimension j of the run carries
+  // that as a split of its own when the run's dimensions before it
+  // (product Q) are outer to every group (Q divides T) and it holds the
+  // T / Q groups of each outer index whole, each cut into n blocks.
   size_t i = 0, j = 0;
   while (i < in.size() && j < out.size()) {
     size_t i0 = i, j0 = j;
@@ -295,18 +301,25 @@ bool Propagation::reshape(ReshapeOp op, Split s) {
       else
         break;
     }
-    if (static_cast<int64_t>(i0) <= s.dim && s.dim < static_cast<int64_t>(i)) {
-      // Size-1 dimensions before the split one change nothing.
-      while (static_cast<int64_t>(i0) < s.dim && in[i0] == 1)
-        ++i0;
-      while (j0 + 1 < j && out[j0] == 1)
-        ++j0;
-      if (static_cast<int64_t>(i0) != s.dim)
-        return fail(op, "it merges the split dimension " + Twine(s.dim) +
-                            " into an outer one");
-      return set(op, op.getResult(),
-                 Split{static_cast<int64_t>(j0), 1});
+    if (pi != pj)
+      break;
+    if (s.dim < static_cast<int64_t>(i0) || s.dim >= static_cast<int64_t>(i))
+      continue;
+    int64_t total = s.groups;
+    for (size_t k = i0; k < static_cast<size_t>(s.dim); ++k)
+      total *= in[k];
+    int64_t outer = 1;
+    for (size_t k = j0; k < j; ++k) {
+      if (total % outer == 0) {
+        int64_t groups = total / outer;
+        if (out[k] % (groups * ranks) == 0)
+          return set(op, op.getResult(), Split{static_cast<int64_t>(k), groups});
+      }
+      outer *= out[k];
     }
+    return fail(op, "no dimension of its result carries the split of "
+                    "dimension " +
+                        Twine(s.dim));
   }
   return fail(op, "its shapes do not line up around the split dimension");
 }
@@ -317,11 +330,18 @@ bool Propagation::reshape(ReshapeOp op, Split s) {
 /// key and value), else 1.
 int64_t outputGroups(MatmulOp op) {
   Value v = op.getResult();
+  auto lastDim = [](Value x) {
+    auto t = cast<RankedTensorType>(x.getType());
+    return t.getDimSize(t.getRank() - 1);
+  };
   while (v.hasOneUse()) {
     Operation *user = *v.getUsers().begin();
     auto fk = dyn_cast<FusionKindOpInterface>(user);
-    if (!fk || fk.getFusionKind() != FusionKind::Pointwise ||
-        user->getNumResults() != 1)
+    bool pointwise = fk && fk.getFusionKind() == FusionKind::Pointwise;
+    // A reshape of the leading dimensions ([B*T, 3C] -> [B, T, 3C]).
+    bool keepsLast = isa<ReshapeOp>(user) &&
+                     lastDim(user->getResult(0)) == lastDim(v);
+    if ((!pointwise && !keepsLast) || user->getNumResults() != 1)
       break;
     v = user->getResult(0);
   }
@@ -439,6 +459,16 @@ struct TensorParallelPass
     }
     if (n == 1)
       return;
+    std::optional<llvm::Regex> pattern;
+    if (!layers.empty()) {
+      pattern.emplace(layers);
+      std::string error;
+      if (!pattern->isValid(error)) {
+        module.emitError() << "tp-layers '" << layers
+                           << "' is not a regular expression: " << error;
+        return signalPassFailure();
+      }
+    }
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
     if (!forward || !forward.getBody().hasOneBlock()) {
       module.emitError("loom-tensor-parallel needs @forward with one block "
@@ -471,6 +501,8 @@ struct TensorParallelPass
           chosen.count(arg.getArgNumber()) ||
           cast<RankedTensorType>(arg.getType()).getRank() != 2 || op.getBias())
         continue;
+      if (pattern && !pattern->match(nodeName(op.getLoc())))
+        continue;
       Propagation trial(forward, n, chosen);
       Split column{op.getTransposeB() ? 0 : 1, outputGroups(op)};
       if (!trial.set(op, arg, column) || !trial.run()) {
@@ -486,7 +518,9 @@ struct TensorParallelPass
     }
     if (!best) {
       InFlightDiagnostic d = forward.emitError();
-      d << "tp=" << n << ": no linear layer of @forward can be split "
+      d << "tp=" << n << ": no linear layer of @forward"
+        << (pattern ? " whose node matches tp-layers '" + layers + "'" : "")
+        << " can be split "
         << "over the ranks (a matmul by a parameter weight whose output "
         << "columns divide by " << n << " and whose split output reaches "
         << "a matmul that sums it back)";

@@ -49,6 +49,9 @@ struct Artifact::Impl {
   LoadOptions options;
   std::unique_ptr<Backend> backend;
   Collectives *comm = nullptr; // setCollectives
+  // The mesh axes' communicators over `comm`, once built (meshCommsFor).
+  MeshComms meshComms;
+  bool meshCommsBuilt = false;
   CollectiveTimes collectiveTimes; // over every run
   std::map<std::string, NpyArray> initial;
   // One arena per entry and mode (plain, resident), allocated by the
@@ -112,6 +115,18 @@ struct Artifact::Impl {
     double later = 0;
   };
   std::vector<std::vector<StepTime>> stepTimes;
+
+  /// The mesh axes' communicators over `comm`, built by the first call
+  /// (checkMeshWorld passed).
+  const MeshComms *meshCommsFor(const std::string &who, std::string *error,
+                                ErrorCode *code) {
+    if (!meshCommsBuilt) {
+      if (!meshComms.build(plan, comm, who, error, code))
+        return nullptr;
+      meshCommsBuilt = true;
+    }
+    return &meshComms;
+  }
 };
 
 namespace {
@@ -473,7 +488,21 @@ const std::map<std::string, NpyArray> &Artifact::initialState() const noexcept {
   return impl->initial;
 }
 
-void Artifact::setCollectives(Collectives *comm) noexcept { impl->comm = comm; }
+void Artifact::setCollectives(Collectives *comm) noexcept {
+  if (comm == impl->comm)
+    return;
+  // What was split from the old comm goes now, while it still exists.
+  impl->meshComms = MeshComms();
+  impl->meshCommsBuilt = false;
+  impl->comm = comm;
+}
+
+const MeshComms *Artifact::meshComms(std::string *error,
+                                     ErrorCode *code) noexcept {
+  if (!checkMeshWorld(impl->plan, impl->comm, "the artifact", error, code))
+    return nullptr;
+  return impl->meshCommsFor("the artifact", error, code);
+}
 
 Collectives *Artifact::collectives() const noexcept { return impl->comm; }
 
@@ -639,9 +668,12 @@ bool Artifact::runImpl(std::string_view entryName,
     }
     std::string where = "entry " + quoteName(entry->name);
     size_t index = static_cast<size_t>(entry - im.plan.entries.data());
-    // Before anything moves: an entry that communicates needs every rank.
+    // Before anything moves: an entry that communicates needs every rank,
+    // and each of its mesh axes a communicator.
+    const MeshComms *comms = nullptr;
     if (entryUsesMesh(im.plan, *entry) &&
-        !checkMeshWorld(im.plan, im.comm, where, error, code))
+        (!checkMeshWorld(im.plan, im.comm, where, error, code) ||
+         !(comms = im.meshCommsFor(where, error, code))))
       return false;
 
     // Match the caller's inputs to the plan's, by name, before touching the
@@ -760,7 +792,7 @@ bool Artifact::runImpl(std::string_view entryName,
     // rank are copies; communicating ones never run on a recording
     // backend, see checkCollectiveBackend).
     std::string failedAt;
-    CollectiveSteps collectives(im.plan, *entry, backend, *arena, im.comm,
+    CollectiveSteps collectives(im.plan, *entry, backend, *arena, comms,
                                 im.options.profile || im.options.checkNumerics,
                                 &im.collectiveTimes);
     bool firstRun = im.slots[index * 2 + (resident ? 1 : 0)].runs == 0;

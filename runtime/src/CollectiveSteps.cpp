@@ -1,6 +1,7 @@
 //===- CollectiveSteps.cpp - A run's collective steps, overlapped ---------===//
 //
-// See CollectiveSteps.h. One handler per op; parsePlan proved the element
+// See CollectiveSteps.h. One handler per op, each over the communicator
+// of its step's mesh axis (MeshComms); parsePlan proved the element
 // counts and that src and dst are disjoint (or, for an all_reduce, the
 // same bytes), so nothing here checks them again.
 //
@@ -67,9 +68,9 @@ bool checkCollectiveBackend(const Plan &plan, const Backend &backend,
 
 CollectiveSteps::CollectiveSteps(const Plan &plan, const PlanEntry &entry,
                                  Backend &backend, Arena &arena,
-                                 Collectives *comm, bool blocking,
+                                 const MeshComms *comms, bool blocking,
                                  CollectiveTimes *times)
-    : plan(plan), entry(entry), backend(backend), arena(arena), comm(comm),
+    : plan(plan), entry(entry), backend(backend), arena(arena), comms(comms),
       blocking(blocking), times(times) {}
 
 CollectiveSteps::~CollectiveSteps() {
@@ -169,19 +170,24 @@ bool CollectiveSteps::finish(std::string *error) {
 bool CollectiveSteps::issue(const PlanStep &step, std::string *error) {
   // Artifact checked both (checkMeshWorld, checkCollectiveBackend); a
   // caller that did not gets a message, not a crash.
+  Collectives *comm = comms ? comms->axis(step.collective.axis) : nullptr;
   if (communicates(step) && (!comm || !backend.hostArenas())) {
     *error = describe(step) + ": " +
              (comm ? "the backend's memory is not the host's"
                    : "no Collectives for the ranks");
     return false;
   }
-  switch (step.collective.op) {
+  // Over an axis of one rank nothing communicates: each op is a copy.
+  const CollectiveStep &c = step.collective;
+  if (c.ranks == 1 && c.op != CollectiveOp::RankSlice)
+    return localCopy(step, 0, error);
+  switch (c.op) {
   case CollectiveOp::AllReduce:
-    return allReduce(step, error);
+    return allReduce(step, *comm, error);
   case CollectiveOp::ReduceScatter:
-    return reduceScatter(step, error);
+    return reduceScatter(step, *comm, error);
   case CollectiveOp::AllGather:
-    return allGather(step, error);
+    return allGather(step, *comm, error);
   case CollectiveOp::RankSlice:
     return rankSlice(step, error);
   }
@@ -218,11 +224,9 @@ bool CollectiveSteps::track(const PlanStep &step,
   return !blocking || complete(pending.size() - 1, error);
 }
 
-bool CollectiveSteps::allReduce(const PlanStep &step, std::string *error) {
+bool CollectiveSteps::allReduce(const PlanStep &step, Collectives &comm,
+                                std::string *error) {
   const CollectiveStep &c = step.collective;
-  // One rank: its values are the reduction (the mean of one is itself).
-  if (c.ranks == 1)
-    return localCopy(step, 0, error);
   const PlanBuffer &src = entry.buffers[c.src];
   const PlanBuffer &dst = entry.buffers[c.dst];
   // Collectives reduce in place: src's values go to dst first. The host
@@ -233,43 +237,43 @@ bool CollectiveSteps::allReduce(const PlanStep &step, std::string *error) {
     std::memcpy(host(c.dst), host(c.src), dst.bytes);
   std::string why;
   return track(step,
-               comm->allReduce(host(c.dst), dst.elements, dst.dtype,
-                               reduceOpOf(c.reduce), &why),
+               comm.allReduce(host(c.dst), dst.elements, dst.dtype,
+                              reduceOpOf(c.reduce), &why),
                &why, error);
 }
 
-bool CollectiveSteps::reduceScatter(const PlanStep &step, std::string *error) {
+bool CollectiveSteps::reduceScatter(const PlanStep &step, Collectives &comm,
+                                    std::string *error) {
   const CollectiveStep &c = step.collective;
-  if (c.ranks == 1)
-    return localCopy(step, 0, error);
   const PlanBuffer &dst = entry.buffers[c.dst];
   if (!backend.synchronize(error))
     return false;
   std::string why;
   return track(step,
-               comm->reduceScatter(host(c.src), host(c.dst), dst.elements,
-                                   dst.dtype, reduceOpOf(c.reduce), &why),
+               comm.reduceScatter(host(c.src), host(c.dst), dst.elements,
+                                  dst.dtype, reduceOpOf(c.reduce), &why),
                &why, error);
 }
 
-bool CollectiveSteps::allGather(const PlanStep &step, std::string *error) {
+bool CollectiveSteps::allGather(const PlanStep &step, Collectives &comm,
+                                std::string *error) {
   const CollectiveStep &c = step.collective;
-  if (c.ranks == 1)
-    return localCopy(step, 0, error);
   const PlanBuffer &src = entry.buffers[c.src];
   if (!backend.synchronize(error))
     return false;
   std::string why;
   return track(
       step,
-      comm->allGather(host(c.src), host(c.dst), src.elements, src.dtype, &why),
+      comm.allGather(host(c.src), host(c.dst), src.elements, src.dtype, &why),
       &why, error);
 }
 
 bool CollectiveSteps::rankSlice(const PlanStep &step, std::string *error) {
   const CollectiveStep &c = step.collective;
-  // Block r of src: r * dst's bytes into it.
-  uint64_t r = static_cast<uint64_t>(meshIndex(plan, c.axis, comm));
+  // Block r of src: r * dst's bytes into it, r this rank's coordinate on
+  // the step's axis.
+  uint64_t r =
+      c.ranks > 1 && comms ? static_cast<uint64_t>(comms->index(c.axis)) : 0;
   return localCopy(step, r * entry.buffers[c.dst].bytes, error);
 }
 

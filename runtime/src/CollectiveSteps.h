@@ -22,6 +22,7 @@
 #include "loomrt/Artifact.h"
 #include "loomrt/Backend.h"
 #include "loomrt/Collectives.h"
+#include "loomrt/Mesh.h"
 #include "loomrt/Plan.h"
 
 #include <chrono>
@@ -38,15 +39,16 @@ bool checkCollectiveBackend(const Plan &plan, const Backend &backend,
                             const std::string &what, std::string *error,
                             ErrorCode *code);
 
-/// The collective steps of one run of `entry` in `arena`. `comm` is the
-/// run's Collectives (null: one process; the caller checked with
-/// checkMeshWorld that the mesh fits it). `blocking`: each collective
+/// The collective steps of one run of `entry` in `arena`. `comms` holds
+/// the communicator of each mesh axis (null: one process; the caller
+/// checked with checkMeshWorld that the mesh fits the world), and each
+/// step communicates over its axis's. `blocking`: each collective
 /// completes within its step (profiling, --check-numerics).
 class CollectiveSteps {
 public:
   /// `times` (may be null) adds up what the communicating ones cost.
   CollectiveSteps(const Plan &plan, const PlanEntry &entry, Backend &backend,
-                  Arena &arena, Collectives *comm, bool blocking,
+                  Arena &arena, const MeshComms *comms, bool blocking,
                   CollectiveTimes *times = nullptr);
   /// Waits for whatever is still in flight (a run that failed), so that
   /// no transfer outlives the run.
@@ -79,9 +81,10 @@ private:
     std::chrono::steady_clock::time_point issued;
   };
 
-  bool allReduce(const PlanStep &step, std::string *error);
-  bool reduceScatter(const PlanStep &step, std::string *error);
-  bool allGather(const PlanStep &step, std::string *error);
+  bool allReduce(const PlanStep &step, Collectives &comm, std::string *error);
+  bool reduceScatter(const PlanStep &step, Collectives &comm,
+                     std::string *error);
+  bool allGather(const PlanStep &step, Collectives &comm, std::string *error);
   bool rankSlice(const PlanStep &step, std::string *error);
   /// A step that moves nothing between ranks: `bytes` from src (at
   /// `srcSkip` bytes into it) to dst, on the backend.
@@ -99,7 +102,7 @@ private:
   const PlanEntry &entry;
   Backend &backend;
   Arena &arena;
-  Collectives *comm;
+  const MeshComms *comms;
   bool blocking;
   CollectiveTimes *times;
   std::vector<Pending> pending;

@@ -271,7 +271,8 @@ uint32_t getAxis(const json &value, const char *key, const std::string &where,
 }
 
 /// A binding's optional `shard`: the buffer is this rank's [k] slice of a
-/// tensor of `shape`, k = ceil(product(shape) / ranks).
+/// tensor of `shape`, k = ceil(product(shape) / ranks); or, with `dim`
+/// (and `groups`), the rank's blocks along that dimension.
 std::optional<BindingShard> parseShard(const json &value,
                                        const std::string &where,
                                        const Binding &binding,
@@ -292,6 +293,51 @@ std::optional<BindingShard> parseShard(const json &value,
          detail::formatShape(shard.shape) + " overflows a 64-bit byte size");
   shard.elements = static_cast<uint64_t>(*checkedNumElements(shard.shape));
   uint64_t n = static_cast<uint64_t>(shard.ranks);
+  auto present = [&](const char *key) {
+    auto field = it->find(key);
+    return field != it->end() && !field->is_null();
+  };
+  if (present("groups") && !present("dim"))
+    fail(fieldWhere(at, "groups"),
+         "groups without 'dim': only a shard along a dimension has groups");
+  if (present("dim")) {
+    shard.dim = getInt(*it, "dim", at);
+    int64_t rank = static_cast<int64_t>(shard.shape.size());
+    if (shard.dim < 0 || shard.dim >= rank)
+      fail(fieldWhere(at, "dim"),
+           std::to_string(shard.dim) + " is not a dimension of " +
+               detail::formatShape(shard.shape) +
+               (rank == 0
+                    ? std::string(" (a 0-D tensor has none)")
+                    : " (expected 0 to " + std::to_string(rank - 1) + ")"));
+    if (present("groups")) {
+      shard.groups = getInt(*it, "groups", at);
+      if (shard.groups < 1)
+        fail(fieldWhere(at, "groups"),
+             "expected at least 1 group, got " + std::to_string(shard.groups));
+    }
+    // groups * ranks divides D: groups divides D, and ranks D / groups
+    // (no product that could overflow).
+    int64_t size = shard.shape[static_cast<size_t>(shard.dim)];
+    if (size % shard.groups != 0 || (size / shard.groups) % shard.ranks != 0)
+      fail(fieldWhere(at, "dim"),
+           "dimension " + std::to_string(shard.dim) + " of " +
+               detail::formatShape(shard.shape) + " (" + std::to_string(size) +
+               ") does not split into " + std::to_string(shard.groups) +
+               (shard.groups == 1 ? " group" : " groups") + " of " +
+               std::to_string(n) + " equal blocks (one per rank of " +
+               shard.axis + ")");
+    std::vector<int64_t> local = shard.shape;
+    local[static_cast<size_t>(shard.dim)] = size / shard.ranks;
+    if (binding.shape != local)
+      fail(fieldWhere(where, "shard"),
+           quoteName(binding.name) + " is " +
+               describe(binding.dtype, binding.shape) + ", but a shard of " +
+               detail::formatShape(shard.shape) + " along dim " +
+               std::to_string(shard.dim) + " over " + shard.axis + " (" +
+               std::to_string(n) + " ranks) is " + detail::formatShape(local));
+    return shard;
+  }
   uint64_t k = shard.elements / n + (shard.elements % n != 0);
   if (binding.shape != std::vector<int64_t>{static_cast<int64_t>(k)})
     fail(fieldWhere(where, "shard"),
@@ -308,7 +354,8 @@ bool sameShard(const std::optional<BindingShard> &a,
                const std::optional<BindingShard> &b) {
   if (!a || !b)
     return !a && !b;
-  return a->axisIndex == b->axisIndex && a->shape == b->shape;
+  return a->axisIndex == b->axisIndex && a->shape == b->shape &&
+         a->dim == b->dim && a->groups == b->groups;
 }
 
 Binding parseBinding(const json &value, const std::string &where,
@@ -1245,6 +1292,19 @@ int PlanMesh::axesLargerThanOne() const noexcept {
                                         [](int64_t n) { return n > 1; }));
 }
 
+int64_t PlanMesh::stride(uint32_t axis) const noexcept {
+  int64_t product = 1;
+  for (size_t i = size_t(axis) + 1; i < shape.size(); ++i)
+    product *= shape[i];
+  return product;
+}
+
+int64_t PlanMesh::coordinate(int64_t rank, uint32_t axis) const noexcept {
+  if (axis >= shape.size() || shape[axis] < 1 || rank < 0)
+    return 0;
+  return (rank / stride(axis)) % shape[axis];
+}
+
 std::string PlanMesh::describe() const {
   std::string text;
   for (size_t i = 0; i < axes.size(); ++i)
@@ -1298,9 +1358,15 @@ const Binding *PlanEntry::findOutput(std::string_view name) const noexcept {
 
 std::string describeBinding(const Binding &b) {
   std::string text = describe(b.dtype, b.shape);
-  if (b.shard)
+  if (b.shard) {
     text += " (shard of " + detail::formatShape(b.shard->shape) + " over " +
-            b.shard->axis + ")";
+            b.shard->axis;
+    if (b.shard->alongDim())
+      text += ", dim " + std::to_string(b.shard->dim);
+    if (b.shard->groups > 1)
+      text += ", " + std::to_string(b.shard->groups) + " groups";
+    text += ")";
+  }
   return text;
 }
 

@@ -1163,13 +1163,14 @@ bool hasShards(const Plan &plan) {
   return false;
 }
 
-/// `tensors` (this rank's, shards included) made whole.
+/// `tensors` (this rank's, shards included) made whole, each gathered
+/// over its mesh axis's communicator.
 std::map<std::string, NpyArray>
-wholeTensors(const Plan &plan, Collectives *comm,
+wholeTensors(const Plan &plan, const MeshComms &comms,
              const std::map<std::string, NpyArray> &tensors) {
   std::map<std::string, NpyArray> whole = tensors;
   std::string error;
-  if (!gatherTensors(plan, comm, whole, &error))
+  if (!gatherTensors(plan, comms, whole, &error))
     fail(error, ErrorCode::IO);
   return whole;
 }
@@ -1213,19 +1214,30 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   const int world = comm ? comm->size() : 1;
   const int rank = comm ? comm->rank() : 0;
   const bool lead = rank == 0; // writes metrics, checkpoints, progress
-  // A plan compiled for a mesh (loomc --dp) reduces its gradients itself:
-  // every rank runs train_step on micro-batch r of the step's `world`.
+  // A plan compiled for a mesh (loomc --dp, --tp) reduces its gradients
+  // itself: only its axis "dp" splits the batch, so the ranks that share
+  // a dp coordinate (a tensor-parallel group) take the same micro-batches
+  // and dropout seeds. Without a mesh every rank is a data-parallel one.
   const Plan &plan = artifact.plan();
   const bool meshPlan = plan.mesh.has_value();
   MeshCollectives meshComm(artifact, meshPlan ? comm : artifact.collectives());
   const CollectiveTimes collectivesBefore = artifact.collectiveTimes();
-  if (meshPlan)
+  const MeshComms *comms = nullptr;
+  DataParallelPlace dp{world, rank};
+  if (meshPlan) {
     checkMeshTraining(plan, comm, opt.accumulate);
-  // Rank r runs micro-batches [r * accumulate, (r + 1) * accumulate) of
-  // the step's `micros`, with or without a mesh plan. A mesh plan's
-  // apply_gradients averages the ranks' gradients itself; otherwise the
-  // trainer sums them over the ranks and applies apply_optimizer.
-  const int64_t micros = opt.accumulate * world;
+    std::string error;
+    ErrorCode code = ErrorCode::Ok;
+    if (!(comms = artifact.meshComms(&error, &code)))
+      fail(error, code);
+    dp = dataParallelPlace(plan, comm);
+  }
+  // Data-parallel rank i runs micro-batches [i * accumulate, (i + 1) *
+  // accumulate) of the step's `micros`, with or without a mesh plan. A
+  // mesh plan's apply_gradients averages the ranks' gradients itself;
+  // otherwise the trainer sums them over the ranks and applies
+  // apply_optimizer.
+  const int64_t micros = opt.accumulate * dp.ranks;
   bool accumulating = meshPlan ? opt.accumulate > 1 : micros > 1;
   const char *applyName = meshPlan ? "apply_gradients" : "apply_optimizer";
   const char *stepName = accumulating ? "forward_backward" : "train_step";
@@ -1491,7 +1503,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     refreshTensors();
     std::map<std::string, NpyArray> gathered;
     if (sharded)
-      gathered = wholeTensors(plan, comm, tensors);
+      gathered = wholeTensors(plan, *comms, tensors);
     lastSaved = step;
     if (!lead)
       return;
@@ -1572,21 +1584,22 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     std::string error;
     ErrorCode code = ErrorCode::Ok;
     if (!accumulating) {
-      // One micro-batch, or with a mesh plan rank r's of the step's
-      // `micros` (the plan averages the loss and gradients over them).
+      // One micro-batch, or with a mesh plan data-parallel rank i's of the
+      // step's `micros` (the plan averages the loss and gradients over
+      // them).
       Batch b;
       for (int64_t micro = 0; micro < micros; ++micro) {
         Batch next = loader.next();
         posEpoch = next.epoch;
         posBatch = next.index;
         loader.advance(posEpoch, posBatch);
-        if (micro == rank)
+        if (micro == dp.index)
           b = std::move(next);
       }
       std::vector<TensorRef> refs;
       for (size_t i = 0; i < dataInputs.size(); ++i)
         refs.push_back(tensorRef(dataInputs[i].name, b.arrays[i]));
-      seedArray = scalarI64(dropoutSeed(seed, step, rank));
+      seedArray = scalarI64(dropoutSeed(seed, step, dp.index));
       addScalarInputs(*stepEntry, stepArray, seedArray, refs);
       std::vector<NpyArray> outs;
       if (!artifact.runResident(stepName, refs, &outs, &error, &code))
@@ -1599,7 +1612,8 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       double lossSum = 0;
       for (int64_t micro = 0; micro < micros; ++micro) {
         Batch b = loader.next();
-        if (micro / opt.accumulate != rank) { // another rank's micro-batch
+        // Another data-parallel rank's micro-batch.
+        if (micro / opt.accumulate != dp.index) {
           posEpoch = b.epoch;
           posBatch = b.index;
           loader.advance(posEpoch, posBatch);
@@ -1655,8 +1669,10 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       // This rank's mean (mesh plans), or the mean over every rank's.
       for (auto &[name, g] : grads)
         divideBy(g, meshPlan ? opt.accumulate : micros);
+      // The loss is summed over every rank: a mesh plan's ranks that
+      // share a dp coordinate report the same micro-batches' loss.
       if (lossOut)
-        loss = lossSum / static_cast<double>(micros);
+        loss = lossSum / static_cast<double>(opt.accumulate * world);
       std::vector<TensorRef> refs;
       seedArray = scalarI64(dropoutSeed(seed, step, micros));
       addScalarInputs(*applyEntry, stepArray, seedArray, refs);
@@ -1733,7 +1749,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   refreshTensors();
   // From here on whole tensors: what --save-params and the caller get.
   if (sharded)
-    tensors = wholeTensors(plan, comm, tensors);
+    tensors = wholeTensors(plan, *comms, tensors);
 
   if (comm) {
     std::string error;

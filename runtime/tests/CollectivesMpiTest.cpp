@@ -3,8 +3,11 @@
 // Run as `mpirun -np N LoomRTCollectivesMpiTest` (CTest runs N = 2 and 4):
 // every collective of loomrt::Collectives on every rank, with values whose
 // expected results each rank computes on its own (rank r contributes
-// r + 1 + i at element i). Exit status 0 only if every check on every rank
-// passed; rank 0 prints the total.
+// r + 1 + i at element i), then the same over communicators split from the
+// world. `... LoomRTCollectivesMpiTest watchdog` (4 ranks): a collective on
+// a split communicator that its partner joins late times out, naming the
+// world ranks, and completes when waited for again. Exit status 0 only if
+// every check on every rank passed; rank 0 prints the total.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,11 +15,14 @@
 
 #include "Half.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace loomrt;
@@ -41,25 +47,9 @@ bool run(std::unique_ptr<Request> r, int rank, const char *what) {
   check(ok, std::string(what) + " completed", rank);
   return ok;
 }
-} // namespace
-
-int main(int argc, char **argv) {
-  if (!launchedByMpi()) {
-    std::fprintf(stderr, "run me with mpirun -np N [ranks-per-node "
-                         "flat|hierarchical]\n");
-    return 2;
-  }
-  MpiOptions options;
-  if (argc == 3) {
-    options.ranksPerNode = std::atoi(argv[1]);
-    options.allReduce = argv[2];
-  }
+/// Every collective over the world.
+void everyCollective(Collectives *comm) {
   std::string error;
-  std::unique_ptr<Collectives> comm = startMpi(options, &error);
-  if (!comm) {
-    std::fprintf(stderr, "startMpi: %s\n", error.c_str());
-    return 1;
-  }
   const int r = comm->rank(), n = comm->size();
   const size_t count = 5;
 
@@ -214,6 +204,142 @@ int main(int argc, char **argv) {
           "send to rank n refused: " + why, r);
   }
   check(comm->barrier(&error), "barrier", r);
+}
+
+/// Communicators split from the world: by parity of the world rank,
+/// ranked in reverse (key -r), and one of them split again.
+void splits(Collectives &world) {
+  const int r = world.rank(), n = world.size();
+  std::string error;
+  std::unique_ptr<Collectives> half = world.split(r % 2, -r, &error);
+  check(bool(half), "split: " + error, r);
+  if (!half)
+    return;
+  // The ranks of this parity, highest world rank first.
+  std::vector<int> members;
+  for (int p = n - 1; p >= 0; --p)
+    if (p % 2 == r % 2)
+      members.push_back(p);
+  const int m = int(members.size());
+  check(half->size() == m, "split size", r);
+  check(half->rank() ==
+            int(std::find(members.begin(), members.end(), r) - members.begin()),
+        "split rank in key order", r);
+  check(half->localRank() == world.localRank(), "split keeps the local rank",
+        r);
+  const size_t count = 3;
+  std::vector<float> x(count), avg(count);
+  std::vector<uint16_t> b(count);
+  for (size_t i = 0; i < count; ++i) {
+    x[i] = avg[i] = float(r + 1 + i);
+    b[i] = floatToBf16(float(r + 1 + i));
+  }
+  run(half->allReduce(x.data(), count, DType::F32, ReduceOp::Sum, &error), r,
+      "split allReduce");
+  run(half->allReduce(avg.data(), count, DType::F32, ReduceOp::Avg, &error), r,
+      "split allReduce avg");
+  run(half->allReduce(b.data(), count, DType::BF16, ReduceOp::Sum, &error), r,
+      "split bf16 allReduce");
+  for (size_t i = 0; i < count; ++i) {
+    float sum = 0;
+    for (int p : members)
+      sum += float(p + 1 + i);
+    check(x[i] == sum, "split allReduce sums its members alone", r);
+    check(avg[i] == sum / float(m), "split avg divides by its size", r);
+    check(bf16ToFloat(b[i]) == sum, "split bf16 allReduce", r);
+  }
+  // Every member's world rank, in the split's rank order.
+  int64_t mine = r;
+  std::vector<int64_t> ranks(size_t(m), -1);
+  run(half->allGather(&mine, ranks.data(), 1, DType::I64, &error), r,
+      "split allGather");
+  check(ranks == std::vector<int64_t>(members.begin(), members.end()),
+        "split allGather in the split's rank order", r);
+  check(half->barrier(&error), "split barrier: " + error, r);
+  std::string why;
+  check(!half->send(&mine, 1, DType::I64, m, 0, &why) &&
+            why.find("not in [0, " + std::to_string(m) + ")") !=
+                std::string::npos,
+        "split send to rank m refused: " + why, r);
+  // Split again: every rank alone.
+  std::unique_ptr<Collectives> alone = half->split(half->rank(), 0, &error);
+  check(alone && alone->size() == 1 && alone->rank() == 0,
+        "split of a split: " + error, r);
+  if (alone) {
+    float one = 5;
+    run(alone->allReduce(&one, 1, DType::F32, ReduceOp::Sum, &error), r,
+        "allReduce alone");
+    check(one == 5, "allReduce alone keeps the value", r);
+  }
+  check(!world.split(-1, 0, &why) && why.find("color -1") != std::string::npos,
+        "a negative color refused: " + why, r);
+}
+
+/// Pairs {0, 1} and {2, 3}: the first of each issues an all-reduce that
+/// the second joins 3 s later; with a 1 s watchdog the first wait fails
+/// naming the pair's world ranks, and waiting again completes it.
+void watchdog(Collectives &world) {
+  const int r = world.rank();
+  std::string error;
+  std::unique_ptr<Collectives> pair = world.split(r / 2, r, &error);
+  check(bool(pair), "split: " + error, r);
+  if (!pair)
+    return;
+  float x = float(r);
+  if (pair->rank() == 1)
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+  std::unique_ptr<Request> request =
+      pair->allReduce(&x, 1, DType::F32, ReduceOp::Sum, &error);
+  check(bool(request), "issued: " + error, r);
+  if (!request)
+    return;
+  std::string why;
+  if (pair->rank() == 0) {
+    std::string group = std::to_string(r) + ", " + std::to_string(r + 1);
+    check(!request->wait(&why) &&
+              why.find("MPI_Iallreduce of 1 f32 elements among world ranks " +
+                       group + " (world rank " + std::to_string(r) +
+                       ", this rank's collective ") != std::string::npos &&
+              why.find("did not complete within 1 s") != std::string::npos,
+          "a late partner times out: " + why, r);
+  }
+  // Waited for again (the 1 s watchdog each time) until the partner came.
+  bool done = false;
+  for (int tries = 0; tries < 10 && !done; ++tries)
+    done = request->wait(&why);
+  check(done, "then completes: " + why, r);
+  check(x == float(2 * (r / 2) * 2 + 1), "the pair's sum", r);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (!launchedByMpi()) {
+    std::fprintf(stderr, "run me with mpirun -np N [ranks-per-node "
+                         "flat|hierarchical]\n");
+    return 2;
+  }
+  MpiOptions options;
+  if (argc == 3) {
+    options.ranksPerNode = std::atoi(argv[1]);
+    options.allReduce = argv[2];
+  }
+  const bool watchdogOnly = argc == 2 && std::string(argv[1]) == "watchdog";
+  if (watchdogOnly)
+    options.timeoutSeconds = 1;
+  std::string error;
+  std::unique_ptr<Collectives> comm = startMpi(options, &error);
+  if (!comm) {
+    std::fprintf(stderr, "startMpi: %s\n", error.c_str());
+    return 1;
+  }
+  const int r = comm->rank();
+  if (watchdogOnly) {
+    watchdog(*comm);
+  } else {
+    everyCollective(comm.get());
+    splits(*comm);
+  }
 
   int64_t failed = failures;
   std::unique_ptr<Request> total =

@@ -465,6 +465,82 @@ inline bool writeMeshRegressionArtifact(const std::string &dir, int ranks,
   return params.write(dir + "/params.safetensors", nullptr);
 }
 
+/// The regression artifact on a mesh [dp=`dp`, tp=`tp`] (dp * tp ranks;
+/// tp 1, 2 or 4): the ranks of a tp group take the same micro-batch (the
+/// trainer batches by the dp coordinate alone) and split w's update, w's
+/// momentum a shard along dim 0 over tp ([4 / tp, 1] per rank); the loss
+/// and the gradients are averaged over dp. train_step: dw and db
+/// all-reduced (mean) over dp, this tp rank's rows of dw and w taken
+/// (rank_slice over tp), updated with its momentum shard, the rows
+/// all-gathered over tp back into w. `forward` takes the whole w and
+/// communicates nothing. Equivalent to writeRegressionArtifact trained by
+/// one process with --accumulate dp.
+inline bool writeTensorParallelRegressionArtifact(const std::string &dir,
+                                                  int dp, int tp) {
+  const int64_t k = kFeatures / tp;
+  const char *momentum = k == 4   ? "lr_momentum_w"
+                         : k == 2 ? "lr_momentum_2"
+                                  : "lr_momentum_b";
+  const std::string shard = "{\"axis\": \"tp\", \"shape\": [" +
+                            std::to_string(kFeatures) + ", 1], \"dim\": 0}";
+  std::vector<EntryBuilder> entries;
+  {
+    EntryBuilder e("train_step");
+    ForwardIds f = regressionForward(e);
+    int wm = e.buffer("f32", {k, 1});
+    int bm = e.buffer("f32", {1});
+    int step = e.buffer("i64", {});
+    int dw = e.buffer("f32", {kFeatures, 1});
+    int db = e.buffer("f32", {1});
+    int next = e.buffer("i64", {});
+    int lr = e.buffer("f32", {});
+    int lossMean = e.buffer("f32", {});
+    int ws = e.buffer("f32", {k, 1});
+    int dws = e.buffer("f32", {k, 1});
+    e.input("w.momentum", "state", wm, shard);
+    e.input("b.momentum", "state", bm);
+    e.input("step", "input", step);
+    e.gemm(f.x, f.dpred, dw, 1, kFeatures, 1, kBatch, true, false, 0, 0, 0);
+    e.kernel("lr_sum", {f.dpred, db});
+    e.collective("all_reduce", "mean", "dp", db, db);
+    e.collective("all_reduce", "mean", "dp", dw, dw);
+    e.collective("rank_slice", "", "tp", dw, dws);
+    e.collective("rank_slice", "", "tp", f.w, ws);
+    e.kernel(momentum, {ws, wm, dws});
+    e.collective("all_gather", "", "tp", ws, f.w);
+    e.kernel("lr_momentum_b", {f.b, bm, db});
+    e.kernel("inc_step", {step, next});
+    e.kernel("lr_const", {lr});
+    e.collective("all_reduce", "mean", "dp", f.loss, lossMean);
+    e.output("loss", "output", lossMean);
+    e.output("w", "output", f.w);
+    e.output("b", "output", f.b);
+    e.output("w.momentum", "output", wm, shard);
+    e.output("b.momentum", "output", bm);
+    e.output("step", "output", next);
+    e.output("lr", "output", lr);
+    entries.push_back(e);
+  }
+  {
+    EntryBuilder e("forward");
+    ForwardIds f = regressionForward(e);
+    e.output("loss", "output", f.loss);
+    entries.push_back(e);
+  }
+  writeBytes(dir + "/plan.json",
+             planJson(entries, "\"kernels.so\"", "\"params.safetensors\"",
+                      meshJson({"dp", "tp"}, {dp, tp})));
+  if (!installKernels(dir))
+    return false;
+  SafetensorsWriter params;
+  float zeros[kFeatures] = {0, 0, 0, 0};
+  params.add("w", DType::F32, {kFeatures, 1}, zeros, sizeof zeros);
+  params.add("b", DType::F32, {1}, zeros, 4);
+  params.add("w.momentum", DType::F32, {kFeatures, 1}, zeros, sizeof zeros);
+  params.add("b.momentum", DType::F32, {1}, zeros, 4);
+  return params.write(dir + "/params.safetensors", nullptr);
+}
+
 /// y = x . [1, -2, 3, 0.5] + 0.25 for `samples` random x in [-1, 1].
 inline bool writeRegressionData(const std::string &path, int64_t samples,
                                 uint32_t seed = 1) {

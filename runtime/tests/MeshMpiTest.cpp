@@ -17,7 +17,8 @@
 //
 // Exit status 0 only if every check on every rank passed; rank 0 prints
 // the total. `LoomRTMeshMpiTest --write DIR RANKS` (no MPI) writes the
-// ZeRO-3 artifact, data and inputs for CTest's loom-run-under-mpirun tests.
+// ZeRO-3 artifact, a [dp=2, tp=2] one, data and inputs for CTest's
+// loom-run-under-mpirun tests.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +27,7 @@
 #include "tool/MpiCollectives.h"
 
 #include "loomrt/Artifact.h"
+#include "loomrt/Mesh.h"
 #include "loomrt/Trainer.h"
 
 #include <cmath>
@@ -329,11 +331,265 @@ void training(Collectives &comm, const std::string &dir) {
   }
 }
 
-/// For CTest's loom-run tests: the ZeRO-3 model for `ranks` ranks, data,
-/// and the inputs of one forward.
+/// A mesh [dp=2, tp=2] on 4 ranks (rank = i_dp * 2 + i_tp): every op of a
+/// collective step over each axis, which must reach the ranks of this
+/// rank's group on that axis alone. World rank q contributes q + 1 + i at
+/// element i; the ranks of this rank's dp group are {i_tp, 2 + i_tp}, of
+/// its tp group {2 * i_dp, 2 * i_dp + 1}.
+void twoAxisSteps(Collectives &comm, const std::string &dir) {
+  const int q = comm.rank(), idp = q / 2, itp = q % 2;
+  const int64_t c = 3, len = 2 * c;
+  EntryBuilder e("main");
+  int x = e.buffer("f32", {len});
+  int xd = e.buffer("f64", {len});
+  int sumDp = e.buffer("f32", {len}), sumTp = e.buffer("f32", {len});
+  int maxDp = e.buffer("f32", {len}), meanTp = e.buffer("f64", {len});
+  int rsDp = e.buffer("f32", {c}), rsTp = e.buffer("f32", {c});
+  int agDp = e.buffer("f32", {len}), agTp = e.buffer("f32", {len});
+  int slDp = e.buffer("f32", {c}), slTp = e.buffer("f32", {c});
+  e.input("x", "input", x);
+  e.input("xd", "input", xd);
+  e.collective("all_reduce", "sum", "dp", x, sumDp);
+  e.collective("all_reduce", "sum", "tp", x, sumTp);
+  e.collective("all_reduce", "max", "dp", x, maxDp);
+  e.collective("all_reduce", "mean", "tp", xd, meanTp);
+  e.collective("reduce_scatter", "sum", "dp", x, rsDp);
+  e.collective("reduce_scatter", "sum", "tp", x, rsTp);
+  e.collective("all_gather", "", "tp", rsDp, agDp);
+  e.collective("all_gather", "", "dp", rsTp, agTp);
+  e.collective("rank_slice", "", "dp", x, slDp);
+  e.collective("rank_slice", "", "tp", x, slTp);
+  for (int id :
+       {sumDp, sumTp, maxDp, meanTp, rsDp, rsTp, agDp, agTp, slDp, slTp})
+    e.output("out" + std::to_string(id), "output", id);
+  std::string artifactDir = dir + "/two-axes-" + std::to_string(q);
+  std::filesystem::create_directories(artifactDir);
+  writeBytes(artifactDir + "/plan.json",
+             planJson({e}, "null", "null", meshJson({"dp", "tp"}, {2, 2})));
+  std::string error;
+  std::unique_ptr<Artifact> artifact = Artifact::load(artifactDir, &error);
+  check(bool(artifact), "2x2 load: " + error);
+  if (!artifact)
+    return;
+  artifact->setCollectives(&comm);
+  std::vector<float> xf(len);
+  std::vector<double> xdv(len);
+  for (int64_t i = 0; i < len; ++i)
+    xdv[i] = xf[i] = float(q + 1 + i);
+  NpyArray in = arrayOf(DType::F32, xf), ind = arrayOf(DType::F64, xdv);
+  // x's element i on world rank p.
+  auto of = [](int p, int64_t i) { return double(p + 1 + i); };
+  const int dpPeers[2] = {itp, 2 + itp}, tpPeers[2] = {2 * idp, 2 * idp + 1};
+  std::vector<NpyArray> out;
+  for (int run = 0; run < 2; ++run) {
+    bool ran = artifact->run("main", {{"x", &in}, {"xd", &ind}}, &out, &error);
+    check(ran, "2x2 run: " + error);
+    if (!ran)
+      return;
+    std::vector<float> sDp = valuesOf<float>(out[0]),
+                       sTp = valuesOf<float>(out[1]),
+                       mDp = valuesOf<float>(out[2]),
+                       rDp = valuesOf<float>(out[4]),
+                       rTp = valuesOf<float>(out[5]),
+                       gDp = valuesOf<float>(out[6]),
+                       gTp = valuesOf<float>(out[7]),
+                       lDp = valuesOf<float>(out[8]),
+                       lTp = valuesOf<float>(out[9]);
+    std::vector<double> mTp = valuesOf<double>(out[3]);
+    auto sum = [&](const int *peers, int64_t i) {
+      return of(peers[0], i) + of(peers[1], i);
+    };
+    for (int64_t i = 0; i < len; ++i) {
+      std::string at = " element " + std::to_string(i);
+      check(sDp[i] == float(sum(dpPeers, i)), "2x2 all_reduce sum dp" + at);
+      check(sTp[i] == float(sum(tpPeers, i)), "2x2 all_reduce sum tp" + at);
+      check(mDp[i] == float(of(2 + itp, i)), "2x2 all_reduce max dp" + at);
+      check(mTp[i] == sum(tpPeers, i) / 2, "2x2 all_reduce mean tp" + at);
+      int64_t b = i / c, j = i % c;
+      // all_gather over tp of the dp reduce-scatter: tp member b of this
+      // rank's tp group holds the dp sum (over its own dp group {b, 2 +
+      // b}) of block idp.
+      int dpGroupOfB[2] = {int(b), 2 + int(b)};
+      check(gDp[i] == float(sum(dpGroupOfB, idp * c + j)),
+            "2x2 all_gather tp of reduce_scatter dp" + at);
+      // all_gather over dp of the tp reduce-scatter: dp member b holds the
+      // tp sum (over {2b, 2b + 1}) of block itp.
+      int tpGroupOfB[2] = {2 * int(b), 2 * int(b) + 1};
+      check(gTp[i] == float(sum(tpGroupOfB, itp * c + j)),
+            "2x2 all_gather dp of reduce_scatter tp" + at);
+    }
+    for (int64_t j = 0; j < c; ++j) {
+      std::string at = " element " + std::to_string(j);
+      check(rDp[j] == float(sum(dpPeers, idp * c + j)),
+            "2x2 reduce_scatter dp" + at);
+      check(rTp[j] == float(sum(tpPeers, itp * c + j)),
+            "2x2 reduce_scatter tp" + at);
+      check(lDp[j] == float(of(q, idp * c + j)), "2x2 rank_slice dp" + at);
+      check(lTp[j] == float(of(q, itp * c + j)), "2x2 rank_slice tp" + at);
+    }
+  }
+  const MeshComms *comms = artifact->meshComms(&error);
+  check(comms && comms->index(0) == idp && comms->index(1) == itp &&
+            comms->axis(0)->size() == 2 && comms->axis(1)->rank() == itp,
+        "2x2 coordinates: " + error);
+  artifact->setCollectives(nullptr);
+}
+
+/// gatherTensors of shards along a dimension over a [dp=2, tp=2] mesh:
+/// each rank fills its shard from the definition, with values that carry
+/// its coordinate on the other axis, and the gather must join the shards
+/// of its group on the shard's axis alone.
+void twoAxisGather(Collectives &comm) {
+  const int q = comm.rank(), idp = q / 2, itp = q % 2;
+  // w [2, 12] along dim 1 over tp in 3 groups (blocks of 2 columns); v
+  // [4, 3] along dim 0 over dp; m [5] flat over tp.
+  EntryBuilder e("main");
+  e.input("w", "param", e.buffer("f32", {2, 6}),
+          "{\"axis\": \"tp\", \"shape\": [2, 12], \"dim\": 1, "
+          "\"groups\": 3}");
+  e.input("v", "param", e.buffer("f32", {2, 3}),
+          "{\"axis\": \"dp\", \"shape\": [4, 3], \"dim\": 0}");
+  e.input("m", "state", e.buffer("f32", {3}), shardJson("tp", {5}));
+  std::string error;
+  std::optional<Plan> plan =
+      parsePlan(planJson({e}, "null", "null", meshJson({"dp", "tp"}, {2, 2})),
+                "plan.json", &error);
+  check(bool(plan), "2x2 gather plan: " + error);
+  if (!plan)
+    return;
+  // w's whole value at (row, col): 100 * idp + 12 * row + col + 1 (the
+  // same on both ranks of a tp group, another on the other group). This
+  // rank's shard: columns g * 4 + itp * 2 + {0, 1} for g = 0, 1, 2.
+  std::vector<float> w, wantW, v, wantV, m, wantM;
+  for (int row = 0; row < 2; ++row)
+    for (int g = 0; g < 3; ++g)
+      for (int j = 0; j < 2; ++j)
+        w.push_back(float(100 * idp + 12 * row + g * 4 + itp * 2 + j + 1));
+  for (int i = 0; i < 24; ++i)
+    wantW.push_back(float(100 * idp + i + 1));
+  // v's at (row, col): 1000 * itp + 3 * row + col + 1; rows 2 * idp + {0,
+  // 1} here.
+  for (int i = 0; i < 6; ++i)
+    v.push_back(float(1000 * itp + 6 * idp + i + 1));
+  for (int i = 0; i < 12; ++i)
+    wantV.push_back(float(1000 * itp + i + 1));
+  // m's element i: 100 * idp + i + 1 (k = 3, the last one padding).
+  for (int i = 0; i < 3; ++i) {
+    int at = 3 * itp + i;
+    m.push_back(at < 5 ? float(100 * idp + at + 1) : 0.0f);
+  }
+  for (int i = 0; i < 5; ++i)
+    wantM.push_back(float(100 * idp + i + 1));
+  for (bool kept : {false, true}) {
+    std::string how = kept ? " (MeshComms)" : " (world)";
+    std::map<std::string, NpyArray> tensors;
+    tensors["w"] = f32Array({2, 6}, w);
+    tensors["v"] = f32Array({2, 3}, v);
+    tensors["m"] = f32Array({3}, m);
+    bool ok;
+    if (kept) {
+      MeshComms comms;
+      ok = comms.build(*plan, &comm, "the test", &error) &&
+           gatherTensors(*plan, comms, tensors, &error);
+    } else {
+      ok = gatherTensors(*plan, &comm, tensors, &error);
+    }
+    check(ok, "2x2 gatherTensors" + how + ": " + error);
+    if (!ok)
+      continue;
+    check(tensors["w"].shape == std::vector<int64_t>{2, 12} &&
+              f32Values(tensors["w"]) == wantW,
+          "2x2 gather of w along dim 1, 3 groups, over tp" + how);
+    check(tensors["v"].shape == std::vector<int64_t>{4, 3} &&
+              f32Values(tensors["v"]) == wantV,
+          "2x2 gather of v along dim 0 over dp" + how);
+    check(tensors["m"].shape == std::vector<int64_t>{5} &&
+              f32Values(tensors["m"]) == wantM,
+          "2x2 gather of flat m over tp" + how);
+    // And back: this rank's shards again.
+    check(shardTensors(*plan, &comm, tensors, &error) &&
+              f32Values(tensors["w"]) == w && f32Values(tensors["v"]) == v &&
+              f32Values(tensors["m"]) == m,
+          "2x2 shardTensors" + how + ": " + error);
+  }
+}
+
+/// The regression model on a mesh with a tp axis (Fixtures.h): dp * tp =
+/// the world, against one process with --accumulate dp, bit for bit (the
+/// only reductions are over dp, of 1 or 2 values); checkpoints of whole
+/// tensors (w's momentum gathered over tp) resumed on the mesh and in one
+/// process.
+void tensorParallelTraining(Collectives &comm, const std::string &dir) {
+  const int n = comm.size();
+  const bool lead = comm.rank() == 0;
+  std::vector<std::pair<int, int>> meshes = {{1, n}};
+  if (n == 4)
+    meshes.push_back({2, 2});
+  std::string error;
+  for (auto [dp, tp] : meshes) {
+    std::string name =
+        "mesh dp=" + std::to_string(dp) + ", tp=" + std::to_string(tp);
+    std::string path =
+        dir + "/tp-" + std::to_string(dp) + "x" + std::to_string(tp) + ".loom";
+    if (lead) {
+      std::filesystem::create_directories(path);
+      check(writeTensorParallelRegressionArtifact(path, dp, tp),
+            "write " + path);
+    }
+    comm.barrier(&error);
+    std::unique_ptr<Artifact> plain = loadOrFail(dir + "/plain.loom");
+    std::unique_ptr<Artifact> mesh = loadOrFail(path);
+    if (!plain || !mesh)
+      continue;
+    TrainOptions ref;
+    ref.dataPath = dir + "/data.npz";
+    ref.steps = 6;
+    ref.progress = ProgressMode::None;
+    ref.accumulate = dp;
+    TrainResult reference;
+    if (!trainOk(*plain, ref, &reference, name + " reference"))
+      continue;
+    TrainOptions o = ref;
+    o.accumulate = 1;
+    o.collectives = &comm;
+    o.checkpointDir = path + "/ckpt";
+    o.saveEvery = 3;
+    o.evalDataPath = dir + "/data.npz";
+    TrainResult result;
+    if (!trainOk(*mesh, o, &result, name))
+      continue;
+    compare(result.tensors, reference.tensors, 0, name);
+    // The plan's mean of f32 losses against the trainer's in f64.
+    check(std::fabs(result.lastLoss - reference.lastLoss) <=
+              1e-6 * std::max(1.0, std::fabs(reference.lastLoss)),
+          name + ": loss " + std::to_string(result.lastLoss) + " vs " +
+              std::to_string(reference.lastLoss));
+    check(result.position.accumulate == dp,
+          name + ": a step takes dp micro-batches");
+
+    TrainOptions again = o;
+    again.checkpointDir.clear();
+    again.saveEvery = 0;
+    again.resumePath = o.checkpointDir + "/" + checkpointFileName(3);
+    TrainResult resumed;
+    if (trainOk(*mesh, again, &resumed, name + " resumed"))
+      compare(resumed.tensors, result.tensors, 0, name + " resumed");
+    TrainOptions alone = ref;
+    alone.resumePath = again.resumePath;
+    if (trainOk(*plain, alone, &resumed, name + " resumed alone"))
+      compare(resumed.tensors, reference.tensors, 0, name + " resumed alone");
+    comm.barrier(&error);
+  }
+}
+
+/// For CTest's loom-run tests: the ZeRO-3 model for `ranks` ranks, the
+/// tensor-parallel one for a mesh [dp=2, tp=2], data, and the inputs of
+/// one forward.
 int writeFixtures(const std::string &dir, int ranks) {
   std::filesystem::create_directories(dir + "/zero3.loom");
+  std::filesystem::create_directories(dir + "/tp2x2.loom");
   if (!writeMeshRegressionArtifact(dir + "/zero3.loom", ranks, 3) ||
+      !writeTensorParallelRegressionArtifact(dir + "/tp2x2.loom", 2, 2) ||
       !writeRegressionData(dir + "/data.npz", 64))
     return 1;
   std::vector<float> x(kBatch * kFeatures, 0.5f), y(kBatch, 1.0f);
@@ -373,7 +629,12 @@ int main(int argc, char **argv) {
     return 1;
   }
   collectiveSteps(*comm, path);
+  if (comm->size() == 4) {
+    twoAxisSteps(*comm, path);
+    twoAxisGather(*comm);
+  }
   training(*comm, path);
+  tensorParallelTraining(*comm, path);
 
   int64_t totals[2] = {failures, checks};
   waitFor(comm->allReduce(totals, 2, DType::I64, ReduceOp::Sum, &error),

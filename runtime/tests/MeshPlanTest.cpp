@@ -466,6 +466,184 @@ TEST(MeshPlan, ParamsHoldWholeTensors) {
                     "(state input of entry 'main')");
 }
 
+//===----------------------------------------------------------------------===//
+// Shards along a dimension
+//===----------------------------------------------------------------------===//
+
+/// `"shard"` along dimension `dim` (with `groups` when not empty).
+std::string dimShard(const std::string &axis, const std::string &shape,
+                     const std::string &dim, const std::string &groups = "") {
+  return "{\"axis\": \"" + axis + "\", \"shape\": " + shape +
+         ", \"dim\": " + dim +
+         (groups.empty() ? std::string() : ", \"groups\": " + groups) + "}";
+}
+
+/// An entry taking param w, buffer `buffer`, with `shard`, and giving its
+/// new value alike; mesh dp=2, tp=`tp`.
+std::string dimPlan(const std::vector<int64_t> &buffer,
+                    const std::string &shard, int64_t tp = 2) {
+  EntryBuilder e("main");
+  int w = e.buffer("f32", buffer);
+  e.input("w", "param", w, shard);
+  e.output("w", "output", w, shard);
+  return planJson({e}, "null", "null", meshJson({"dp", "tp"}, {2, tp}));
+}
+
+TEST(MeshPlan, AcceptsShardsAlongADimension) {
+  std::optional<Plan> plan =
+      accepted(dimPlan({2, 3}, dimShard("tp", "[2, 6]", "1", "3")));
+  ASSERT_TRUE(plan);
+  const Binding &w = plan->entries[0].inputs[0];
+  ASSERT_TRUE(w.shard);
+  EXPECT_EQ(w.shard->axis, "tp");
+  EXPECT_EQ(w.shard->ranks, 2);
+  EXPECT_EQ(w.shard->dim, 1);
+  EXPECT_EQ(w.shard->groups, 3);
+  EXPECT_TRUE(w.shard->alongDim());
+  EXPECT_EQ(w.wholeShape(), (std::vector<int64_t>{2, 6}));
+  EXPECT_EQ(w.wholeBytes(), 48u);
+  EXPECT_EQ(describeBinding(w),
+            "f32 [2, 3] (shard of [2, 6] over tp, dim 1, 3 groups)");
+  EXPECT_EQ(plan->mesh->axesLargerThanOne(), 2);
+  // groups defaults to 1; dim 0; a null groups is absent.
+  plan = accepted(dimPlan({3, 6}, dimShard("dp", "[6, 6]", "0")));
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->entries[0].inputs[0].shard->groups, 1);
+  EXPECT_EQ(describeBinding(plan->entries[0].inputs[0]),
+            "f32 [3, 6] (shard of [6, 6] over dp, dim 0)");
+  EXPECT_TRUE(accepted(dimPlan({3, 6}, dimShard("dp", "[6, 6]", "0", "null"))));
+  // Flat shards keep dim -1.
+  plan = accepted(meshPlan());
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->entries[0].inputs[1].shard->dim, -1);
+  EXPECT_FALSE(plan->entries[0].inputs[1].shard->alongDim());
+  // An axis of one rank: the whole shape.
+  EXPECT_TRUE(accepted(dimPlan({2, 6}, dimShard("tp", "[2, 6]", "1", "3"), 1)));
+}
+
+TEST(MeshPlan, ShardDimIsADimensionOfTheShape) {
+  EXPECT_HAS(refusal(dimPlan({2, 3}, dimShard("tp", "[2, 6]", "2"))),
+             "entry 'main': input 0: shard: field 'dim': 2 is not a "
+             "dimension of [2, 6] (expected 0 to 1)");
+  EXPECT_HAS(refusal(dimPlan({2, 3}, dimShard("tp", "[2, 6]", "-1"))),
+             "input 0: shard: field 'dim': -1 is not a dimension of [2, 6]");
+  EXPECT_HAS(refusal(dimPlan({}, dimShard("tp", "[]", "0"))),
+             "input 0: shard: field 'dim': 0 is not a dimension of [] (a 0-D "
+             "tensor has none)");
+  EXPECT_HAS(refusal(dimPlan({2, 3}, dimShard("tp", "[2, 6]", "\"1\""))),
+             "input 0: shard: field 'dim': expected an integer, got string");
+  EXPECT_HAS(refusal(dimPlan({2, 3}, dimShard("tp", "[2, 6]", "1.0"))),
+             "input 0: shard: field 'dim': expected an integer");
+}
+
+TEST(MeshPlan, ShardGroupsArePositiveAndNeedADim) {
+  EXPECT_HAS(refusal(dimPlan({2, 3}, dimShard("tp", "[2, 6]", "1", "0"))),
+             "entry 'main': input 0: shard: field 'groups': expected at "
+             "least 1 group, got 0");
+  EXPECT_HAS(refusal(dimPlan({2, 3}, dimShard("tp", "[2, 6]", "1", "-3"))),
+             "field 'groups': expected at least 1 group, got -3");
+  EXPECT_HAS(refusal(dimPlan({2, 3}, dimShard("tp", "[2, 6]", "1", "true"))),
+             "field 'groups': expected an integer, got boolean");
+  EXPECT_HAS(refusal(dimPlan({6}, "{\"axis\": \"tp\", \"shape\": [2, "
+                                  "6], \"groups\": 3}")),
+             "entry 'main': input 0: shard: field 'groups': groups without "
+             "'dim': only a shard along a dimension has groups");
+}
+
+TEST(MeshPlan, ShardDimSplitsIntoGroupsOfRanksBlocks) {
+  // 6 columns: 3 groups of 2, but 4 groups do not divide them, nor do 2
+  // groups of 3 columns split over 2 ranks.
+  EXPECT_HAS(refusal(dimPlan({2, 3}, dimShard("tp", "[2, 6]", "1", "4"))),
+             "entry 'main': input 0: shard: field 'dim': dimension 1 of [2, "
+             "6] (6) does not split into 4 groups of 2 equal blocks (one per "
+             "rank of tp)");
+  EXPECT_HAS(refusal(dimPlan({2, 3}, dimShard("tp", "[2, 6]", "1", "2"))),
+             "dimension 1 of [2, 6] (6) does not split into 2 groups of 2 "
+             "equal blocks");
+  EXPECT_HAS(refusal(dimPlan({1, 6}, dimShard("tp", "[3, 6]", "0"))),
+             "dimension 0 of [3, 6] (3) does not split into 1 group of 2 "
+             "equal blocks");
+}
+
+TEST(MeshPlan, DimShardedBindingIsTheRanksBlocks) {
+  // The shard of [2, 6] along dim 1 over 2 ranks is [2, 3].
+  EXPECT_HAS(refusal(dimPlan({2, 6}, dimShard("tp", "[2, 6]", "1", "3"))),
+             "entry 'main': input 0: field 'shard': 'w' is f32 [2, 6], but a "
+             "shard of [2, 6] along dim 1 over tp (2 ranks) is [2, 3]");
+  EXPECT_HAS(refusal(dimPlan({6}, dimShard("tp", "[2, 6]", "1"))),
+             "'w' is f32 [6], but a shard of [2, 6] along dim 1 over tp (2 "
+             "ranks) is [2, 3]");
+  // Not flattened: [k] of the flat form is refused along a dimension.
+  EXPECT_HAS(refusal(dimPlan({1, 6}, dimShard("tp", "[2, 6]", "1"))),
+             "is [2, 3]");
+}
+
+TEST(MeshPlan, DimShardsAgreeAcrossEntries) {
+  // The same buffer shape, another number of groups.
+  EntryBuilder a("a"), b("b");
+  a.input("w", "param", a.buffer("f32", {2, 3}),
+          dimShard("tp", "[2, 6]", "1", "3"));
+  b.input("w", "param", b.buffer("f32", {2, 3}), dimShard("tp", "[2, 6]", "1"));
+  EXPECT_HAS(
+      refusal(planJson({a, b}, "null", "null", meshJson({"dp", "tp"}, {2, 2}))),
+      "entry 'b': param 'w' is f32 [2, 3] (shard of [2, 6] over tp, "
+      "dim 1) but another entry has it as param f32 [2, 3] (shard of "
+      "[2, 6] over tp, dim 1, 3 groups)");
+  // Sharded by dim in one entry, whole in another.
+  EntryBuilder c("c");
+  c.input("w", "param", c.buffer("f32", {2, 6}));
+  EXPECT_HAS(
+      refusal(planJson({a, c}, "null", "null", meshJson({"dp", "tp"}, {2, 2}))),
+      "entry 'c': param 'w' is f32 [2, 6] but another entry has it "
+      "as param f32 [2, 3] (shard of [2, 6] over tp, dim 1, 3 "
+      "groups)");
+  // Alike everywhere: accepted.
+  EntryBuilder d("d");
+  d.input("w", "param", d.buffer("f32", {2, 3}),
+          dimShard("tp", "[2, 6]", "1", "3"));
+  EXPECT_TRUE(accepted(
+      planJson({a, d}, "null", "null", meshJson({"dp", "tp"}, {2, 2}))));
+}
+
+TEST(MeshPlan, DimShardsNewValuesKeepTheirSharding) {
+  EntryBuilder e("main");
+  int w = e.buffer("f32", {2, 3});
+  e.input("w", "param", w, dimShard("tp", "[2, 6]", "1", "3"));
+  e.output("w", "output", w, dimShard("tp", "[2, 6]", "1"));
+  EXPECT_HAS(
+      refusal(planJson({e}, "null", "null", meshJson({"dp", "tp"}, {2, 2}))),
+      "entry 'main': output 0: 'w' is f32 [2, 3] (shard of [2, 6] over "
+      "tp, dim 1) but the input of that name is f32 [2, 3] (shard of "
+      "[2, 6] over tp, dim 1, 3 groups)");
+}
+
+TEST(MeshPlan, DimShardedParamsAreWholeInTheFile) {
+  TempDir dir;
+  EntryBuilder e("main");
+  int w = e.buffer("f32", {2, 3});
+  e.input("w", "param", w, dimShard("tp", "[2, 6]", "1", "3"));
+  e.output("w", "output", w, dimShard("tp", "[2, 6]", "1", "3"));
+  writeBytes(dir.file("plan.json"),
+             planJson({e}, "null", "\"params.safetensors\"",
+                      meshJson({"dp", "tp"}, {2, 2})));
+  float values[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  SafetensorsWriter whole;
+  whole.add("w", DType::F32, {2, 6}, values, 48);
+  std::string error;
+  ASSERT_TRUE(whole.write(dir.file("params.safetensors"), &error)) << error;
+  std::unique_ptr<Artifact> artifact = Artifact::load(dir.path(), &error);
+  ASSERT_TRUE(artifact) << error;
+  EXPECT_EQ(artifact->initialState().at("w").shape,
+            (std::vector<int64_t>{2, 6}));
+  SafetensorsWriter shard;
+  shard.add("w", DType::F32, {2, 3}, values, 24);
+  ASSERT_TRUE(shard.write(dir.file("params.safetensors"), &error)) << error;
+  EXPECT_FALSE(Artifact::load(dir.path(), &error));
+  EXPECT_HAS(error, "params.safetensors: tensor 'w' is f32 [2, 3], the plan "
+                    "expects f32 [2, 6] (whole; the plan shards it over tp) "
+                    "(param input of entry 'main')");
+}
+
 // Random damage to a mesh plan gives an error or a plan, never a crash (a
 // mesh axis of size 0 once divided by zero).
 TEST(MeshPlan, SurvivesRandomMutations) {

@@ -96,6 +96,148 @@ TEST(Shards, JoinDropsThePadding) {
   EXPECT_HAS(error, "the gathered shards hold 12 bytes, fewer than f32 [2, 2]");
 }
 
+/// f32 values 1, 2, ... in row-major order, shaped `shape`.
+NpyArray counting(std::vector<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = float(i + 1);
+  return f32Array(std::move(shape), v);
+}
+
+/// One case of a shard along a dimension: the whole tensor counting(shape)
+/// and, for each rank, the values its shard holds, written out by hand
+/// from the definition (docs/plan-format.md, "Shards").
+struct DimCase {
+  std::vector<int64_t> shape;
+  int64_t dim, groups;
+  std::vector<int64_t> shardShape;
+  std::vector<std::vector<float>> perRank;
+};
+
+TEST(Shards, AlongADimensionEachRankTakesItsBlockOfEveryGroup) {
+  const std::vector<DimCase> cases = {
+      // [[1 2 3 4], [5 6 7 8]] by columns over 2 ranks.
+      {{2, 4}, 1, 1, {2, 2}, {{1, 2, 5, 6}, {3, 4, 7, 8}}},
+      // [4, 2] by rows over 4 ranks: row r each.
+      {{4, 2}, 0, 1, {1, 2}, {{1, 2}, {3, 4}, {5, 6}, {7, 8}}},
+      // [2, 6] by columns, 3 groups of 2 columns over 2 ranks: rank 0 the
+      // columns 0, 2, 4, rank 1 the columns 1, 3, 5 (a fused QKV weight).
+      {{2, 6}, 1, 3, {2, 3}, {{1, 3, 5, 7, 9, 11}, {2, 4, 6, 8, 10, 12}}},
+      // [6, 2] by rows, 3 groups of 2 rows over 2 ranks: rows 0, 2, 4 and
+      // rows 1, 3, 5.
+      {{6, 2}, 0, 3, {3, 2}, {{1, 2, 5, 6, 9, 10}, {3, 4, 7, 8, 11, 12}}},
+      // [2, 12] by columns, 3 groups of 4 over 4 ranks: rank r the
+      // columns r, 4 + r, 8 + r.
+      {{2, 12},
+       1,
+       3,
+       {2, 3},
+       {{1, 5, 9, 13, 17, 21},
+        {2, 6, 10, 14, 18, 22},
+        {3, 7, 11, 15, 19, 23},
+        {4, 8, 12, 16, 20, 24}}},
+      // [12, 1] by rows, 3 groups of 4 over 4 ranks.
+      {{12, 1}, 0, 3, {3, 1}, {{1, 5, 9}, {2, 6, 10}, {3, 7, 11}, {4, 8, 12}}},
+      // [8] over 4 ranks, one group: 2 consecutive elements each.
+      {{8}, 0, 1, {2}, {{1, 2}, {3, 4}, {5, 6}, {7, 8}}},
+      // The middle dimension of [2, 2, 2]: [[[1 2] [3 4]] [[5 6] [7 8]]].
+      {{2, 2, 2}, 1, 1, {2, 1, 2}, {{1, 2, 5, 6}, {3, 4, 7, 8}}},
+  };
+  for (const DimCase &c : cases) {
+    int64_t ranks = int64_t(c.perRank.size());
+    std::string shape;
+    for (int64_t d : c.shape)
+      shape += (shape.empty() ? "[" : ", ") + std::to_string(d);
+    SCOPED_TRACE(shape + "] dim " + std::to_string(c.dim) + ", " +
+                 std::to_string(c.groups) + " group(s), " +
+                 std::to_string(ranks) + " ranks");
+    NpyArray whole = counting(c.shape);
+    NpyArray gathered;
+    gathered.dtype = DType::F32;
+    std::string error;
+    for (int64_t r = 0; r < ranks; ++r) {
+      NpyArray shard;
+      ASSERT_TRUE(sliceShard(whole, ranks, r, c.dim, c.groups, &shard, &error))
+          << error;
+      EXPECT_EQ(shard.shape, c.shardShape) << "rank " << r;
+      EXPECT_EQ(f32Values(shard), c.perRank[size_t(r)]) << "rank " << r;
+      gathered.data.insert(gathered.data.end(), shard.data.begin(),
+                           shard.data.end());
+    }
+    // The all-gathered buffers (rank order) back into the whole tensor.
+    NpyArray back;
+    ASSERT_TRUE(
+        joinShards(gathered, c.shape, ranks, c.dim, c.groups, &back, &error))
+        << error;
+    EXPECT_EQ(back.shape, c.shape);
+    EXPECT_EQ(f32Values(back), f32Values(whole));
+  }
+}
+
+TEST(Shards, AlongADimensionRoundTripsEveryDtype) {
+  for (DType dtype : {DType::F32, DType::BF16, DType::I64, DType::U8})
+    for (int64_t ranks : {1, 2, 4})
+      for (int64_t groups : {1, 3})
+        for (int64_t dim : {0, 1}) {
+          SCOPED_TRACE(std::string(dtypeToShortName(dtype)) + " dim " +
+                       std::to_string(dim) + ", " + std::to_string(groups) +
+                       " group(s), " + std::to_string(ranks) + " ranks");
+          std::vector<int64_t> shape = {5, 5};
+          shape[size_t(dim)] = 2 * groups * ranks;
+          NpyArray whole = iota(dtype, shape);
+          BindingShard layout;
+          layout.ranks = ranks;
+          layout.shape = shape;
+          layout.dim = dim;
+          layout.groups = groups;
+          NpyArray gathered;
+          gathered.dtype = dtype;
+          std::string error;
+          for (int64_t r = 0; r < ranks; ++r) {
+            NpyArray shard;
+            ASSERT_TRUE(sliceShard(whole, layout, r, &shard, &error)) << error;
+            std::vector<int64_t> expected = shape;
+            expected[size_t(dim)] /= ranks;
+            ASSERT_EQ(shard.shape, expected);
+            gathered.data.insert(gathered.data.end(), shard.data.begin(),
+                                 shard.data.end());
+          }
+          NpyArray back;
+          ASSERT_TRUE(joinShards(gathered, layout, &back, &error)) << error;
+          EXPECT_EQ(back.shape, shape);
+          EXPECT_EQ(back.data, whole.data);
+        }
+}
+
+TEST(Shards, AlongADimensionRefusesWhatDoesNotSplit) {
+  NpyArray whole = counting({2, 6}), out;
+  std::string error;
+  EXPECT_FALSE(sliceShard(whole, 2, 0, 2, 1, &out, &error));
+  EXPECT_EQ(error, "dimension 2 is not a dimension of [2, 6]");
+  EXPECT_FALSE(sliceShard(whole, 4, 0, 1, 1, &out, &error));
+  EXPECT_EQ(error, "dimension 1 of [2, 6] (6) does not split into 1 "
+                   "group(s) of 4 equal blocks");
+  EXPECT_FALSE(sliceShard(whole, 2, 0, 1, 2, &out, &error));
+  EXPECT_HAS(error, "does not split into 2 group(s) of 2 equal blocks");
+  EXPECT_FALSE(sliceShard(whole, 2, 2, 1, 1, &out, &error));
+  EXPECT_EQ(error, "rank 2 is not in [0, 2)");
+  EXPECT_FALSE(sliceShard(whole, 2, 0, -1, 3, &out, &error));
+  EXPECT_HAS(error, "3 groups without a dimension");
+  // Flat when dim < 0: 12 elements over 5 ranks, k = 3; rank 3 holds
+  // elements 9 to 11, rank 4 padding alone.
+  ASSERT_TRUE(sliceShard(whole, 5, 3, -1, 1, &out, &error)) << error;
+  EXPECT_EQ(f32Values(out), (std::vector<float>{10, 11, 12}));
+  ASSERT_TRUE(sliceShard(whole, 5, 4, -1, 1, &out, &error)) << error;
+  EXPECT_EQ(f32Values(out), (std::vector<float>{0, 0, 0}));
+  NpyArray half = counting({2, 3});
+  EXPECT_FALSE(joinShards(half, {2, 6}, 2, 1, 1, &out, &error));
+  EXPECT_EQ(error, "the gathered shards hold 24 bytes, not the 48 of f32 "
+                   "[2, 6]");
+}
+
 TEST(Shards, TensorsOfAMeshOfOneRankAreFlattened) {
   EntryBuilder e("main");
   e.input("w", "param", e.buffer("f32", {6}), shardJson("dp", {2, 3}));
@@ -131,10 +273,14 @@ TEST(Shards, TensorsOfAMeshOfOneRankAreFlattened) {
 /// Rank `rank` of `size` ranks (f32 only), where rank s holds this rank's
 /// values plus (s - rank), element by element. Nothing moves until a
 /// request is waited for; test() never completes one. Records, for every
-/// wait, how many test() calls came before it.
+/// wait, how many test() calls came before it. With `splitSize`, split()
+/// gives the FakeWorld of rank `key` of that many ranks, and records the
+/// call and the collectives issued on what it gave (by color); without,
+/// it cannot split.
 class FakeWorld final : public Collectives {
 public:
-  FakeWorld(int rank, int size) : rank_(rank), size_(size) {}
+  FakeWorld(int rank, int size, int splitSize = 0)
+      : rank_(rank), size_(size), splitSize(splitSize) {}
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
   int localRank() const noexcept override { return rank_; }
@@ -199,9 +345,21 @@ public:
     return refuse(error);
   }
   bool barrier(std::string *) noexcept override { return true; }
+  std::unique_ptr<Collectives> split(int color, int key,
+                                     std::string *error) noexcept override {
+    if (!splitSize)
+      return Collectives::split(color, key, error);
+    splits.push_back({color, key});
+    auto part = std::make_unique<FakeWorld>(key, splitSize);
+    part->parent = this;
+    part->color = color;
+    return part;
+  }
 
   std::vector<int> testsBeforeWait; ///< one entry per completed request
   int issued = 0;
+  std::vector<std::pair<int, int>> splits; ///< (color, key) of each split
+  std::map<int, int> issuedByColor;        ///< on the split ones
 
 private:
   class FakeRequest final : public Request {
@@ -233,13 +391,17 @@ private:
     if (dtype != DType::F32)
       return refuse(error);
     ++issued;
+    if (parent)
+      ++parent->issuedByColor[color];
     return std::make_unique<FakeRequest>(*this, std::move(move));
   }
   std::unique_ptr<Request> refuse(std::string *error) {
     *error = "not faked";
     return nullptr;
   }
-  int rank_, size_;
+  int rank_, size_, splitSize;
+  FakeWorld *parent = nullptr; ///< what this was split from
+  int color = 0;
 };
 
 /// Loads `plan` (the test kernels beside it) from a fresh directory.
@@ -455,7 +617,7 @@ TEST(MeshRun, EntriesThatDoNotCommunicateRunAnywhere) {
   EXPECT_EQ(f32Values(out[0]), std::vector<float>{7});
 }
 
-TEST(MeshRun, TwoAxesLargerThanOneAreNotSupportedYet) {
+TEST(MeshRun, TwoAxesLargerThanOneNeedCollectivesThatSplit) {
   EntryBuilder e("main");
   int x = e.buffer("f32", {4}), y = e.buffer("f32", {4});
   e.input("x", "input", x);
@@ -465,7 +627,7 @@ TEST(MeshRun, TwoAxesLargerThanOneAreNotSupportedYet) {
   std::unique_ptr<Loaded> l =
       load(planJson({e}, "null", "null", meshJson({"dp", "tp"}, {2, 2})));
   ASSERT_TRUE(l->artifact);
-  // ...but not run.
+  // ...but not run over collectives that cannot split.
   FakeWorld world(0, 4);
   l->artifact->setCollectives(&world);
   NpyArray x4 = f32Array({4}, {1, 2, 3, 4});
@@ -473,10 +635,12 @@ TEST(MeshRun, TwoAxesLargerThanOneAreNotSupportedYet) {
   ErrorCode code = ErrorCode::Ok;
   EXPECT_FALSE(l->artifact->run("main", {{"x", &x4}}, nullptr, &error, &code));
   EXPECT_EQ(code, ErrorCode::Unsupported);
-  EXPECT_HAS(error, "entry 'main' was compiled for the mesh dp=2, tp=2: a "
-                    "mesh of more than one axis larger than 1");
-  EXPECT_HAS(error, "is not supported yet");
-  // One axis larger than 1 among others of size 1 runs.
+  EXPECT_EQ(error, "entry 'main' was compiled for the mesh dp=2, tp=2, which "
+                   "needs a communicator per axis larger than 1: the fake "
+                   "collectives cannot split into a communicator per group "
+                   "of ranks");
+  EXPECT_EQ(world.issued, 0);
+  // One axis larger than 1 among others of size 1 runs over the world.
   std::unique_ptr<Loaded> ok =
       load(planJson({e}, "null", "null", meshJson({"tp", "dp"}, {1, 2})));
   ASSERT_TRUE(ok->artifact);
@@ -485,6 +649,117 @@ TEST(MeshRun, TwoAxesLargerThanOneAreNotSupportedYet) {
   std::vector<NpyArray> out;
   ASSERT_TRUE(ok->artifact->run("main", {{"x", &x4}}, &out, &error)) << error;
   EXPECT_EQ(f32Values(out[0]), plus({1, 2, 3, 4}, 1, 2));
+  EXPECT_EQ(two.issued, 1);
+}
+
+TEST(MeshRun, EachAxisCommunicatesOverItsOwnGroup) {
+  // Rank 2 of [dp=2, tp=2]: coordinates (1, 0). Its dp group is world
+  // ranks {0, 2} (color 0, key 1), its tp group {2, 3} (color 2, key 0).
+  EntryBuilder e("main");
+  int x = e.buffer("f32", {4});
+  int sumDp = e.buffer("f32", {4}), sumTp = e.buffer("f32", {4});
+  int sliceDp = e.buffer("f32", {2}), sliceTp = e.buffer("f32", {2});
+  e.input("x", "input", x);
+  e.collective("all_reduce", "sum", "dp", x, sumDp);
+  e.collective("all_reduce", "sum", "tp", x, sumTp);
+  e.collective("rank_slice", "", "dp", x, sliceDp);
+  e.collective("rank_slice", "", "tp", x, sliceTp);
+  e.output("sum_dp", "output", sumDp);
+  e.output("sum_tp", "output", sumTp);
+  e.output("slice_dp", "output", sliceDp);
+  e.output("slice_tp", "output", sliceTp);
+  std::unique_ptr<Loaded> l =
+      load(planJson({e}, "null", "null", meshJson({"dp", "tp"}, {2, 2})));
+  ASSERT_TRUE(l->artifact);
+  FakeWorld world(2, 4, /*splitSize=*/2);
+  l->artifact->setCollectives(&world);
+  NpyArray in = f32Array({4}, {1, 2, 3, 4});
+  std::vector<NpyArray> out;
+  std::string error;
+  for (int run = 0; run < 2; ++run) {
+    ASSERT_TRUE(l->artifact->run("main", {{"x", &in}}, &out, &error)) << error;
+    // Over dp this rank is rank 1 of 2 (its peer holds x - 1), over tp
+    // rank 0 of 2 (its peer holds x + 1).
+    EXPECT_EQ(f32Values(out[0]), plus({1, 2, 3, 4}, -1, 2));
+    EXPECT_EQ(f32Values(out[1]), plus({1, 2, 3, 4}, 1, 2));
+    EXPECT_EQ(f32Values(out[2]), (std::vector<float>{3, 4}));
+    EXPECT_EQ(f32Values(out[3]), (std::vector<float>{1, 2}));
+  }
+  // Split once per axis, in axis order; nothing on the world itself.
+  EXPECT_EQ(world.splits, (std::vector<std::pair<int, int>>{{0, 1}, {2, 0}}));
+  EXPECT_EQ(world.issued, 0);
+  EXPECT_EQ(world.issuedByColor, (std::map<int, int>{{0, 2}, {2, 2}}));
+  const MeshComms *comms = l->artifact->meshComms(&error);
+  ASSERT_TRUE(comms) << error;
+  EXPECT_EQ(comms->index(0), 1);
+  EXPECT_EQ(comms->index(1), 0);
+  EXPECT_EQ(comms->axis(0)->size(), 2);
+  EXPECT_EQ(comms->axis(1)->rank(), 0);
+  // Another world: split again.
+  FakeWorld other(2, 4, 2);
+  l->artifact->setCollectives(&other);
+  ASSERT_TRUE(l->artifact->run("main", {{"x", &in}}, &out, &error)) << error;
+  EXPECT_EQ(other.splits.size(), 2u);
+  l->artifact->setCollectives(nullptr);
+}
+
+TEST(MeshRun, CoordinatesAreRowMajorOverTheAxes) {
+  std::string error;
+  EntryBuilder e("main");
+  e.input("x", "input", e.buffer("f32", {4}));
+  std::optional<Plan> plan =
+      parsePlan(planJson({e}, "null", "null", meshJson({"dp", "tp"}, {2, 3})),
+                "plan.json", &error);
+  ASSERT_TRUE(plan) << error;
+  // rank = i_dp * 3 + i_tp.
+  for (int rank = 0; rank < 6; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    FakeWorld world(rank, 6);
+    EXPECT_EQ(meshIndex(*plan, 0, &world), rank / 3);
+    EXPECT_EQ(meshIndex(*plan, 1, &world), rank % 3);
+    DataParallelPlace dp = dataParallelPlace(*plan, &world);
+    EXPECT_EQ(dp.ranks, 2);
+    EXPECT_EQ(dp.index, rank / 3);
+  }
+  EXPECT_EQ(plan->mesh->stride(0), 3);
+  EXPECT_EQ(plan->mesh->stride(1), 1);
+  // Without an axis "dp" every rank takes the same batches.
+  plan = parsePlan(planJson({e}, "null", "null", meshJson({"tp"}, {4})),
+                   "plan.json", &error);
+  ASSERT_TRUE(plan) << error;
+  FakeWorld world(3, 4);
+  DataParallelPlace dp = dataParallelPlace(*plan, &world);
+  EXPECT_EQ(dp.ranks, 1);
+  EXPECT_EQ(dp.index, 0);
+  EXPECT_EQ(meshIndex(*plan, 0, &world), 3);
+}
+
+TEST(Shards, DimShardsOfAFakeTwoByTwoMesh) {
+  // w [2, 4] along dim 1 over tp, m [3] flat over dp; this process is
+  // rank 1 of [dp=2, tp=2]: coordinates (0, 1).
+  EntryBuilder e("main");
+  e.input("w", "param", e.buffer("f32", {2, 2}),
+          "{\"axis\": \"tp\", \"shape\": [2, 4], \"dim\": 1}");
+  e.input("m", "state", e.buffer("f32", {2}), shardJson("dp", {3}));
+  std::string error;
+  std::optional<Plan> plan =
+      parsePlan(planJson({e}, "null", "null", meshJson({"dp", "tp"}, {2, 2})),
+                "plan.json", &error);
+  ASSERT_TRUE(plan) << error;
+  std::map<std::string, NpyArray> tensors;
+  tensors["w"] = f32Array({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+  tensors["m"] = f32Array({3}, {9, 10, 11});
+  FakeWorld world(1, 4);
+  ASSERT_TRUE(shardTensors(*plan, &world, tensors, &error)) << error;
+  EXPECT_EQ(tensors["w"].shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(f32Values(tensors["w"]), (std::vector<float>{3, 4, 7, 8}));
+  EXPECT_EQ(f32Values(tensors["m"]), (std::vector<float>{9, 10}));
+  // One process cannot take a shard of two ranks' axis.
+  tensors["w"] = f32Array({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+  tensors["m"] = f32Array({3}, {9, 10, 11});
+  EXPECT_FALSE(shardTensors(*plan, nullptr, tensors, &error));
+  EXPECT_EQ(error, "tensor 'm' is sharded over dp (2 ranks of the mesh dp=2, "
+                   "tp=2), but this run has 1 rank(s)");
 }
 
 //===----------------------------------------------------------------------===//
@@ -552,6 +827,35 @@ TEST_F(MeshTraining, OneRankMatchesThePlainArtifactBitwise) {
     ASSERT_TRUE(saved->find("w"));
     EXPECT_EQ(saved->find("w")->shape, (std::vector<int64_t>{kFeatures, 1}));
   }
+}
+
+TEST_F(MeshTraining, ATensorParallelMeshOfOneRankMatchesThePlainArtifact) {
+  std::unique_ptr<Artifact> plain = artifact("plain.loom", 1, 0);
+  std::string path = dir.file("tp.loom");
+  std::filesystem::create_directories(path);
+  ASSERT_TRUE(writeTensorParallelRegressionArtifact(path, 1, 1));
+  std::string error;
+  std::unique_ptr<Artifact> tp = Artifact::load(path, &error);
+  ASSERT_TRUE(plain && tp) << error;
+  TrainResult reference, result;
+  ASSERT_TRUE(train(*plain, options(6), &reference, &error)) << error;
+  TrainOptions o = options(6);
+  o.checkpointDir = dir.file("ckpt-tp");
+  ASSERT_TRUE(train(*tp, o, &result, &error)) << error;
+  EXPECT_EQ(result.lastLoss, reference.lastLoss);
+  for (const auto &[name, t] : reference.tensors) {
+    ASSERT_TRUE(result.tensors.count(name)) << name;
+    EXPECT_EQ(result.tensors.at(name).shape, t.shape) << name;
+    EXPECT_EQ(result.tensors.at(name).data, t.data) << name;
+  }
+  // Its checkpoint holds w's momentum whole.
+  std::map<std::string, NpyArray> saved;
+  ASSERT_TRUE(loadCheckpoint(o.checkpointDir + "/" + checkpointFileName(6),
+                             *plain, &saved, nullptr, &error))
+      << error;
+  EXPECT_EQ(saved.at("w.momentum").shape, (std::vector<int64_t>{kFeatures, 1}));
+  EXPECT_EQ(saved.at("w.momentum").data,
+            reference.tensors.at("w.momentum").data);
 }
 
 TEST_F(MeshTraining, CheckpointsCrossBetweenShardedAndWhole) {

@@ -99,13 +99,22 @@ def TensorParallelPass : Pass<"loom-tensor-parallel", "mlir::ModuleOp"> {
     ranks' losses into those of the one-process loss (a split parameter's
     divided by n, a whole one's averaged over `tp`).
 
+    `layers` (a regular expression over the model's node names, e.g.
+    `mlp` for the MLPs alone) limits which linear layers are tried as
+    column-parallel; the row-parallel ones follow from them.
+
     Errors name the op (and ONNX node) where a split cannot go on, when
-    the model has no layer to split, or when another entry point cannot
-    take the split `@forward` takes.
+    the model has no layer to split (or `layers` matches none that can
+    be), or when another entry point cannot take the split `@forward`
+    takes.
   }];
   let options = [
     Option<"tp", "tp", "int64_t", "1",
            "Tensor-parallel ranks (mesh axis tp)">,
+    Option<"layers", "layers", "std::string", "\"\"",
+           "Only the linear layers whose model node name matches this "
+           "regular expression are tried as column-parallel (default: "
+           "every one)">,
   ];
   let statistics = [
     Statistic<"numColumnParallel", "num-column-parallel",

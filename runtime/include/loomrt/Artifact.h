@@ -30,6 +30,7 @@ namespace loomrt {
 
 class Backend;
 class Collectives;
+class MeshComms;
 
 /// How Artifact::load prepares an artifact.
 struct LoadOptions {
@@ -150,14 +151,24 @@ public:
   /// rank's part).
   const std::map<std::string, NpyArray> &initialState() const noexcept;
 
-  /// The ranks a plan with a mesh runs over (docs/plan-format.md): its
-  /// collective steps go through `comm`, whose rank is this process's
-  /// index along the mesh's one axis larger than 1. Borrowed: it must
-  /// outlive the runs (set null before it goes). Null (the default): this
-  /// process alone, which runs collectives over axes of one rank as copies
-  /// and refuses an entry that communicates over more (checkMeshWorld's
-  /// message). The trainer sets it from TrainOptions::collectives.
+  /// The ranks a plan with a mesh runs over (docs/plan-format.md): the
+  /// world, whose rank gives this process's coordinates on the mesh; its
+  /// collective steps go through each axis's communicator (meshComms).
+  /// Borrowed: it must outlive the runs (set null before it goes, which
+  /// also frees the communicators split from it). Null (the default):
+  /// this process alone, which runs collectives over axes of one rank as
+  /// copies and refuses an entry that communicates over more
+  /// (checkMeshWorld's message). The trainer sets it from
+  /// TrainOptions::collectives.
   void setCollectives(Collectives *comm) noexcept;
+  /// The communicators of the plan's mesh axes over setCollectives' comm
+  /// (loomrt/Mesh.h), built by the first call, or the first run of an
+  /// entry that communicates, after setCollectives: with several axes
+  /// larger than 1 that splits the comm, a collective, so every rank gets
+  /// there at the same point. Null with the error when the comm does not
+  /// fit the mesh (checkMeshWorld) or cannot split (Unsupported).
+  const MeshComms *meshComms(std::string *error,
+                             ErrorCode *code = nullptr) noexcept;
   /// The collective steps' cost so far (see CollectiveTimes).
   CollectiveTimes collectiveTimes() const noexcept;
   Collectives *collectives() const noexcept;

@@ -83,6 +83,17 @@ public:
                                         int from, int tag,
                                         std::string *error) noexcept = 0;
   virtual bool barrier(std::string *error) noexcept = 0;
+
+  /// The ranks of this communicator that pass the same `color`, as a
+  /// communicator of their own, ranked by `key` (ties: by rank here): what
+  /// a mesh of several axes needs, one per axis (MeshComms,
+  /// loomrt/Mesh.h). A collective: every rank calls it, in the same order
+  /// as its other collectives. The result's collectives time out and name
+  /// themselves as this one's do, naming this process's rank in the
+  /// communicator split; it must go before this one. The default cannot
+  /// split: null, and `error` says so.
+  virtual std::unique_ptr<Collectives> split(int color, int key,
+                                             std::string *error) noexcept;
 };
 
 /// Waits for `request` (null: the call that made it failed, and `error`

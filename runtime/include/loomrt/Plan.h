@@ -74,24 +74,43 @@ struct PlanMesh {
   int64_t size() const noexcept;
   /// The index of axis `name`, or -1.
   int axisIndex(std::string_view name) const noexcept;
-  /// The axes larger than 1: a run that communicates has at most one
-  /// (sub-communicators for a second one are not built yet).
+  /// The axes larger than 1. With two or more, a collective over one axis
+  /// runs among the ranks that share every other coordinate, over a
+  /// communicator of its own (MeshComms, loomrt/Mesh.h).
   int axesLargerThanOne() const noexcept;
+  /// The coordinate on axis `axis` of rank `rank`: ranks number the places
+  /// of the mesh row-major over the axes in plan order (the last axis
+  /// fastest), so on [dp=2, tp=2] rank = i_dp * 2 + i_tp.
+  int64_t coordinate(int64_t rank, uint32_t axis) const noexcept;
+  /// The distance in ranks between neighbours along `axis`: the product
+  /// of the sizes of the axes after it.
+  int64_t stride(uint32_t axis) const noexcept;
   /// "dp=2", "dp=2, tp=4": for messages.
   std::string describe() const;
 };
 
-/// A binding that holds one rank's slice of a tensor (`shard` in plan.json):
-/// the whole tensor of `shape`, flattened row-major and zero-padded to
-/// `ranks * k` elements (k = ceil(product(shape) / ranks)), of which the
-/// rank with index r along `axis` holds elements [r * k, (r + 1) * k). The
-/// binding's own shape is then [k].
+/// A binding that holds one rank's slice of a tensor (`shard` in plan.json),
+/// r being the rank's index along `axis`. Two kinds:
+/// - flat (`dim` < 0; ZeRO): the whole tensor of `shape`, flattened
+///   row-major and zero-padded to `ranks * k` elements (k =
+///   ceil(product(shape) / ranks)), of which rank r holds elements
+///   [r * k, (r + 1) * k). The binding's own shape is then [k].
+/// - along dimension `dim` (tensor parallelism): that dimension (size D)
+///   is cut into `groups` equal consecutive groups, each group into
+///   `ranks` equal consecutive blocks, and rank r holds block r of every
+///   group, in group order, every other dimension whole. The binding's
+///   shape is `shape` with shape[dim] = D / ranks; no padding (parsePlan
+///   checked that groups * ranks divides D).
 struct BindingShard {
   std::string axis;           ///< a mesh axis
   uint32_t axisIndex = 0;     ///< its index in PlanMesh::axes
   int64_t ranks = 1;          ///< the axis's size
   std::vector<int64_t> shape; ///< the whole tensor's shape
   uint64_t elements = 0;      ///< product(shape)
+  int64_t dim = -1;           ///< the dimension cut; -1: flat
+  int64_t groups = 1;         ///< groups along `dim` (1 when flat)
+
+  bool alongDim() const noexcept { return dim >= 0; }
 };
 
 /// One input or output of an entry point, as the plan declares it.
@@ -280,8 +299,9 @@ struct Plan {
   const PlanEntry *findEntry(std::string_view name) const noexcept;
 };
 
-/// "f32 [2]", or "f32 [2] (shard of [4, 1] over dp)": a binding's type,
-/// for messages.
+/// "f32 [2]", "f32 [2] (shard of [4, 1] over dp)" or "f32 [64, 48]
+/// (shard of [64, 192] over tp, dim 1, 3 groups)": a binding's type, for
+/// messages.
 std::string describeBinding(const Binding &binding);
 
 /// The binding of each param, buffer and state tensor of the plan, by

@@ -103,15 +103,20 @@ struct TrainOptions {
   /// accumulate * size()`. Rank 0 alone writes metrics, checkpoints and
   /// progress; every rank must see the same data file.
   ///
-  /// A plan with a mesh (loomc --dp) does that itself: size() must equal
-  /// the mesh's ranks, `accumulate` must be 1, and every rank runs
-  /// `train_step` on micro-batch r of the step's size() (the ones the
-  /// runtime's data parallelism gives rank r), its collective steps going
-  /// through these Collectives (train() hands them to the artifact,
+  /// A plan with a mesh (loomc --dp, --tp) does that itself: size() must
+  /// equal the mesh's ranks, and only its axis "dp" splits the batch: a
+  /// rank of dp coordinate i runs `train_step` on micro-batch i of the
+  /// step's n_dp (with `accumulate` M, `forward_backward` on micro-batches
+  /// [i * M, (i + 1) * M) of M * n_dp, then `apply_gradients`), the ranks
+  /// that differ on other axes alone (a tensor-parallel group) taking the
+  /// same micro-batches and dropout seeds; n_dp = 1 without such an axis.
+  /// Its collective steps go through these Collectives, one communicator
+  /// per mesh axis (train() hands them to the artifact,
   /// Artifact::setCollectives, and takes them back at the end). Sharded
   /// tensors are sliced from the whole ones at the start and gathered
-  /// whole for every checkpoint and at the end (every rank takes part);
-  /// evaluation runs on every rank when its entries communicate.
+  /// whole over their axis for every checkpoint and at the end (every
+  /// rank takes part); evaluation runs on every rank when its entries
+  /// communicate.
   Collectives *collectives = nullptr;
   /// Data parallelism with one micro-batch per rank and step, on the CPU:
   /// the gradients are summed in buckets of at least this many bytes, each

@@ -866,11 +866,17 @@ void runEntry(const Args &args, std::FILE *err) {
   std::string error;
   if (!artifact->run(entry->name, refs, &outputs, &error))
     failRank(comm.get(), error, err);
-  // A sharded output is written whole (every rank takes part in the
-  // gather; rank 0 writes).
+  // A sharded output is written whole (the ranks of its axis gather it;
+  // rank 0 writes). An entry that does not communicate has shards of one
+  // rank alone, joined without communicators.
+  MeshComms alone;
+  const MeshComms *comms = &alone;
+  if (entryUsesMesh(artifact->plan(), *entry) &&
+      !(comms = artifact->meshComms(&error)))
+    failRank(comm.get(), error, err);
   for (size_t i = 0; i < outputs.size(); ++i)
-    if (!gatherShard(artifact->plan(), entry->outputs[i], comm.get(),
-                     outputs[i], &error))
+    if (!gatherShard(artifact->plan(), entry->outputs[i], *comms, outputs[i],
+                     &error))
       failRank(comm.get(), error, err);
   if (!lead)
     return;
@@ -924,10 +930,20 @@ void runTrain(const Args &args, std::FILE *err) {
     options.collectives = comm.get();
   const std::optional<PlanMesh> &mesh = artifact->plan().mesh;
   if (comm && comm->size() > 1 && lead && !args.quiet) {
-    if (mesh)
+    // Another axis than dp larger than 1: not data parallelism alone.
+    bool otherAxes = false;
+    for (size_t a = 0; mesh && a < mesh->axes.size(); ++a)
+      otherAxes |= mesh->shape[a] > 1 && mesh->axes[a] != "dp";
+    if (mesh && !otherAxes)
       std::fprintf(err,
                    "loom-run: compiled data parallel (mesh %s) over %s; the "
                    "plan reduces the gradients\n",
+                   mesh->describe().c_str(), describeWorld(*comm).c_str());
+    else if (mesh)
+      std::fprintf(err,
+                   "loom-run: compiled for the mesh %s over %s (rank = "
+                   "row-major index of the coordinates); the plan "
+                   "communicates over each axis\n",
                    mesh->describe().c_str(), describeWorld(*comm).c_str());
     else
       std::fprintf(err,

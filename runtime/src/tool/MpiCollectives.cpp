@@ -1,16 +1,18 @@
 //===- MpiCollectives.cpp - Collectives over MPI --------------------------===//
 //
 // Each collective is MPI's nonblocking one (MPI_Iallreduce, ...) on
-// MPI_COMM_WORLD; Avg is MPI_SUM, then a division when the request is waited
-// for. A hierarchical all-reduce chains three nonblocking steps over a
-// machine's communicator and a cross-machine one (MpiOptions). Element
-// types map to MPI's (f32, f64, i64, i32); bf16 and f16, which MPI has no
-// type for, reduce through user ops over 16-bit words that add (or take the
-// maximum of) each pair in f32 and round the result back, as NCCL reduces
-// them. Waiting polls the request (MPI_Test) against a deadline, the
+// MPI_COMM_WORLD, or on a communicator split from it (split: MPI_Comm_split,
+// one per mesh axis of a plan with several); Avg is MPI_SUM, then a division
+// when the request is waited for. A hierarchical all-reduce chains three
+// nonblocking steps over a machine's communicator and a cross-machine one
+// (MpiOptions). Element types map to MPI's (f32, f64, i64, i32); bf16 and f16,
+// which MPI has no type for, reduce through user ops over 16-bit words that add
+// (or take the maximum of) each pair in f32 and round the result back, as NCCL
+// reduces them. Waiting polls the request (MPI_Test) against a deadline, the
 // watchdog: a collective that another rank never joins (it died or hangs)
 // fails after MpiOptions::timeoutSeconds with a message that names this
-// rank and the collective, and loom-run then ends the job.
+// rank and the collective (on a split communicator also the world ranks it
+// spans and this one's world rank), and loom-run then ends the job.
 //
 //===----------------------------------------------------------------------===//
 
@@ -198,26 +200,57 @@ private:
   }
 };
 
+/// What the world's Collectives and those split from it share: bf16 and
+/// f16's reduction ops, the watchdog's timeout, and the count of
+/// collectives this process has issued (to name one that times out).
+struct MpiShared {
+  MPI_Op bf16Sum, bf16Max, f16Sum, f16Max; ///< reduce16's
+  double timeoutSeconds = 0;
+  int64_t issued = 0;
+  int worldRank = 0;
+};
+
 class MpiCollectives final : public Collectives {
 public:
-  /// `node`: this machine's ranks; `cross`: the ranks of every machine with
-  /// this one's local rank.
+  /// The world. `node`: this machine's ranks; `cross`: the ranks of every
+  /// machine with this one's local rank.
   MpiCollectives(MPI_Comm node, MPI_Comm cross, bool hierarchical,
                  double timeoutSeconds)
-      : node(node), cross(cross), hierarchical(hierarchical),
-        timeoutSeconds(timeoutSeconds) {
+      : comm(MPI_COMM_WORLD), node(node), cross(cross),
+        hierarchical(hierarchical), shared(std::make_shared<MpiShared>()) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     MPI_Comm_rank(node, &localRank_);
     MPI_Comm_size(node, &localSize_);
     MPI_Comm_size(cross, &nodes_);
-    MPI_Op_create(&reduce16<true, false>, /*commute=*/1, &bf16Sum);
-    MPI_Op_create(&reduce16<true, true>, 1, &bf16Max);
-    MPI_Op_create(&reduce16<false, false>, 1, &f16Sum);
-    MPI_Op_create(&reduce16<false, true>, 1, &f16Max);
+    shared->timeoutSeconds = timeoutSeconds;
+    shared->worldRank = rank_;
+    MPI_Op_create(&reduce16<true, false>, /*commute=*/1, &shared->bf16Sum);
+    MPI_Op_create(&reduce16<true, true>, 1, &shared->bf16Max);
+    MPI_Op_create(&reduce16<false, false>, 1, &shared->f16Sum);
+    MPI_Op_create(&reduce16<false, true>, 1, &shared->f16Max);
+  }
+  /// A communicator split from `parent` (its `comm`, owned from now on):
+  /// `worldRanks` are the world ranks it spans, in its rank order.
+  MpiCollectives(MPI_Comm comm, const MpiCollectives &parent,
+                 std::string worldRanks)
+      : comm(comm), hierarchical(false), shared(parent.shared),
+        worldRanks(std::move(worldRanks)) {
+    MPI_Comm_rank(comm, &rank_);
+    MPI_Comm_size(comm, &size_);
+    localRank_ = parent.localRank_;
   }
   ~MpiCollectives() override {
-    for (MPI_Op *op : {&bf16Sum, &bf16Max, &f16Sum, &f16Max})
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized)
+      return; // a split one that outlived the world: nothing to free
+    if (comm != MPI_COMM_WORLD) {
+      MPI_Comm_free(&comm);
+      return;
+    }
+    for (MPI_Op *op :
+         {&shared->bf16Sum, &shared->bf16Max, &shared->f16Sum, &shared->f16Max})
       MPI_Op_free(op);
     MPI_Comm_free(&node);
     MPI_Comm_free(&cross);
@@ -243,9 +276,9 @@ public:
     void *avg = op == ReduceOp::Avg ? data : nullptr;
     if (hierarchical && count >= size_t(localSize_))
       return hierarchicalAllReduce(data, count, dtype, type, mop, avg, error);
-    return finish(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), type, mop,
-                                 MPI_COMM_WORLD, &r),
-                  "MPI_Iallreduce", r, avg, count, dtype, count, error);
+    return finish(
+        MPI_Iallreduce(MPI_IN_PLACE, data, int(count), type, mop, comm, &r),
+        "MPI_Iallreduce", r, avg, count, dtype, count, error);
   }
   std::unique_ptr<Request> reduceScatter(const void *send, void *recv,
                                          size_t count, DType dtype,
@@ -257,11 +290,10 @@ public:
         !fits(count * size_t(size_), error))
       return nullptr;
     MPI_Request r;
-    return finish(MPI_Ireduce_scatter_block(send, recv, int(count), type, mop,
-                                            MPI_COMM_WORLD, &r),
-                  "MPI_Ireduce_scatter_block", r,
-                  op == ReduceOp::Avg ? recv : nullptr, count, dtype,
-                  count * size_t(size_), error);
+    return finish(
+        MPI_Ireduce_scatter_block(send, recv, int(count), type, mop, comm, &r),
+        "MPI_Ireduce_scatter_block", r, op == ReduceOp::Avg ? recv : nullptr,
+        count, dtype, count * size_t(size_), error);
   }
   std::unique_ptr<Request> allGather(const void *send, void *recv,
                                      size_t count, DType dtype,
@@ -269,7 +301,7 @@ public:
     return move("MPI_Iallgather", dtype, count * size_t(size_), 0, error,
                 [&](MPI_Datatype type, MPI_Request *r) {
                   return MPI_Iallgather(send, int(count), type, recv,
-                                        int(count), type, MPI_COMM_WORLD, r);
+                                        int(count), type, comm, r);
                 });
   }
   std::unique_ptr<Request> broadcast(void *data, size_t count, DType dtype,
@@ -277,8 +309,7 @@ public:
                                      std::string *error) noexcept override {
     return move("MPI_Ibcast", dtype, count, root, error,
                 [&](MPI_Datatype type, MPI_Request *r) {
-                  return MPI_Ibcast(data, int(count), type, root,
-                                    MPI_COMM_WORLD, r);
+                  return MPI_Ibcast(data, int(count), type, root, comm, r);
                 });
   }
   std::unique_ptr<Request> allToAll(const void *send, void *recv,
@@ -286,8 +317,8 @@ public:
                                     std::string *error) noexcept override {
     return move("MPI_Ialltoall", dtype, count * size_t(size_), 0, error,
                 [&](MPI_Datatype type, MPI_Request *r) {
-                  return MPI_Ialltoall(send, int(count), type, recv,
-                                       int(count), type, MPI_COMM_WORLD, r);
+                  return MPI_Ialltoall(send, int(count), type, recv, int(count),
+                                       type, comm, r);
                 });
   }
   std::unique_ptr<Request> send(const void *data, size_t count, DType dtype,
@@ -295,8 +326,7 @@ public:
                                 std::string *error) noexcept override {
     return move("MPI_Isend", dtype, count, to, error,
                 [&](MPI_Datatype type, MPI_Request *r) {
-                  return MPI_Isend(data, int(count), type, to, tag,
-                                   MPI_COMM_WORLD, r);
+                  return MPI_Isend(data, int(count), type, to, tag, comm, r);
                 });
   }
   std::unique_ptr<Request> recv(void *data, size_t count, DType dtype,
@@ -304,25 +334,65 @@ public:
                                 std::string *error) noexcept override {
     return move("MPI_Irecv", dtype, count, from, error,
                 [&](MPI_Datatype type, MPI_Request *r) {
-                  return MPI_Irecv(data, int(count), type, from, tag,
-                                   MPI_COMM_WORLD, r);
+                  return MPI_Irecv(data, int(count), type, from, tag, comm, r);
                 });
   }
   bool barrier(std::string *error) noexcept override {
     MPI_Request r;
-    return waitFor(finish(MPI_Ibarrier(MPI_COMM_WORLD, &r), "MPI_Ibarrier", r,
-                          nullptr, 0, DType::U8, 0, error),
+    return waitFor(finish(MPI_Ibarrier(comm, &r), "MPI_Ibarrier", r, nullptr, 0,
+                          DType::U8, 0, error),
                    error);
   }
 
+  std::unique_ptr<Collectives> split(int color, int key,
+                                     std::string *error) noexcept override {
+    try {
+      if (color < 0)
+        return failNull(error, "MPI_Comm_split: color " +
+                                   std::to_string(color) + " is negative");
+      MPI_Comm part;
+      int rc = MPI_Comm_split(comm, color, key, &part);
+      if (rc != MPI_SUCCESS)
+        return failNull(error, mpiError("MPI_Comm_split", rc));
+      MPI_Comm_set_errhandler(part, MPI_ERRORS_RETURN);
+      // The world ranks it spans, for the messages of its collectives.
+      int size = 1;
+      MPI_Comm_size(part, &size);
+      std::vector<int> ranks(static_cast<size_t>(size));
+      int me = shared->worldRank;
+      rc = MPI_Allgather(&me, 1, MPI_INT, ranks.data(), 1, MPI_INT, part);
+      if (rc != MPI_SUCCESS) {
+        MPI_Comm_free(&part);
+        return failNull(error, mpiError("MPI_Allgather", rc));
+      }
+      std::string text;
+      for (size_t i = 0; i < ranks.size(); ++i) {
+        if (i == 8 && ranks.size() > 9) {
+          text += ", ... " + std::to_string(ranks.back());
+          break;
+        }
+        text += (i ? ", " : "") + std::to_string(ranks[i]);
+      }
+      return std::make_unique<MpiCollectives>(part, *this, std::move(text));
+    } catch (...) {
+      return failNull(error, "out of memory splitting the MPI communicator");
+    }
+  }
+
 private:
-  MPI_Comm node, cross;
-  MPI_Op bf16Sum, bf16Max, f16Sum, f16Max; ///< reduce16's
+  MPI_Comm comm; ///< MPI_COMM_WORLD, or a split of it (owned)
+  MPI_Comm node = MPI_COMM_NULL, cross = MPI_COMM_NULL; ///< the world's
   bool hierarchical;
-  double timeoutSeconds;
-  /// Collectives this rank has issued, to name one that times out.
-  mutable int64_t issued = 0;
+  std::shared_ptr<MpiShared> shared;
+  /// A split one's world ranks, "1, 3"; empty for the world.
+  std::string worldRanks;
   int rank_ = 0, size_ = 1, localRank_ = 0, localSize_ = 1, nodes_ = 1;
+
+  static std::unique_ptr<Collectives> failNull(std::string *error,
+                                               std::string message) {
+    fail(error, std::move(message));
+    return nullptr;
+  }
 
   /// Reduce-scatter inside the machine (shard i to local rank i, the
   /// shards as even as the count allows), all-reduce of this rank's shard
@@ -374,8 +444,14 @@ private:
     if (elements)
       text += " of " + std::to_string(elements) + " " +
               std::string(dtypeToShortName(dtype)) + " elements";
-    text += " (this rank's collective " + std::to_string(++issued) + ")";
-    return {text, timeoutSeconds};
+    if (!worldRanks.empty())
+      text += " among world ranks " + worldRanks + " (world rank " +
+              std::to_string(shared->worldRank) + ", this rank's collective " +
+              std::to_string(++shared->issued) + ")";
+    else
+      text +=
+          " (this rank's collective " + std::to_string(++shared->issued) + ")";
+    return {text, shared->timeoutSeconds};
   }
   static bool fail(std::string *error, std::string message) {
     if (error)
@@ -418,6 +494,7 @@ private:
   bool reducible(DType dtype, ReduceOp op, MPI_Datatype *type, MPI_Op *mop,
                  std::string *error) const {
     *mop = op == ReduceOp::Max ? MPI_MAX : MPI_SUM;
+    const MpiShared &ops = *shared;
     switch (dtype) {
     case DType::F32:
       *type = MPI_FLOAT;
@@ -428,8 +505,9 @@ private:
     case DType::BF16:
     case DType::F16:
       *type = MPI_UINT16_T;
-      *mop = dtype == DType::BF16 ? (op == ReduceOp::Max ? bf16Max : bf16Sum)
-                                  : (op == ReduceOp::Max ? f16Max : f16Sum);
+      *mop = dtype == DType::BF16
+                 ? (op == ReduceOp::Max ? ops.bf16Max : ops.bf16Sum)
+                 : (op == ReduceOp::Max ? ops.f16Max : ops.f16Sum);
       return true;
     case DType::I64:
       *type = MPI_INT64_T;
