@@ -60,6 +60,12 @@ struct Propagation {
   llvm::DenseMap<Value, Split> values;
   /// Matmuls whose results are partial sums: an all-reduce follows each.
   SmallVector<Operation *> partials;
+  /// Cross-entropies whose logits are split along the classes (a
+  /// vocabulary-parallel loss), rewritten with all-reduces.
+  SmallVector<CrossEntropyOp> crossEntropies;
+  /// Results returned split (@predict's logits under a vocabulary-parallel
+  /// head): all-gathered before the return.
+  SmallVector<std::pair<Operation *, unsigned>> gathers;
   /// Whole operands (broadcasts or splat constants) a split op reads: each
   /// is rebuilt at the op in its local shape.
   SmallVector<std::pair<Operation *, unsigned>> localOperands;
@@ -165,9 +171,26 @@ bool Propagation::visit(Operation *op) {
                               Twine(s.dim));
         return set(op, ln.getResult(), s);
       })
+      .Case([&](CrossEntropyOp ce) {
+        // Vocabulary-parallel: each rank holds a block of the classes.
+        auto logits = cast<RankedTensorType>(ce.getLogits().getType());
+        if (logits.getRank() != 2 || s.dim != 1 || s.groups != 1 ||
+            in[1].isSplit() || ce.getReduction() == Reduction::None)
+          return fail(op, "a vocabulary-parallel loss needs [N, C] logits "
+                          "split along C and a mean or sum reduction");
+        crossEntropies.push_back(ce);
+        return true;
+      })
       .Case([&](func::ReturnOp) {
-        return fail(op, "a result of @" + func.getSymName() +
-                            " would be split over the ranks");
+        for (auto [i, x] : llvm::enumerate(in)) {
+          if (!x.isSplit())
+            continue;
+          if (x.groups != 1)
+            return fail(op, "a result of @" + func.getSymName() +
+                                " would be split over the ranks in groups");
+          gathers.push_back({op, static_cast<unsigned>(i)});
+        }
+        return true;
       })
       .Default([&](Operation *) {
         return fail(op, "it has no tensor-parallel rule for an operand "
@@ -371,6 +394,89 @@ RankedTensorType localType(Type type, Split s, int64_t ranks) {
   return RankedTensorType::get(shape, t.getElementType());
 }
 
+/// The vocabulary-parallel form of `ce`, whose logits (now [N, C / n]) are
+/// this rank's block of the classes: log-sum-exp and the label's logit
+/// each summed over the ranks (Megatron's parallel cross-entropy). The
+/// maximum that steadies the exponentials is the ranks' maximum, behind a
+/// stop_gradient (any constant per row gives the same loss).
+Value vocabParallelCrossEntropy(OpBuilder &b, CrossEntropyOp ce,
+                                int64_t classes) {
+  Location loc = ce.getLoc();
+  Value x = ce.getLogits(), labels = ce.getLabels();
+  auto xt = cast<RankedTensorType>(x.getType());
+  auto lt = cast<RankedTensorType>(labels.getType());
+  Type f = xt.getElementType(), idx = lt.getElementType();
+  int64_t rows = xt.getDimSize(0), local = xt.getDimSize(1);
+  auto rowT = RankedTensorType::get({rows}, f);
+  auto rowsI1 = RankedTensorType::get({rows}, b.getI1Type());
+  auto gridI1 = RankedTensorType::get({rows, local}, b.getI1Type());
+  auto scalar = RankedTensorType::get({}, f);
+  StringRef axis = kTensorParallelAxis;
+  auto dims = [&](ArrayRef<int64_t> d) { return b.getDenseI64ArrayAttr(d); };
+  auto splat = [&](RankedTensorType t, double v) -> Value {
+    return ConstantOp::create(
+        b, loc, cast<ElementsAttr>(DenseElementsAttr::get(
+                    t, b.getFloatAttr(t.getElementType(), v))));
+  };
+  auto rowToGrid = [&](Value v) -> Value {
+    auto t = cast<RankedTensorType>(v.getType());
+    return BroadcastInDimOp::create(
+        b, loc, RankedTensorType::get({rows, local}, t.getElementType()), v,
+        ArrayRef<int64_t>{0});
+  };
+  Value localMax = ReduceMaxOp::create(b, loc, rowT, x, dims({1}));
+  Value max = StopGradientOp::create(
+      b, loc,
+      AllReduceOp::create(b, loc, rowT, localMax, axis, CollectiveReduce::Max)
+          .getResult());
+  Value z = SubOp::create(b, loc, x, rowToGrid(max));
+  Value sumExp = AllReduceOp::create(
+      b, loc, rowT,
+      ReduceSumOp::create(b, loc, rowT, ExpOp::create(b, loc, z), dims({1})),
+      axis, CollectiveReduce::Sum);
+  Value lse = LogOp::create(b, loc, sumExp);
+  // This rank's class ids: its block of 0..C-1.
+  SmallVector<APInt> iota;
+  for (int64_t c = 0; c < classes; ++c)
+    iota.push_back(APInt(idx.getIntOrFloatBitWidth(), c));
+  Value ids = RankSliceOp::create(
+      b, loc, RankedTensorType::get({local}, idx),
+      ConstantOp::create(b, loc,
+                         cast<ElementsAttr>(DenseElementsAttr::get(
+                             RankedTensorType::get({classes}, idx), iota))),
+      axis);
+  Value hit = CompareOp::create(
+      b, loc, gridI1, ComparePredicate::EQ, rowToGrid(labels),
+      BroadcastInDimOp::create(b, loc, RankedTensorType::get({rows, local}, idx),
+                               ids, ArrayRef<int64_t>{1}));
+  Value picked = AllReduceOp::create(
+      b, loc, rowT,
+      ReduceSumOp::create(
+          b, loc, rowT,
+          SelectOp::create(b, loc, hit, z,
+                           splat(RankedTensorType::get({rows, local}, f), 0)),
+          dims({0 + 1})),
+      axis, CollectiveReduce::Sum);
+  Value loss = SubOp::create(b, loc, lse, picked);
+  Value count = splat(scalar, static_cast<double>(rows));
+  if (std::optional<int64_t> ignore = ce.getIgnoreIndex()) {
+    Value ignored = ConstantOp::create(
+        b, loc, cast<ElementsAttr>(DenseElementsAttr::get(
+                    lt, b.getIntegerAttr(idx, *ignore))));
+    Value valid = CompareOp::create(b, loc, rowsI1, ComparePredicate::NE,
+                                    labels, ignored);
+    loss = SelectOp::create(b, loc, valid, loss, splat(rowT, 0));
+    count = ReduceSumOp::create(b, loc, scalar,
+                                CastOp::create(b, loc, rowT, valid),
+                                dims({0}));
+  }
+  Value total = ReduceSumOp::create(b, loc, scalar, loss, dims({0}));
+  if (ce.getReduction() == Reduction::Sum)
+    return total;
+  // The mean over the labels counted (0 when none is).
+  return DivOp::create(b, loc, total, MaxOp::create(b, loc, count, splat(scalar, 1)));
+}
+
 /// Rewrites `p.func` into one rank's program.
 void apply(Propagation &p) {
   func::FuncOp func = p.func;
@@ -422,6 +528,55 @@ void apply(Propagation &p) {
     op->setOperand(idx, clone->getResult(0));
     if (def->use_empty())
       def->erase();
+  }
+  for (CrossEntropyOp ce : p.crossEntropies) {
+    b.setInsertionPoint(ce);
+    int64_t classes = cast<RankedTensorType>(ce.getLogits().getType())
+                          .getDimSize(1) *
+                      p.ranks;
+    Value loss = vocabParallelCrossEntropy(b, ce, classes);
+    if (loss.getType() != ce.getType())
+      loss = CastOp::create(b, ce.getLoc(), ce.getType(), loss);
+    ce.getResult().replaceAllUsesWith(loss);
+    ce.erase();
+  }
+  // Split results, gathered whole: the split dimension moved to the front,
+  // all-gathered, moved back.
+  for (auto [op, idx] : p.gathers) {
+    b.setInsertionPoint(op);
+    Value v = op->getOperand(idx);
+    Split s = p.of(v);
+    auto local = cast<RankedTensorType>(v.getType());
+    SmallVector<int64_t> perm{s.dim};
+    for (int64_t d = 0; d < local.getRank(); ++d)
+      if (d != s.dim)
+        perm.push_back(d);
+    auto permuted = [&](RankedTensorType t, ArrayRef<int64_t> order) {
+      SmallVector<int64_t> shape;
+      for (int64_t d : order)
+        shape.push_back(t.getDimSize(d));
+      return RankedTensorType::get(shape, t.getElementType());
+    };
+    Value front = v;
+    if (s.dim != 0)
+      front = TransposeOp::create(b, op->getLoc(), permuted(local, perm), v,
+                                  perm);
+    auto ft = cast<RankedTensorType>(front.getType());
+    SmallVector<int64_t> whole(ft.getShape());
+    whole[0] *= p.ranks;
+    Value all = AllGatherOp::create(
+        b, op->getLoc(), RankedTensorType::get(whole, ft.getElementType()),
+        front, kTensorParallelAxis);
+    if (s.dim != 0) {
+      SmallVector<int64_t> inverse(perm.size());
+      for (auto [i, d] : llvm::enumerate(perm))
+        inverse[d] = i;
+      all = TransposeOp::create(
+          b, op->getLoc(),
+          permuted(cast<RankedTensorType>(all.getType()), inverse), all,
+          inverse);
+    }
+    op->setOperand(idx, all);
   }
   // The partial sums of row-parallel products, summed.
   for (Operation *op : p.partials) {
@@ -535,7 +690,7 @@ struct TensorParallelPass
     }
 
     // Every other entry taking the parameters gets the same split.
-    SmallVector<Propagation> others;
+    std::vector<Propagation> others;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func == forward || func.isExternal())
         continue;

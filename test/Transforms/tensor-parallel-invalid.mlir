@@ -2,13 +2,14 @@
 // RUN: not loom-opt %s --loom-tensor-parallel="tp=0" 2>&1 | FileCheck %s --check-prefix=ZERO
 // ZERO: tp must be at least 1, got 0
 
-// Another entry point cannot take the split @forward takes: @hidden
-// returns fc1's split output.
+// Another entry point cannot take the split @forward takes: @hidden sums
+// fc1's split output.
 module {
-  func.func @hidden(%x: tensor<4x8xf32> {loom.input = "x"}, %w1: tensor<8x16xf32> {loom.param = "fc1.weight"}) -> (tensor<4x16xf32> {loom.output = "h"}) {
+  func.func @hidden(%x: tensor<4x8xf32> {loom.input = "x"}, %w1: tensor<8x16xf32> {loom.param = "fc1.weight"}) -> (tensor<f32> {loom.output = "h"}) {
     %0 = loom.matmul %x, %w1 : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
-    // expected-error @+1 {{tp=2: @hidden cannot take the split that @forward takes: 'func.return': a result of @hidden would be split over the ranks}}
-    return %0 : tensor<4x16xf32>
+    // expected-error @+1 {{tp=2: @hidden cannot take the split that @forward takes: 'loom.reduce_sum': it has no tensor-parallel rule for an operand split along dimension 1}}
+    %1 = loom.reduce_sum %0 dims = [0, 1] : tensor<4x16xf32> -> tensor<f32>
+    return %1 : tensor<f32>
   }
   func.func @forward(%x: tensor<4x8xf32> {loom.input = "x"}, %w1: tensor<8x16xf32> {loom.param = "fc1.weight"}, %w2: tensor<16x8xf32> {loom.param = "fc2.weight"}) -> (tensor<f32> {loom.output = "loss"}) {
     %0 = loom.matmul %x, %w1 : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>

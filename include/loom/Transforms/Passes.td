@@ -81,9 +81,16 @@ def TensorParallelPass : Pass<"loom-tensor-parallel", "mlir::ModuleOp"> {
     heads, attention's batched products and softmax); the next linear layer
     that reads the split activation becomes row-parallel: each rank keeps
     the matching block of the weight's input rows, and a `loom.all_reduce`
-    (sum over `tp`) adds the ranks' partial products. Everything else, the
-    embeddings, layer norms, residual stream, the last projection and the
-    loss, stays whole on every rank.
+    (sum over `tp`) adds the ranks' partial products. A projection whose
+    split output reaches a cross-entropy over `[N, C]` logits (a language
+    model's head) is split by classes too, and the loss becomes the
+    vocabulary-parallel one: each rank's log-sum-exp and label logit over
+    its block of the classes, summed over `tp` (the row maximum that
+    steadies the exponentials is the ranks' maximum, behind
+    `loom.stop_gradient`). A result of an entry point that is split (the
+    head's logits in `@predict`) is all-gathered before the return.
+    Everything else, the embeddings, layer norms and residual stream, stays
+    whole on every rank.
 
     Which layers are split is chosen greedily in program order: a layer is
     kept column-parallel when the whole function still propagates (every
