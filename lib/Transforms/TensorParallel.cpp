@@ -63,6 +63,10 @@ struct Propagation {
   /// Cross-entropies whose logits are split along the classes (a
   /// vocabulary-parallel loss), rewritten with all-reduces.
   SmallVector<CrossEntropyOp> crossEntropies;
+  /// Embedding lookups in a table split by rows (a vocabulary-parallel
+  /// embedding): each rank looks up the ids in its block, and the ranks'
+  /// rows are summed.
+  SmallVector<GatherOp> embeddings;
   /// Results returned split (@predict's logits under a vocabulary-parallel
   /// head): all-gathered before the return.
   SmallVector<std::pair<Operation *, unsigned>> gathers;
@@ -170,6 +174,15 @@ bool Propagation::visit(Operation *op) {
           return fail(op, "it normalizes along the split dimension " +
                               Twine(s.dim));
         return set(op, ln.getResult(), s);
+      })
+      .Case([&](GatherOp g) {
+        auto table = cast<RankedTensorType>(g.getTable().getType());
+        if (s.dim != 0 || g.getAxis() != 0 || s.groups != 1 ||
+            table.getRank() != 2 || in[1].isSplit())
+          return fail(op, "a vocabulary-parallel embedding needs a [V, C] "
+                          "table split along V and looked up along it");
+        embeddings.push_back(g);
+        return true;
       })
       .Case([&](CrossEntropyOp ce) {
         // Vocabulary-parallel: each rank holds a block of the classes.
@@ -477,6 +490,71 @@ Value vocabParallelCrossEntropy(OpBuilder &b, CrossEntropyOp ce,
   return DivOp::create(b, loc, total, MaxOp::create(b, loc, count, splat(scalar, 1)));
 }
 
+/// The vocabulary-parallel form of `g`, whose table (now [V / n, C]) is this
+/// rank's block of rows: the ids in the block looked up, the others give
+/// zero rows, and the ranks' rows are summed (Megatron's parallel
+/// embedding).
+Value vocabParallelEmbedding(OpBuilder &b, GatherOp g, int64_t vocab) {
+  Location loc = g.getLoc();
+  Value ids = g.getIndices();
+  auto it = cast<RankedTensorType>(ids.getType());
+  auto rt = cast<RankedTensorType>(g.getType());
+  Type idx = it.getElementType();
+  int64_t local = cast<RankedTensorType>(g.getTable().getType()).getDimSize(0);
+  auto i1 = RankedTensorType::get(it.getShape(), b.getI1Type());
+  auto idConst = [&](int64_t v) -> Value {
+    return ConstantOp::create(b, loc,
+                              cast<ElementsAttr>(DenseElementsAttr::get(
+                                  it, b.getIntegerAttr(idx, v))));
+  };
+  // Negative ids count from the end, as gather's do.
+  Value zero = idConst(0);
+  Value negative =
+      CompareOp::create(b, loc, i1, ComparePredicate::LT, ids, zero);
+  ids = SelectOp::create(b, loc, negative,
+                         AddOp::create(b, loc, ids, idConst(vocab)), ids);
+  // This rank's first id: the first of its block of 0..V-1.
+  SmallVector<APInt> iota;
+  for (int64_t v = 0; v < vocab; ++v)
+    iota.push_back(APInt(idx.getIntOrFloatBitWidth(), v));
+  Value block = RankSliceOp::create(
+      b, loc, RankedTensorType::get({local}, idx),
+      ConstantOp::create(b, loc,
+                         cast<ElementsAttr>(DenseElementsAttr::get(
+                             RankedTensorType::get({vocab}, idx), iota))),
+      kTensorParallelAxis);
+  Value first = ReshapeOp::create(
+      b, loc, RankedTensorType::get({}, idx),
+      SliceOp::create(b, loc, RankedTensorType::get({1}, idx), block,
+                      b.getDenseI64ArrayAttr({0}), b.getDenseI64ArrayAttr({1}),
+                      b.getDenseI64ArrayAttr({1})));
+  Value rel = SubOp::create(
+      b, loc, ids,
+      BroadcastInDimOp::create(b, loc, it, first, ArrayRef<int64_t>{}));
+  Value here = SelectOp::create(
+      b, loc, CompareOp::create(b, loc, i1, ComparePredicate::GE, rel, zero),
+      CompareOp::create(b, loc, i1, ComparePredicate::LT, rel,
+                        idConst(local)),
+      ConstantOp::create(b, loc,
+                         cast<ElementsAttr>(DenseElementsAttr::get(
+                             i1, b.getBoolAttr(false)))));
+  Value rows = GatherOp::create(b, loc, rt, g.getTable(),
+                                SelectOp::create(b, loc, here, rel, zero),
+                                g.getAxisAttr());
+  SmallVector<int64_t> idDims;
+  for (int64_t d = 0; d < it.getRank(); ++d)
+    idDims.push_back(d);
+  Value mask = BroadcastInDimOp::create(
+      b, loc, RankedTensorType::get(rt.getShape(), b.getI1Type()), here,
+      idDims);
+  Value zeros = ConstantOp::create(
+      b, loc, cast<ElementsAttr>(DenseElementsAttr::get(
+                  rt, b.getFloatAttr(rt.getElementType(), 0.0))));
+  Value partial = SelectOp::create(b, loc, mask, rows, zeros);
+  return AllReduceOp::create(b, loc, rt, partial, kTensorParallelAxis,
+                             CollectiveReduce::Sum);
+}
+
 /// Rewrites `p.func` into one rank's program.
 void apply(Propagation &p) {
   func::FuncOp func = p.func;
@@ -528,6 +606,14 @@ void apply(Propagation &p) {
     op->setOperand(idx, clone->getResult(0));
     if (def->use_empty())
       def->erase();
+  }
+  for (GatherOp g : p.embeddings) {
+    b.setInsertionPoint(g);
+    int64_t vocab =
+        cast<RankedTensorType>(g.getTable().getType()).getDimSize(0) * p.ranks;
+    Value whole = vocabParallelEmbedding(b, g, vocab);
+    g.getResult().replaceAllUsesWith(whole);
+    g.erase();
   }
   for (CrossEntropyOp ce : p.crossEntropies) {
     b.setInsertionPoint(ce);
@@ -648,6 +734,26 @@ struct TensorParallelPass
     std::string firstWhy;
     Operation *firstAt = nullptr;
     unsigned columns = 0;
+    // Embedding tables looked up by ids that are not constants (token
+    // embeddings, not position ones) are tried too, split by rows.
+    SmallVector<GatherOp> tables;
+    forward.walk([&](GatherOp op) {
+      auto arg = dyn_cast<BlockArgument>(op.getTable());
+      if (arg && forward.getArgAttr(arg.getArgNumber(), kParamAttr) &&
+          op.getAxis() == 0 && !op.getIndices().getDefiningOp<ConstantOp>() &&
+          (!pattern || pattern->match(nodeName(op.getLoc()))))
+        tables.push_back(op);
+    });
+    for (GatherOp op : tables) {
+      auto arg = cast<BlockArgument>(op.getTable());
+      if (chosen.count(arg.getArgNumber()))
+        continue;
+      Propagation trial(forward, n, chosen);
+      if (!trial.set(op, arg, Split{0, 1}) || !trial.run())
+        continue;
+      chosen = trial.params;
+      best = std::move(trial);
+    }
     SmallVector<MatmulOp> candidates;
     forward.walk([&](MatmulOp op) { candidates.push_back(op); });
     for (MatmulOp op : candidates) {

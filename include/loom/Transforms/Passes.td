@@ -88,9 +88,13 @@ def TensorParallelPass : Pass<"loom-tensor-parallel", "mlir::ModuleOp"> {
     its block of the classes, summed over `tp` (the row maximum that
     steadies the exponentials is the ranks' maximum, behind
     `loom.stop_gradient`). A result of an entry point that is split (the
-    head's logits in `@predict`) is all-gathered before the return.
-    Everything else, the embeddings, layer norms and residual stream, stays
-    whole on every rank.
+    head's logits in `@predict`) is all-gathered before the return. A
+    token embedding (a `loom.gather` along dimension 0 of a parameter
+    table, by ids that are not constants) is split by rows, the
+    vocabulary-parallel embedding: each rank looks up the ids in its block
+    of rows, the others give zero rows, and a `loom.all_reduce` sums the
+    ranks' rows. Everything else, position embeddings, layer norms and the
+    residual stream, stays whole on every rank.
 
     Which layers are split is chosen greedily in program order: a layer is
     kept column-parallel when the whole function still propagates (every
