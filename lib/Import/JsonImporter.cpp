@@ -595,6 +595,7 @@ struct NodeDecl {
   const json *attrs = nullptr; // An object, or null.
   std::string pointer;         // "/nodes/<index>"
   bool checkpoint = false;     // recomputed in the backward (loom-remat)
+  std::string tp;              // "split" or "whole" (loom-tensor-parallel)
 };
 
 /// A diagnostic held back to be re-emitted with the node's name in front.
@@ -1430,7 +1431,7 @@ void Importer::readNodes() {
     return;
   }
   static const StringRef kNodeKeys[] = {"id",    "op",  "inputs",    "outputs",
-                                        "attrs", "doc", "checkpoint"};
+                                        "attrs", "doc", "checkpoint", "tp"};
   std::vector<StringRef> opNames;
   for (const auto &entry : opTable())
     opNames.push_back(entry.getKey());
@@ -1567,6 +1568,18 @@ void Importer::readNodes() {
         ok = false;
       } else {
         node.checkpoint = cp->get<bool>();
+      }
+    }
+
+    if (auto tp = entry.find("tp"); tp != entry.end()) {
+      if (!tp->is_string() || (tp->get<std::string>() != "split" &&
+                               tp->get<std::string>() != "whole")) {
+        error(namedLoc(node.id, ptr + "/tp"))
+            << what << ": field 'tp': expected \"split\" or \"whole\", got "
+            << describe(*tp);
+        ok = false;
+      } else {
+        node.tp = tp->get<std::string>();
       }
     }
 
@@ -1898,6 +1911,12 @@ void Importer::buildNode(const NodeDecl &node) {
     values[name] = v;
   if (node.checkpoint)
     markCheckpoint(c);
+  // Tensor parallelism's choice for the node's layer (its results' ops).
+  if (!node.tp.empty())
+    for (Value v : c.results)
+      if (Operation *op = v.getDefiningOp())
+        op->setAttr(kTensorParallelChoiceAttr,
+                    StringAttr::get(op->getContext(), node.tp));
 }
 
 /// Sets loom.checkpoint (loom-remat recomputes it in the backward) on the

@@ -24,6 +24,8 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Regex.h"
 
+#include <set>
+
 namespace loom {
 #define GEN_PASS_DEF_TENSORPARALLELPASS
 #include "loom/Transforms/Passes.h.inc"
@@ -96,10 +98,13 @@ struct Propagation {
   BlockArgument freeParam(Value v) const {
     auto arg = dyn_cast<BlockArgument>(v);
     if (!arg || !func.getArgAttr(arg.getArgNumber(), kParamAttr) ||
-        params.count(arg.getArgNumber()))
+        params.count(arg.getArgNumber()) || pinned.count(arg.getArgNumber()))
       return {};
     return arg;
   }
+
+  /// Parameters of layers the model marks whole (loom.tp = "whole").
+  std::set<unsigned> pinned;
 
   /// Records `v` as split by `s`, if its dimension divides.
   bool set(Operation *op, Value v, Split s) {
@@ -734,49 +739,79 @@ struct TensorParallelPass
     std::string firstWhy;
     Operation *firstAt = nullptr;
     unsigned columns = 0;
-    // Embedding tables looked up by ids that are not constants (token
-    // embeddings, not position ones) are tried too, split by rows.
-    SmallVector<GatherOp> tables;
+    // The layers to try, in order: token embeddings (a gather of a
+    // parameter table by ids that are not constants: not position
+    // embeddings), split by rows; then linear layers, by output columns.
+    struct Candidate {
+      Operation *op;
+      BlockArgument weight;
+      Split split;
+    };
+    SmallVector<Candidate> candidates;
+    std::set<unsigned> pinned;
+    auto choice = [](Operation *op) {
+      auto c = op->getAttrOfType<StringAttr>(kTensorParallelChoiceAttr);
+      return c ? c.getValue() : StringRef();
+    };
+    auto paramArg = [&](Value v) {
+      auto arg = dyn_cast<BlockArgument>(v);
+      return arg && forward.getArgAttr(arg.getArgNumber(), kParamAttr)
+                 ? arg
+                 : BlockArgument();
+    };
     forward.walk([&](GatherOp op) {
-      auto arg = dyn_cast<BlockArgument>(op.getTable());
-      if (arg && forward.getArgAttr(arg.getArgNumber(), kParamAttr) &&
-          op.getAxis() == 0 && !op.getIndices().getDefiningOp<ConstantOp>() &&
-          (!pattern || pattern->match(nodeName(op.getLoc()))))
-        tables.push_back(op);
+      BlockArgument arg = paramArg(op.getTable());
+      if (arg && choice(op) == "whole")
+        pinned.insert(arg.getArgNumber());
+      else if (arg && op.getAxis() == 0 &&
+               !op.getIndices().getDefiningOp<ConstantOp>())
+        candidates.push_back({op, arg, Split{0, 1}});
     });
-    for (GatherOp op : tables) {
-      auto arg = cast<BlockArgument>(op.getTable());
-      if (chosen.count(arg.getArgNumber()))
+    forward.walk([&](MatmulOp op) {
+      BlockArgument arg = paramArg(op.getRhs());
+      if (arg && choice(op) == "whole")
+        pinned.insert(arg.getArgNumber());
+      else if (arg && cast<RankedTensorType>(arg.getType()).getRank() == 2 &&
+               !op.getBias())
+        candidates.push_back(
+            {op, arg, Split{op.getTransposeB() ? 0 : 1, outputGroups(op)}});
+    });
+    // Layers the model marks "split" that could not be, and why.
+    SmallVector<std::pair<Operation *, std::string>> refused;
+    for (const Candidate &c : candidates) {
+      unsigned i = c.weight.getArgNumber();
+      bool required = choice(c.op) == "split";
+      if (chosen.count(i) || pinned.count(i) ||
+          (!required && pattern && !pattern->match(nodeName(c.op->getLoc()))))
         continue;
       Propagation trial(forward, n, chosen);
-      if (!trial.set(op, arg, Split{0, 1}) || !trial.run())
-        continue;
-      chosen = trial.params;
-      best = std::move(trial);
-    }
-    SmallVector<MatmulOp> candidates;
-    forward.walk([&](MatmulOp op) { candidates.push_back(op); });
-    for (MatmulOp op : candidates) {
-      auto arg = dyn_cast<BlockArgument>(op.getRhs());
-      if (!arg || !forward.getArgAttr(arg.getArgNumber(), kParamAttr) ||
-          chosen.count(arg.getArgNumber()) ||
-          cast<RankedTensorType>(arg.getType()).getRank() != 2 || op.getBias())
-        continue;
-      if (pattern && !pattern->match(nodeName(op.getLoc())))
-        continue;
-      Propagation trial(forward, n, chosen);
-      Split column{op.getTransposeB() ? 0 : 1, outputGroups(op)};
-      if (!trial.set(op, arg, column) || !trial.run()) {
-        if (!firstAt) {
+      trial.pinned = pinned;
+      if (!trial.set(c.op, c.weight, c.split) || !trial.run()) {
+        if (!firstAt && isa<MatmulOp>(c.op)) {
           firstAt = trial.failedAt;
           firstWhy = trial.why;
+        }
+        if (required) {
+          std::string node = nodeName(trial.failedAt->getLoc());
+          refused.push_back(
+              {c.op, "'" + trial.failedAt->getName().getStringRef().str() +
+                         "'" + (node.empty() ? "" : " (node '" + node + "')") +
+                         ": " + trial.why});
         }
         continue;
       }
       chosen = trial.params;
       best = std::move(trial);
-      ++columns;
+      columns += isa<MatmulOp>(c.op);
     }
+    for (auto &[op, why] : refused) {
+      std::string node = nodeName(op->getLoc());
+      op->emitError() << "tp=" << n << ": node '" << node
+                      << "' is marked tp = \"split\" but cannot be split: "
+                      << why;
+    }
+    if (!refused.empty())
+      return signalPassFailure();
     if (!best) {
       InFlightDiagnostic d = forward.emitError();
       d << "tp=" << n << ": no linear layer of @forward"

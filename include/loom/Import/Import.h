@@ -75,6 +75,9 @@ inline constexpr llvm::StringLiteral kBufferAttr = "loom.buffer";
 /// block r (r: the rank's coordinate along `axis`) of the tensor flattened
 /// row-major and zero-padded to n equal blocks (n: the axis's size).
 inline constexpr llvm::StringLiteral kShardAttr = "loom.shard";
+/// On a model's matmul or gather (JSON node field "tp"): "split" (tensor
+/// parallelism must split this layer) or "whole" (it must not).
+inline constexpr llvm::StringLiteral kTensorParallelChoiceAttr = "loom.tp";
 
 /// How the ONNX importer treats BatchNormalization's running statistics.
 enum class BatchNormMode {
