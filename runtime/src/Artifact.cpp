@@ -52,6 +52,12 @@ struct Artifact::Impl {
   // The mesh axes' communicators over `comm`, once built (meshCommsFor).
   MeshComms meshComms;
   bool meshCommsBuilt = false;
+  // The axes' device collectives (NCCL), started over meshComms when the
+  // first entry whose steps communicate runs, where the plan's collectives
+  // are the backend's (usesDeviceCollectives). Declared after the backend,
+  // so they go before it (they queue work on its stream).
+  DeviceComms deviceComms;
+  bool deviceCommsBuilt = false;
   CollectiveTimes collectiveTimes; // over every run
   std::map<std::string, NpyArray> initial;
   // One arena per entry and mode (plain, resident), allocated by the
@@ -126,6 +132,20 @@ struct Artifact::Impl {
       meshCommsBuilt = true;
     }
     return &meshComms;
+  }
+
+  /// The device collectives over `host`, started by the first call.
+  const DeviceComms *deviceCommsFor(const MeshComms &host,
+                                    const std::string &who, std::string *error,
+                                    ErrorCode *code) {
+    if (!deviceCommsBuilt) {
+      if (!deviceComms.build(plan, host, *backend,
+                             options.collectiveTimeoutSeconds, who, error,
+                             code))
+        return nullptr;
+      deviceCommsBuilt = true;
+    }
+    return &deviceComms;
   }
 };
 
@@ -381,6 +401,7 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
     impl.plan = std::move(*plan);
     BackendOptions backendOptions;
     backendOptions.log = options.log;
+    backendOptions.localRank = options.localRank;
     std::string why;
     impl.backend = createBackend(impl.plan.target, &why, code, backendOptions);
     if (!impl.backend) {
@@ -390,8 +411,8 @@ std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
       return nullptr;
     }
     if (!impl.backend->load(impl.plan, dir, error, code) ||
-        !checkCollectiveBackend(impl.plan, *impl.backend, planPath, error,
-                                code))
+        !checkCollectiveBackend(impl.plan, *impl.backend, options.collectives,
+                                planPath, error, code))
       return nullptr;
     if (!impl.plan.params.empty() &&
         !loadParams(joinPath(dir, impl.plan.params),
@@ -491,7 +512,10 @@ const std::map<std::string, NpyArray> &Artifact::initialState() const noexcept {
 void Artifact::setCollectives(Collectives *comm) noexcept {
   if (comm == impl->comm)
     return;
-  // What was split from the old comm goes now, while it still exists.
+  // What was started over the old comm, and split from it, goes now,
+  // while it still exists.
+  impl->deviceComms = DeviceComms();
+  impl->deviceCommsBuilt = false;
   impl->meshComms = MeshComms();
   impl->meshCommsBuilt = false;
   impl->comm = comm;
@@ -505,6 +529,12 @@ const MeshComms *Artifact::meshComms(std::string *error,
 }
 
 Collectives *Artifact::collectives() const noexcept { return impl->comm; }
+
+StepCollectives Artifact::stepCollectives() const noexcept {
+  return usesDeviceCollectives(impl->options.collectives, *impl->backend)
+             ? StepCollectives::Device
+             : StepCollectives::Host;
+}
 
 CollectiveTimes Artifact::collectiveTimes() const noexcept {
   return impl->collectiveTimes;
@@ -675,6 +705,15 @@ bool Artifact::runImpl(std::string_view entryName,
         (!checkMeshWorld(im.plan, im.comm, where, error, code) ||
          !(comms = im.meshCommsFor(where, error, code))))
       return false;
+    // Steps that communicate over the backend's device collectives (NCCL):
+    // started over the axes' host communicators by the first such entry.
+    const DeviceComms *deviceComms = nullptr;
+    const bool onDevice =
+        comms && entryCommunicates(*entry) &&
+        usesDeviceCollectives(im.options.collectives, *im.backend);
+    if (onDevice &&
+        !(deviceComms = im.deviceCommsFor(*comms, where, error, code)))
+      return false;
 
     // Match the caller's inputs to the plan's, by name, before touching the
     // device.
@@ -789,12 +828,13 @@ bool Artifact::runImpl(std::string_view entryName,
 
     // Everything between the uploads and the downloads is device work on
     // fixed addresses: what a recording captures (collectives over one
-    // rank are copies; communicating ones never run on a recording
-    // backend, see checkCollectiveBackend).
+    // rank are copies; host collectives never run on a recording backend,
+    // see checkCollectiveBackend; an entry with device collectives is not
+    // recorded, below).
     std::string failedAt;
     CollectiveSteps collectives(im.plan, *entry, backend, *arena, comms,
                                 im.options.profile || im.options.checkNumerics,
-                                &im.collectiveTimes);
+                                &im.collectiveTimes, deviceComms);
     bool firstRun = im.slots[index * 2 + (resident ? 1 : 0)].runs == 0;
     // The observer's outputs, by the step after which each is final (-1:
     // before the first). Resident outputs are not the observer's.
@@ -912,8 +952,10 @@ bool Artifact::runImpl(std::string_view entryName,
     };
 
     Impl::Slot &slot = im.slots[index * 2 + (resident ? 1 : 0)];
+    // Not an entry whose steps run NCCL: each collective records an event
+    // that its Request polls (the watchdog), which a graph cannot hold.
     bool record = im.options.graphs && !im.options.profile &&
-                  !im.options.checkNumerics && !observer &&
+                  !im.options.checkNumerics && !observer && !deviceComms &&
                   backend.canRecord();
     if (slot.recording && !observer) {
       if (!backend.replay(*slot.recording, &stepError))

@@ -2,6 +2,8 @@
 
 #include "loomrt/Backend.h"
 
+#include "loomrt/Collectives.h"
+
 #include "Backends.h"
 #include "Support.h"
 
@@ -41,6 +43,34 @@ bool Backend::conv(Arena &, const ConvCall &, std::string *error) noexcept {
   if (error) {
     try {
       *error = "the " + std::string(name()) + " backend has no conv steps";
+    } catch (...) {
+    }
+  }
+  return false;
+}
+
+std::unique_ptr<Collectives>
+Backend::startDeviceCollectives(Collectives &, double,
+                                std::string *error) noexcept {
+  std::string why;
+  deviceCollectivesAvailable(&why);
+  if (error) {
+    try {
+      *error = why;
+    } catch (...) {
+    }
+  }
+  return nullptr;
+}
+
+bool Backend::deviceCollectivesAvailable(std::string *error) const noexcept {
+  if (error) {
+    try {
+      *error = "the " + std::string(name()) +
+               " backend has no device collectives" +
+               (hostArenas() ? " (its arenas are host memory: collective "
+                               "steps run over host collectives, e.g. MPI)"
+                             : "");
     } catch (...) {
     }
   }

@@ -21,7 +21,8 @@ bool arenaRangeOk(const Arena &arena, uint64_t offset, uint64_t bytes,
 std::unique_ptr<Backend> createCpuBackend();
 
 /// Opens the CUDA driver (dlopen; LOOMRT_CUDA_DRIVER overrides the library),
-/// picks the device (LOOMRT_CUDA_DEVICE, default 0) and makes a stream.
+/// picks the device (LOOMRT_CUDA_DEVICE, else BackendOptions::localRank
+/// modulo the device count, else 0) and makes a stream.
 /// Unsupported with a message when there is no driver or no device.
 std::unique_ptr<Backend> createCudaBackend(const BackendOptions &options,
                                            std::string *error,

@@ -1,9 +1,10 @@
 //===- CollectiveSteps.cpp - A run's collective steps, overlapped ---------===//
 //
-// See CollectiveSteps.h. One handler per op, each over the communicator
-// of its step's mesh axis (MeshComms); parsePlan proved the element
-// counts and that src and dst are disjoint (or, for an all_reduce, the
-// same bytes), so nothing here checks them again.
+// See CollectiveSteps.h. One handler per op and kind of collectives, each
+// over the communicator of its step's mesh axis (MeshComms, DeviceComms);
+// parsePlan proved the element counts and that src and dst are disjoint
+// (or, for an all_reduce, the same bytes), so nothing here checks them
+// again.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,12 +22,6 @@ using detail::quoteName;
 
 namespace {
 
-/// Whether step `step` moves data between ranks.
-bool communicates(const PlanStep &step) {
-  return step.kind == PlanStep::Kind::Collective && step.collective.ranks > 1 &&
-         step.collective.op != CollectiveOp::RankSlice;
-}
-
 ReduceOp reduceOpOf(CollectiveReduce reduce) {
   switch (reduce) {
   case CollectiveReduce::Max:
@@ -42,36 +37,174 @@ ReduceOp reduceOpOf(CollectiveReduce reduce) {
 
 } // namespace
 
+const char *stepCollectivesName(StepCollectives kind) noexcept {
+  switch (kind) {
+  case StepCollectives::Host:
+    return "mpi";
+  case StepCollectives::Device:
+    return "nccl";
+  case StepCollectives::Auto:
+    break;
+  }
+  return "auto";
+}
+
+bool stepCommunicates(const PlanStep &step) noexcept {
+  return step.kind == PlanStep::Kind::Collective && step.collective.ranks > 1 &&
+         step.collective.op != CollectiveOp::RankSlice;
+}
+
+bool entryCommunicates(const PlanEntry &entry) noexcept {
+  for (const PlanStep &step : entry.steps)
+    if (stepCommunicates(step))
+      return true;
+  return false;
+}
+
+bool usesDeviceCollectives(StepCollectives kind,
+                           const Backend &backend) noexcept {
+  return kind == StepCollectives::Device ||
+         (kind == StepCollectives::Auto && !backend.hostArenas());
+}
+
 bool checkCollectiveBackend(const Plan &plan, const Backend &backend,
-                            const std::string &what, std::string *error,
-                            ErrorCode *code) {
+                            StepCollectives kind, const std::string &what,
+                            std::string *error, ErrorCode *code) {
+  detail::ErrorSink sink{error, code};
+  std::string backendName(backend.name());
+  if (usesDeviceCollectives(kind, backend)) {
+    std::string why;
+    if (kind == StepCollectives::Device &&
+        !backend.deviceCollectivesAvailable(&why)) {
+      sink.set(ErrorCode::Unsupported,
+               what + ": collective steps over device collectives (NCCL) " +
+                   "were asked for, but " +
+                   (backend.hostArenas()
+                        ? "the " + backendName +
+                              " backend has none: NCCL runs the collective "
+                              "steps of cuda artifacts; on the " +
+                              backendName +
+                              " they run over host collectives (MPI: "
+                              "loom-run --collectives=mpi or auto)"
+                        : why));
+      return false;
+    }
+    return true;
+  }
   if (backend.hostArenas())
     return true;
   for (const PlanEntry &entry : plan.entries)
     for (size_t s = 0; s < entry.steps.size(); ++s) {
       const PlanStep &step = entry.steps[s];
-      if (!communicates(step))
+      if (!stepCommunicates(step))
         continue;
-      detail::ErrorSink{error, code}.set(
-          ErrorCode::Unsupported,
-          what + ": entry " + quoteName(entry.name) + ": step " +
-              std::to_string(s) + " (collective): a " +
-              collectiveOpName(step.collective.op) + " over " +
-              std::to_string(step.collective.ranks) +
-              " ranks cannot run on the " + std::string(backend.name()) +
-              " backend yet (collective steps communicate over MPI on host "
-              "memory; NCCL is not wired to plans yet)");
+      std::string op = collectiveOpName(step.collective.op);
+      sink.set(ErrorCode::Unsupported,
+               what + ": entry " + quoteName(entry.name) + ": step " +
+                   std::to_string(s) +
+                   " (collective): " + (op[0] == 'a' ? "an " : "a ") + op +
+                   " over " + std::to_string(step.collective.ranks) +
+                   " ranks cannot run over host collectives (MPI) on the " +
+                   backendName +
+                   " backend, whose arenas are device memory: run the "
+                   "collective steps over NCCL (loom-run --collectives=nccl "
+                   "or auto)");
       return false;
     }
   return true;
 }
 
+//===----------------------------------------------------------------------===//
+// DeviceComms
+//===----------------------------------------------------------------------===//
+
+DeviceComms::DeviceComms() = default;
+DeviceComms::~DeviceComms() = default;
+DeviceComms::DeviceComms(DeviceComms &&) noexcept = default;
+DeviceComms &DeviceComms::operator=(DeviceComms &&) noexcept = default;
+
+bool DeviceComms::build(const Plan &plan, const MeshComms &host,
+                        Backend &backend, double timeoutSeconds,
+                        const std::string &who, std::string *error,
+                        ErrorCode *code) noexcept {
+  detail::ErrorSink sink{error, code};
+  try {
+    axes.clear();
+    if (!plan.mesh) {
+      sink.ok();
+      return true;
+    }
+    const PlanMesh &mesh = *plan.mesh;
+    std::vector<std::unique_ptr<Collectives>> made(mesh.shape.size());
+    // In axis order on every rank: each start is a collective over the
+    // axis's host communicator.
+    for (uint32_t a = 0; a < mesh.shape.size(); ++a) {
+      if (mesh.shape[a] == 1)
+        continue;
+      Collectives *bootstrap = host.axis(a);
+      if (!bootstrap) {
+        sink.set(ErrorCode::InvalidArgument,
+                 who + ": mesh axis " + mesh.axes[a] +
+                     " has no communicator to start " +
+                     std::string(backend.name()) +
+                     " device collectives over (one process?)");
+        return false;
+      }
+      std::string why;
+      made[a] =
+          backend.startDeviceCollectives(*bootstrap, timeoutSeconds, &why);
+      if (!made[a]) {
+        sink.set(ErrorCode::IO,
+                 who +
+                     ": starting the device collectives (NCCL) of mesh "
+                     "axis " +
+                     mesh.axes[a] + " (" + std::to_string(mesh.shape[a]) +
+                     " ranks) on the " + std::string(backend.name()) +
+                     " backend: " + why);
+        return false;
+      }
+      if (made[a]->size() != mesh.shape[a] ||
+          made[a]->rank() != bootstrap->rank()) {
+        sink.set(ErrorCode::IO,
+                 who + ": the device communicator of mesh axis " +
+                     mesh.axes[a] + " has " + std::to_string(made[a]->size()) +
+                     " ranks and this one is its rank " +
+                     std::to_string(made[a]->rank()) + "; expected " +
+                     std::to_string(mesh.shape[a]) + " and " +
+                     std::to_string(bootstrap->rank()));
+        return false;
+      }
+    }
+    axes = std::move(made);
+    sink.ok();
+    return true;
+  } catch (...) {
+    sink.outOfMemory(who);
+  }
+  return false;
+}
+
+Collectives *DeviceComms::axis(uint32_t axis) const noexcept {
+  return axis < axes.size() ? axes[axis].get() : nullptr;
+}
+
+void DeviceComms::set(uint32_t axis, std::unique_ptr<Collectives> comm) {
+  if (axes.size() <= axis)
+    axes.resize(axis + 1);
+  axes[axis] = std::move(comm);
+}
+
+//===----------------------------------------------------------------------===//
+// CollectiveSteps
+//===----------------------------------------------------------------------===//
+
 CollectiveSteps::CollectiveSteps(const Plan &plan, const PlanEntry &entry,
                                  Backend &backend, Arena &arena,
                                  const MeshComms *comms, bool blocking,
-                                 CollectiveTimes *times)
+                                 CollectiveTimes *times,
+                                 const DeviceComms *device)
     : plan(plan), entry(entry), backend(backend), arena(arena), comms(comms),
-      blocking(blocking), times(times) {}
+      deviceComms(device), blocking(blocking), times(times) {}
 
 CollectiveSteps::~CollectiveSteps() {
   std::string ignored;
@@ -81,6 +214,10 @@ CollectiveSteps::~CollectiveSteps() {
 
 void *CollectiveSteps::host(uint32_t buffer) {
   return backend.hostAddress(arena, entry.buffers[buffer].offset);
+}
+
+void *CollectiveSteps::device(uint32_t buffer) {
+  return backend.deviceAddress(arena, entry.buffers[buffer].offset);
 }
 
 std::string CollectiveSteps::describe(const PlanStep &step) const {
@@ -113,8 +250,8 @@ bool CollectiveSteps::waitForBytes(uint64_t offset, uint64_t bytes,
     return true;
   for (size_t i = 0; i < pending.size();) {
     const Pending &p = pending[i];
-    if (p.src.overlaps(offset, offset + bytes) ||
-        p.dst.overlaps(offset, offset + bytes)) {
+    if (!p.streamOrdered && (p.src.overlaps(offset, offset + bytes) ||
+                             p.dst.overlaps(offset, offset + bytes))) {
       if (!complete(i, error))
         return false;
     } else {
@@ -142,7 +279,15 @@ bool CollectiveSteps::complete(size_t i, std::string *error) {
 }
 
 bool CollectiveSteps::afterStep(std::string *error) {
+  // The stream runs its collectives in issue order: once one of them is
+  // not done, the later ones are not either (no need to ask each after
+  // every step).
+  bool streamBusy = false;
   for (size_t i = 0; i < pending.size();) {
+    if (pending[i].streamOrdered && streamBusy) {
+      ++i;
+      continue;
+    }
     bool done = false;
     std::string why;
     if (!pending[i].request->test(&done, &why)) {
@@ -154,6 +299,7 @@ bool CollectiveSteps::afterStep(std::string *error) {
       if (!complete(i, error))
         return false;
     } else {
+      streamBusy |= pending[i].streamOrdered;
       ++i;
     }
   }
@@ -168,17 +314,37 @@ bool CollectiveSteps::finish(std::string *error) {
 }
 
 bool CollectiveSteps::issue(const PlanStep &step, std::string *error) {
-  // Artifact checked both (checkMeshWorld, checkCollectiveBackend); a
+  const CollectiveStep &c = step.collective;
+  // Device collectives where there are any for the axis: only axes larger
+  // than 1 get them (DeviceComms::build), but a test may set one of one
+  // rank, whose ops then go through it (they give what a copy gives).
+  if (Collectives *dev = deviceComms ? deviceComms->axis(c.axis) : nullptr;
+      dev && c.op != CollectiveOp::RankSlice) {
+    switch (c.op) {
+    case CollectiveOp::AllReduce:
+      return deviceAllReduce(step, *dev, error);
+    case CollectiveOp::ReduceScatter:
+      return deviceReduceScatter(step, *dev, error);
+    case CollectiveOp::AllGather:
+      return deviceAllGather(step, *dev, error);
+    case CollectiveOp::RankSlice:
+      break;
+    }
+  }
+  // Artifact checked the rest (checkMeshWorld, checkCollectiveBackend); a
   // caller that did not gets a message, not a crash.
-  Collectives *comm = comms ? comms->axis(step.collective.axis) : nullptr;
-  if (communicates(step) && (!comm || !backend.hostArenas())) {
-    *error = describe(step) + ": " +
-             (comm ? "the backend's memory is not the host's"
-                   : "no Collectives for the ranks");
+  Collectives *comm = comms ? comms->axis(c.axis) : nullptr;
+  if (stepCommunicates(step) && (!comm || !backend.hostArenas())) {
+    *error =
+        describe(step) + ": " +
+        (!comm ? "no Collectives for the ranks"
+         : deviceComms
+             ? "no device collectives for mesh axis " + plan.mesh->axes[c.axis]
+             : "the backend's memory is not the host's, and the step "
+               "has no device collectives");
     return false;
   }
   // Over an axis of one rank nothing communicates: each op is a copy.
-  const CollectiveStep &c = step.collective;
   if (c.ranks == 1 && c.op != CollectiveOp::RankSlice)
     return localCopy(step, 0, error);
   switch (c.op) {
@@ -207,7 +373,8 @@ bool CollectiveSteps::localCopy(const PlanStep &step, uint64_t srcSkip,
 
 bool CollectiveSteps::track(const PlanStep &step,
                             std::unique_ptr<Request> request,
-                            const std::string *why, std::string *error) {
+                            const std::string *why, std::string *error,
+                            bool streamOrdered) {
   std::string what = describe(step);
   if (!request) {
     *error = what + ": " + *why;
@@ -216,9 +383,11 @@ bool CollectiveSteps::track(const PlanStep &step,
   const PlanBuffer &src = entry.buffers[step.collective.src];
   const PlanBuffer &dst = entry.buffers[step.collective.dst];
   pending.push_back(Pending{std::move(request),
+                            streamOrdered,
                             {src.offset, src.offset + src.bytes},
                             {dst.offset, dst.offset + dst.bytes},
-                            std::move(what), std::chrono::steady_clock::now()});
+                            std::move(what),
+                            std::chrono::steady_clock::now()});
   if (times)
     ++times->calls;
   return !blocking || complete(pending.size() - 1, error);
@@ -266,6 +435,49 @@ bool CollectiveSteps::allGather(const PlanStep &step, Collectives &comm,
       step,
       comm.allGather(host(c.src), host(c.dst), src.elements, src.dtype, &why),
       &why, error);
+}
+
+// Device collectives: the backend's stream runs them after the steps
+// before and before the steps after, so nothing is synchronized here.
+
+bool CollectiveSteps::deviceAllReduce(const PlanStep &step, Collectives &comm,
+                                      std::string *error) {
+  const CollectiveStep &c = step.collective;
+  const PlanBuffer &src = entry.buffers[c.src];
+  const PlanBuffer &dst = entry.buffers[c.dst];
+  // In place, like every Collectives all-reduce: src's values to dst
+  // first, a device-to-device copy on the same stream.
+  if (src.offset != dst.offset &&
+      !backend.copy(arena, src.offset, dst.offset, dst.bytes, error))
+    return false;
+  std::string why;
+  return track(step,
+               comm.allReduce(device(c.dst), dst.elements, dst.dtype,
+                              reduceOpOf(c.reduce), &why),
+               &why, error, /*streamOrdered=*/true);
+}
+
+bool CollectiveSteps::deviceReduceScatter(const PlanStep &step,
+                                          Collectives &comm,
+                                          std::string *error) {
+  const CollectiveStep &c = step.collective;
+  const PlanBuffer &dst = entry.buffers[c.dst];
+  std::string why;
+  return track(step,
+               comm.reduceScatter(device(c.src), device(c.dst), dst.elements,
+                                  dst.dtype, reduceOpOf(c.reduce), &why),
+               &why, error, /*streamOrdered=*/true);
+}
+
+bool CollectiveSteps::deviceAllGather(const PlanStep &step, Collectives &comm,
+                                      std::string *error) {
+  const CollectiveStep &c = step.collective;
+  const PlanBuffer &src = entry.buffers[c.src];
+  std::string why;
+  return track(step,
+               comm.allGather(device(c.src), device(c.dst), src.elements,
+                              src.dtype, &why),
+               &why, error, /*streamOrdered=*/true);
 }
 
 bool CollectiveSteps::rankSlice(const PlanStep &step, std::string *error) {

@@ -308,9 +308,16 @@ void misuseChecks(Collectives &mpi, Device &dev, const Fake &fake) {
         "nranks other than the world's is refused");
   check(fake.initRank(&comm, n, id, n) == nccl::ncclInvalidArgument,
         "rank n is refused");
-  if (n > 1)
-    check(fake.initRank(&comm, n, id, (r + 1) % n) == nccl::ncclInvalidArgument,
+  if (n > 1) {
+    // Rank 0's id on every rank, but numbered off by one.
+    nccl::ncclUniqueId shared = id;
+    std::string e;
+    check(waitFor(mpi.broadcast(&shared, sizeof shared, DType::U8, 0, &e), &e),
+          "broadcast of the id: " + e);
+    check(fake.initRank(&comm, n, shared, (r + 1) % n) ==
+              nccl::ncclInvalidArgument,
           "another rank's number is refused");
+  }
   // Each rank's own id: the ranks disagree.
   if (n > 1)
     check(fake.initRank(&comm, n, id, r) == nccl::ncclInvalidUsage,

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaFixtures.h"
 #include "Fixtures.h"
 #include "fakecuda/FakeCuda.h"
 
@@ -61,51 +62,14 @@ private:
   FakeCudaStats *counters = nullptr;
 };
 
-std::string replaceAll(std::string text, const std::string &from,
-                       const std::string &to) {
-  for (size_t at = text.find(from); at != std::string::npos;
-       at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-  return text;
-}
-
-/// A cpu plan (planJson) turned into a cuda one: kernels.cubin for sm_`sm`
-/// and kernels.ptx.
-std::string toCudaPlan(const std::string &cpuPlan, int sm = 90,
-                       const std::string &kernels = "\"kernels.cubin\"",
-                       const std::string &ptx = "\"kernels.ptx\"") {
-  std::string text =
-      replaceAll(cpuPlan, "\"target\": \"cpu\"",
-                 "\"target\": \"cuda\", \"sm\": " + std::to_string(sm) +
-                     ", \"ptx\": " + ptx);
-  return replaceAll(text, "\"kernels\": \"kernels.so\"",
-                    "\"kernels\": " + kernels);
-}
-
-/// Writes the fake driver's images of the test kernels: kernels.cubin for
-/// `cubinSm` and kernels.ptx, listing every kernel the plan calls with its
-/// parameter count.
+/// writeFakeImages (CudaFixtures.h), failing the test on a bad plan.
 bool writeFakeImages(const std::string &dir, const std::string &planText,
                      int cubinSm = 90) {
   std::string error;
-  std::optional<Plan> plan = parsePlan(planText, "plan.json", &error);
-  if (!plan) {
-    ADD_FAILURE() << error;
-    return false;
-  }
-  std::map<std::string, size_t> params;
-  for (const PlanEntry &e : plan->entries)
-    for (const PlanStep &s : e.steps)
-      if (s.kind == PlanStep::Kind::Kernel)
-        params[s.kernel] = s.buffers.size();
-  std::string list;
-  for (const auto &[name, n] : params)
-    list += "kernel " + name + " " + std::to_string(n) + "\n";
-  std::string lib = std::string(" lib=") + LOOMRT_TEST_KERNELS_PATH + "\n";
-  writeBytes(dir + "/kernels.cubin",
-             "FAKECUBIN sm=" + std::to_string(cubinSm) + lib + list);
-  writeBytes(dir + "/kernels.ptx", "FAKEPTX" + lib + list);
-  return true;
+  if (loomrt::test::writeFakeImages(dir, planText, cubinSm, &error))
+    return true;
+  ADD_FAILURE() << error;
+  return false;
 }
 
 std::unique_ptr<Artifact> load(const std::string &dir, std::string *error,
@@ -637,9 +601,10 @@ TEST_F(CudaFakeTraining, LoomRunTrainsACudaArtifact) {
 }
 
 // Collective steps on CUDA: over one rank they are device copies (they
-// run, and are recorded into the graph); communicating ones are refused
-// at load until NCCL is wired to plans.
-TEST(CudaFakeDevice, CollectivesOfOneRankAreCopiesAndOthersAreRefused) {
+// run, and are recorded into the graph); those that communicate run over
+// NCCL (MeshNcclTest.cpp runs them under mpirun), and are refused at load
+// over host collectives (MPI cannot reach device memory).
+TEST(CudaFakeDevice, CollectivesOfOneRankAreCopiesAndOthersNeedNccl) {
   FakeCuda fake;
   ASSERT_TRUE(fake.ok());
   EntryBuilder e("main");
@@ -659,12 +624,19 @@ TEST(CudaFakeDevice, CollectivesOfOneRankAreCopiesAndOthersAreRefused) {
   std::string error;
   std::unique_ptr<Artifact> artifact = load(dir.path(), &error);
   ASSERT_TRUE(artifact) << error;
+  EXPECT_EQ(artifact->stepCollectives(), StepCollectives::Device);
   NpyArray in = f32Array({4}, {1, -2, 3, 4});
   for (int run = 0; run < 3; ++run) { // eager, recorded, replayed
     std::vector<NpyArray> out;
     ASSERT_TRUE(artifact->run("main", {{"x", &in}}, &out, &error)) << error;
     EXPECT_EQ(f32Values(out[0]), f32Values(in));
   }
+  EXPECT_EQ(fake.stats().captures, 1);
+  EXPECT_EQ(fake.stats().graphLaunches, 2);
+  // Over host collectives too: nothing communicates.
+  LoadOptions host;
+  host.collectives = StepCollectives::Host;
+  EXPECT_TRUE(Artifact::load(dir.path(), host, &error)) << error;
 
   EntryBuilder two("main");
   int y = two.buffer("f32", {4}), z = two.buffer("f32", {2});
@@ -675,14 +647,75 @@ TEST(CudaFakeDevice, CollectivesOfOneRankAreCopiesAndOthersAreRefused) {
   writeBytes(dir.file("plan.json"),
              toCudaPlan(planJson({two}, "null", "null", meshJson({"dp"}, {2})),
                         90, "null", "null"));
+  // Auto: NCCL, started when the entry first runs, which needs 2 ranks.
+  artifact = load(dir.path(), &error);
+  ASSERT_TRUE(artifact) << error;
+  NpyArray four = f32Array({4}, {1, 2, 3, 4});
   ErrorCode code = ErrorCode::Ok;
-  EXPECT_FALSE(Artifact::load(dir.path(), &error, &code));
-  EXPECT_EQ(code, ErrorCode::Unsupported);
-  EXPECT_NE(error.find("plan.json: entry 'main': step 1 (collective): a "
-                       "reduce_scatter over 2 ranks cannot run on the cuda "
-                       "backend yet"),
+  EXPECT_FALSE(artifact->run("main", {{"y", &four}}, nullptr, &error, &code));
+  EXPECT_EQ(code, ErrorCode::InvalidArgument);
+  EXPECT_NE(error.find("entry 'main' was compiled for 2 ranks (mesh dp=2); "
+                       "this run has 1 process: launch it with mpirun -np 2"),
             std::string::npos)
       << error;
+  // Host collectives cannot reach the arena: refused at load, naming the
+  // step and what to do.
+  EXPECT_FALSE(Artifact::load(dir.path(), host, &error, &code));
+  EXPECT_EQ(code, ErrorCode::Unsupported);
+  EXPECT_NE(error.find("plan.json: entry 'main': step 1 (collective): a "
+                       "reduce_scatter over 2 ranks cannot run over host "
+                       "collectives (MPI) on the cuda backend, whose arenas "
+                       "are device memory: run the collective steps over "
+                       "NCCL (loom-run --collectives=nccl or auto)"),
+            std::string::npos)
+      << error;
+  // NCCL asked for where it cannot load: refused at load, naming the
+  // library.
+  LoadOptions device;
+  device.collectives = StepCollectives::Device;
+  {
+    ScopedEnv nccl("LOOMRT_NCCL_LIBRARY", dir.file("no-libnccl.so.2"));
+    EXPECT_FALSE(Artifact::load(dir.path(), device, &error, &code));
+    EXPECT_EQ(code, ErrorCode::Unsupported);
+    EXPECT_NE(error.find("plan.json: collective steps over device collectives "
+                         "(NCCL) were asked for, but no NCCL "
+                         "(LOOMRT_NCCL_LIBRARY=" +
+                         dir.file("no-libnccl.so.2") + " cannot be loaded"),
+              std::string::npos)
+        << error;
+  }
+#ifdef LOOMRT_FAKE_NCCL_PATH
+  {
+    ScopedEnv nccl("LOOMRT_NCCL_LIBRARY", LOOMRT_FAKE_NCCL_PATH);
+    EXPECT_TRUE(Artifact::load(dir.path(), device, &error)) << error;
+  }
+#endif
+}
+
+// NCCL on the CPU backend: refused at load, whatever the plan.
+TEST(CudaFakeDevice, NcclOnTheCpuBackendIsRefused) {
+  TempDir dir;
+  writeBytes(dir.file("plan.json"),
+             planJson({mainEntry()}, "\"kernels.so\"", "null"));
+  ASSERT_TRUE(installKernels(dir.path()));
+  LoadOptions device;
+  device.collectives = StepCollectives::Device;
+  std::string error;
+  ErrorCode code = ErrorCode::Ok;
+  EXPECT_FALSE(Artifact::load(dir.path(), device, &error, &code));
+  EXPECT_EQ(code, ErrorCode::Unsupported);
+  EXPECT_NE(error.find("plan.json: collective steps over device collectives "
+                       "(NCCL) were asked for, but the cpu backend has none: "
+                       "NCCL runs the collective steps of cuda artifacts; on "
+                       "the cpu they run over host collectives (MPI: "
+                       "loom-run --collectives=mpi or auto)"),
+            std::string::npos)
+      << error;
+  LoadOptions host;
+  host.collectives = StepCollectives::Host;
+  std::unique_ptr<Artifact> artifact = Artifact::load(dir.path(), host, &error);
+  ASSERT_TRUE(artifact) << error;
+  EXPECT_EQ(artifact->stepCollectives(), StepCollectives::Host);
 }
 
 } // namespace

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaFixtures.h"
 #include "Fixtures.h"
 
 #include "loomrt/Artifact.h"
@@ -249,6 +250,67 @@ TEST_F(LoomRunTest, ShowsTrainsAndProfilesAMeshPlan) {
   std::optional<NpyArray> loss = readNpy(dir.file("out/loss.npy"), &error);
   ASSERT_TRUE(loss) << error;
   EXPECT_EQ(f32Values(*loss), std::vector<float>{4}); // (0 - 2)^2: w = b = 0
+}
+
+// --collectives=auto|mpi|nccl: what it accepts, and each refusal with
+// what to do (the runs over NCCL themselves are MeshNcclTest's, under
+// mpirun).
+TEST_F(LoomRunTest, CollectivesFlag) {
+  Outcome o = loomRun({"--help"});
+  EXPECT_OUTPUT(o, "--collectives=MODE");
+  o = loomRun(
+      {model, "--train", "--data", data, "--steps", "1", "--collectives=gloo"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_OUTPUT(o, "--collectives expects auto, mpi or nccl, got 'gloo'");
+  o = loomRun({model, "--info", "--collectives=nccl"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_OUTPUT(o, "--collectives does not apply to --info");
+  // A cpu artifact: mpi and auto train; nccl is refused.
+  for (const char *mode : {"--collectives=auto", "--collectives=mpi"}) {
+    o = loomRun({model, "--train", "--data", data, "--steps", "1", mode});
+    EXPECT_EQ(o.status, 0) << mode << ": " << o.output;
+  }
+  o = loomRun(
+      {model, "--train", "--data", data, "--steps", "1", "--collectives=nccl"});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_OUTPUT(o, "loom-run: error: " + model +
+                       "/plan.json: collective steps over device collectives "
+                       "(NCCL) were asked for, but the cpu backend has none");
+  o = loomRun({model, "--entry=forward", "--output-dir", dir.file("out"),
+               "--collectives", "nccl"});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_OUTPUT(o, "the cpu backend has none");
+
+  // A cuda artifact compiled for 2 ranks (the fake driver): mpi refused at
+  // load, naming the step; nccl refused where libnccl cannot be loaded.
+  std::string cuda = dir.file("dp2-cuda.loom");
+  std::filesystem::create_directories(cuda);
+  ASSERT_TRUE(writeMeshRegressionArtifact(cuda, 2, 1));
+  std::string error;
+  ASSERT_TRUE(makeFakeCudaArtifact(cuda, &error)) << error;
+  ScopedEnv driver("LOOMRT_CUDA_DRIVER", LOOMRT_FAKE_CUDA_PATH);
+  ScopedEnv blasLt("LOOMRT_CUBLASLT_LIBRARY", LOOMRT_FAKE_CUDA_PATH);
+  o = loomRun(
+      {cuda, "--train", "--data", data, "--steps", "1", "--collectives=mpi"});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_OUTPUT(o, "loom-run: error: " + cuda +
+                       "/plan.json: entry 'train_step': step 5 "
+                       "(collective): an all_reduce over 2 ranks cannot run "
+                       "over host collectives (MPI) on the cuda backend");
+  EXPECT_OUTPUT(o, "(loom-run --collectives=nccl or auto)");
+  {
+    ScopedEnv nccl("LOOMRT_NCCL_LIBRARY", dir.file("missing/libnccl.so.2"));
+    o = loomRun({cuda, "--train", "--data", data, "--steps", "1",
+                 "--collectives=nccl"});
+    EXPECT_EQ(o.status, 1);
+    EXPECT_OUTPUT(o, "were asked for, but no NCCL (LOOMRT_NCCL_LIBRARY=" +
+                         dir.file("missing/libnccl.so.2") +
+                         " cannot be loaded");
+  }
+  // One process: auto takes NCCL, and the plan needs its 2 ranks.
+  o = loomRun({cuda, "--train", "--data", data, "--steps", "1"});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_OUTPUT(o, "this run has 1 process: launch it with mpirun -np 2");
 }
 
 TEST_F(LoomRunTest, EvaluatesAnEntryIntoNpyFiles) {

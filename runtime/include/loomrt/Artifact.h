@@ -32,6 +32,32 @@ class Backend;
 class Collectives;
 class MeshComms;
 
+/// What the collective steps of a plan compiled for a mesh communicate
+/// over (loom-run --collectives=auto|mpi|nccl). Only steps that move data
+/// between ranks care: over an axis of one rank, and for rank_slice, a
+/// step is a copy on any backend.
+enum class StepCollectives {
+  /// Device on a backend whose arenas are device memory (CUDA), Host
+  /// otherwise.
+  Auto,
+  /// setCollectives' own Collectives (MPI in loom-run) on host memory,
+  /// which needs host arenas (the CPU backend): a cuda plan with a step
+  /// that communicates is refused at load.
+  Host,
+  /// The backend's device collectives (Backend::startDeviceCollectives:
+  /// NCCL on CUDA, on the backend's stream), one communicator per mesh
+  /// axis larger than 1, each started over that axis's communicator of
+  /// setCollectives' Collectives when the first entry whose steps
+  /// communicate runs. Refused at load on the CPU backend, and where NCCL
+  /// cannot be loaded. An entry whose steps run over them is not recorded
+  /// into a CUDA graph (the watchdog polls an event after each NCCL call,
+  /// which a capture cannot hold).
+  Device,
+};
+
+/// "auto", "mpi" (Host), "nccl" (Device): loom-run's names.
+const char *stepCollectivesName(StepCollectives kind) noexcept;
+
 /// How Artifact::load prepares an artifact.
 struct LoadOptions {
   /// On a backend that can record (CUDA): run each entry eagerly once, record
@@ -51,6 +77,15 @@ struct LoadOptions {
   /// element. Steps are issued one by one, never recorded; slow, for
   /// finding where numbers go bad (loom-run --check-numerics).
   bool checkNumerics = false;
+  /// What collective steps that communicate run over (StepCollectives).
+  StepCollectives collectives = StepCollectives::Auto;
+  /// Device collectives: seconds a rank waits for one before it aborts the
+  /// communicator and fails naming it (another rank died or hangs); 0
+  /// waits forever. Host collectives time out as their Collectives do.
+  double collectiveTimeoutSeconds = 60;
+  /// This process's rank among those of its machine (-1: unknown), for
+  /// the backend's choice of device (BackendOptions::localRank).
+  int localRank = -1;
 };
 
 /// The time of one plan step, with LoadOptions::profile: summed over the
@@ -153,7 +188,9 @@ public:
 
   /// The ranks a plan with a mesh runs over (docs/plan-format.md): the
   /// world, whose rank gives this process's coordinates on the mesh; its
-  /// collective steps go through each axis's communicator (meshComms).
+  /// collective steps go through each axis's communicator (meshComms), or,
+  /// with device collectives (LoadOptions::collectives; NCCL on CUDA),
+  /// through communicators started over those.
   /// Borrowed: it must outlive the runs (set null before it goes, which
   /// also frees the communicators split from it). Null (the default):
   /// this process alone, which runs collectives over axes of one rank as
@@ -169,6 +206,10 @@ public:
   /// fit the mesh (checkMeshWorld) or cannot split (Unsupported).
   const MeshComms *meshComms(std::string *error,
                              ErrorCode *code = nullptr) noexcept;
+  /// What the plan's collective steps that communicate run over:
+  /// LoadOptions::collectives resolved for the backend (Host or Device,
+  /// never Auto).
+  StepCollectives stepCollectives() const noexcept;
   /// The collective steps' cost so far (see CollectiveTimes).
   CollectiveTimes collectiveTimes() const noexcept;
   Collectives *collectives() const noexcept;

@@ -27,6 +27,8 @@
 
 namespace loomrt {
 
+class Collectives;
+
 /// Device memory of one entry point (or of the resident training state):
 /// `size()` bytes, 64-byte aligned. Only the Backend that allocated it may use
 /// it.
@@ -63,6 +65,11 @@ public:
 struct BackendOptions {
   /// Where a note goes (e.g. "JIT-compiling kernels.ptx"); null: stderr.
   std::FILE *log = nullptr;
+  /// This process's rank among the processes of its machine (from the
+  /// launcher), or -1. CUDA: unless LOOMRT_CUDA_DEVICE names a device, a
+  /// process of local rank r >= 0 takes device r modulo the device count
+  /// (one GPU per rank, as NCCL needs); -1 takes device 0.
+  int localRank = -1;
 };
 
 class Backend {
@@ -131,6 +138,33 @@ public:
   virtual void *hostAddress(Arena & /*arena*/, uint64_t /*offset*/) noexcept {
     return nullptr;
   }
+  /// The device address of `offset` in `arena` (CUDA: the CUdeviceptr), as
+  /// the backend's device collectives take it; null where the arenas are
+  /// host memory.
+  virtual void *deviceAddress(Arena & /*arena*/, uint64_t /*offset*/) noexcept {
+    return nullptr;
+  }
+
+  /// Device collectives: communication between the ranks of `bootstrap`
+  /// (host collectives, e.g. MPI) on this backend's device memory (the
+  /// pointers of deviceAddress), queued on the stream that carries the
+  /// backend's other work, so each is ordered after the steps before it
+  /// and before the steps after it with no host round trip. CUDA: one NCCL
+  /// communicator over `bootstrap`'s ranks on this backend's device, rank
+  /// 0's unique id sent to the others over `bootstrap`; a collective: every
+  /// rank of `bootstrap` calls it at the same time. A Request of theirs
+  /// gives up after `timeoutSeconds` (0: never), aborting the
+  /// communicator. Null with the reason where the backend has none (the
+  /// default; the CPU's arenas are host memory) or they cannot start (no
+  /// libnccl.so.2, another rank failed).
+  virtual std::unique_ptr<Collectives>
+  startDeviceCollectives(Collectives &bootstrap, double timeoutSeconds,
+                         std::string *error) noexcept;
+  /// Whether startDeviceCollectives can work on this machine (CUDA: NCCL
+  /// loads, and is 2.10 or newer); false with the reason ("no NCCL
+  /// (libnccl.so.2 not found): install NCCL ... or set
+  /// LOOMRT_NCCL_LIBRARY") otherwise. Starts nothing.
+  virtual bool deviceCollectivesAvailable(std::string *error) const noexcept;
 
   /// Waits until all work issued so far has finished (no-op on CPU) and
   /// completes pending downloads.

@@ -12,7 +12,10 @@
 // cuBLASLt in column-major form with the operands swapped (row-major
 // C = A B is column-major C^T = B^T A^T), strided batches through the layout
 // attributes, f32 without TF32 unless LOOMRT_CUDA_ALLOW_TF32=1. Recording is
-// stream capture into a CUDA graph.
+// stream capture into a CUDA graph. Device collectives are NCCL
+// (NcclCollectives) on this device's primary context and on the same
+// stream, so a plan's collective steps are ordered with its kernels by the
+// stream alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +24,10 @@
 #include "../Backends.h"
 #include "../Support.h"
 #include "CudaApi.h"
+#include "NcclApi.h"
+#include "NcclCollectives.h"
+
+#include "loomrt/Collectives.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -103,7 +110,8 @@ struct GemmPlan {
 class CudaBackend final : public Backend {
 public:
   CudaBackend(const DriverApi &cu, const BackendOptions &options)
-      : cu(cu), log(options.log ? options.log : stderr) {}
+      : cu(cu), log(options.log ? options.log : stderr),
+        localRank(options.localRank) {}
 
   ~CudaBackend() override {
     if (!ctx)
@@ -154,7 +162,11 @@ public:
         return false;
       }
       ordinal = static_cast<int>(v);
+    } else if (localRank > 0) {
+      // One GPU per rank of a machine (NCCL refuses two ranks on one).
+      ordinal = localRank % count;
     }
+    deviceOrdinal = ordinal;
     if (!call(cu.cuDeviceGet(&device, ordinal), "cuDeviceGet", error))
       return false;
     char nameBuf[256] = {0};
@@ -393,6 +405,38 @@ public:
   bool synchronize(std::string *error) noexcept override {
     bind();
     return flush(error);
+  }
+
+  void *deviceAddress(Arena &arena, uint64_t offset) noexcept override {
+    return reinterpret_cast<void *>(
+        static_cast<uintptr_t>(dev(arena) + offset));
+  }
+
+  std::unique_ptr<Collectives>
+  startDeviceCollectives(Collectives &bootstrap, double timeoutSeconds,
+                         std::string *error) noexcept override {
+    // NCCL on this backend's device (its primary context, which the
+    // arenas live in) and stream: queued behind the kernels, GEMMs and
+    // copies issued before, ahead of those issued after.
+    NcclOptions options;
+    options.device = deviceOrdinal;
+    options.stream = stream;
+    options.timeoutSeconds = timeoutSeconds;
+    std::unique_ptr<Collectives> comm = startNccl(bootstrap, options, error);
+    bind(); // startNccl made the same context current; no harm
+    return comm;
+  }
+
+  bool deviceCollectivesAvailable(std::string *error) const noexcept override {
+    try {
+      std::string why;
+      if (nccl::loadNccl(&why))
+        return true;
+      setError(error, why);
+    } catch (...) {
+      setError(error, "out of memory loading NCCL");
+    }
+    return false;
   }
 
   bool canRecord() const noexcept override { return true; }
@@ -802,6 +846,8 @@ private:
 
   const DriverApi &cu;
   std::FILE *log;
+  int localRank = -1;
+  int deviceOrdinal = 0;
   const BlasLtApi *lt = nullptr;
   CUdevice device = 0;
   CUcontext ctx = nullptr;

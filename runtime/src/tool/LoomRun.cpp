@@ -117,7 +117,24 @@ Data parallel (--train under an MPI launcher):
   --collective-timeout S  seconds a rank waits for a collective before it
                           ends the job with an error naming itself and the
                           collective (another rank died or hangs); default
-                          60, 0 waits forever
+                          60, 0 waits forever; also NCCL's (--collectives)
+
+Plans compiled for several ranks (loomc --dp, --zero, --tp; --train, --entry):
+  mpirun -np N loom-run ART ...   N: the product of the plan's mesh sizes
+  --collectives=MODE      what the plan's collective steps communicate over:
+                          auto (default): nccl for a cuda artifact, mpi for
+                          a cpu one; mpi: MPI on host memory (cpu artifacts
+                          only: a cuda artifact whose steps communicate is
+                          refused); nccl: NCCL on the GPU's memory, queued
+                          on the stream of the kernels around them (cuda
+                          artifacts only; libnccl.so.2, or the library
+                          LOOMRT_NCCL_LIBRARY names, 2.10 or newer; one
+                          communicator per mesh axis larger than 1, started
+                          over MPI; one GPU per rank: local rank modulo the
+                          GPUs, unless LOOMRT_CUDA_DEVICE is set). Gathering
+                          shards for checkpoints, and the runtime's data
+                          parallelism (an artifact without a mesh), use MPI
+                          whatever this says
 
 CPU (--entry, --train):
   --threads N             threads for the kernels (OpenMP) and the GEMMs
@@ -179,6 +196,7 @@ struct Args {
   std::string profilePath; // --profile
   bool checkNumerics = false;
   MpiOptions mpi; // --ranks-per-node, --allreduce
+  StepCollectives collectives = StepCollectives::Auto; // --collectives
   std::set<std::string> given; // flags seen, for mode checks
 };
 
@@ -205,6 +223,7 @@ const Flag kFlags[] = {
     {"profile", true},        {"check-numerics", false},
     {"ranks-per-node", true}, {"allreduce", true},
     {"collective-timeout", true}, {"bucket-mb", true},
+    {"collectives", true},
 };
 
 /// Flags that only make sense in some modes.
@@ -230,6 +249,7 @@ const std::map<std::string, std::set<Mode>> kFlagModes = {
     {"allreduce", {Mode::Train}},
     {"collective-timeout", {Mode::Train}},
     {"bucket-mb", {Mode::Train}},
+    {"collectives", {Mode::Train, Mode::Entry}},
     {"profile", {Mode::Train, Mode::Entry}},
     {"check-numerics", {Mode::Train, Mode::Entry}},
     {"resume", {Mode::Train, Mode::Export}},
@@ -425,6 +445,15 @@ Args parseArgs(int argc, const char *const *argv, bool &help, bool &version) {
       if (mb > 1048576)
         usage("--bucket-mb expects 0 to 1048576, got '" + value + "'");
       t.bucketBytes = uint64_t(mb * 1048576.0);
+    } else if (name == "collectives") {
+      if (value == "auto")
+        args.collectives = StepCollectives::Auto;
+      else if (value == "mpi")
+        args.collectives = StepCollectives::Host;
+      else if (value == "nccl")
+        args.collectives = StepCollectives::Device;
+      else
+        usage("--collectives expects auto, mpi or nccl, got '" + value + "'");
     } else if (name == "collective-timeout") {
       args.mpi.timeoutSeconds = parseAmount(name, value, "seconds");
     }
@@ -533,23 +562,31 @@ NpyArray narrowToBf16(const NpyArray &a, const std::string &what) {
 }
 
 std::unique_ptr<Artifact> loadArtifact(const std::string &dir,
-                                       bool cudaGraphs = true,
-                                       int threads = 0, bool profile = false,
-                                       bool checkNumerics = false) {
+                                       const LoadOptions &options = {},
+                                       int threads = 0) {
   std::string error;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     failure(dir + ": not an artifact directory (expected a directory with "
                   "plan.json, as loomc -o writes)");
-  LoadOptions options;
-  options.graphs = cudaGraphs;
-  options.profile = profile;
-  options.checkNumerics = checkNumerics;
   setCpuThreads(threads);
   std::unique_ptr<Artifact> artifact = Artifact::load(dir, options, &error);
   if (!artifact)
     failure(error);
   return artifact;
+}
+
+/// How --entry and --train load the artifact. `localRank`: this process's
+/// rank on its machine (-1: not under a launcher), which picks its GPU.
+std::unique_ptr<Artifact> loadArtifact(const Args &args, int localRank) {
+  LoadOptions options;
+  options.graphs = args.cudaGraphs;
+  options.profile = !args.profilePath.empty();
+  options.checkNumerics = args.checkNumerics;
+  options.collectives = args.collectives;
+  options.collectiveTimeoutSeconds = args.mpi.timeoutSeconds;
+  options.localRank = localRank;
+  return loadArtifact(args.artifact, options, args.threads);
 }
 
 /// The artifact's params/state, overridden by the tensors of `paramsPath`
@@ -774,8 +811,7 @@ std::unique_ptr<Collectives> startEntryRanks(Artifact &artifact,
 
 void runEntry(const Args &args, std::FILE *err) {
   std::unique_ptr<Artifact> artifact =
-      loadArtifact(args.artifact, args.cudaGraphs, args.threads,
-                   !args.profilePath.empty(), args.checkNumerics);
+      loadArtifact(args, launchedByMpi() ? launcherLocalRank() : -1);
   const PlanEntry *entry = artifact->entry(args.entry);
   if (!entry) {
     std::string names;
@@ -921,9 +957,10 @@ void runTrain(const Args &args, std::FILE *err) {
       failure("started by an MPI launcher, but " + error);
   }
   bool lead = !comm || comm->rank() == 0;
-  std::unique_ptr<Artifact> artifact =
-      loadArtifact(args.artifact, args.cudaGraphs, args.threads,
-                   !args.profilePath.empty(), args.checkNumerics);
+  int localRank = comm ? launcherLocalRank() : -1;
+  if (comm && localRank < 0)
+    localRank = comm->localRank();
+  std::unique_ptr<Artifact> artifact = loadArtifact(args, localRank);
   TrainOptions options = args.train;
   options.log = err;
   if (comm && comm->size() > 1)
@@ -934,23 +971,32 @@ void runTrain(const Args &args, std::FILE *err) {
     bool otherAxes = false;
     for (size_t a = 0; mesh && a < mesh->axes.size(); ++a)
       otherAxes |= mesh->shape[a] > 1 && mesh->axes[a] != "dp";
+    const char *over = stepCollectivesName(artifact->stepCollectives());
     if (mesh && !otherAxes)
       std::fprintf(err,
                    "loom-run: compiled data parallel (mesh %s) over %s; the "
-                   "plan reduces the gradients\n",
-                   mesh->describe().c_str(), describeWorld(*comm).c_str());
+                   "plan reduces the gradients (collective steps over %s)\n",
+                   mesh->describe().c_str(), describeWorld(*comm).c_str(),
+                   over);
     else if (mesh)
       std::fprintf(err,
                    "loom-run: compiled for the mesh %s over %s (rank = "
                    "row-major index of the coordinates); the plan "
-                   "communicates over each axis\n",
-                   mesh->describe().c_str(), describeWorld(*comm).c_str());
+                   "communicates over each axis (collective steps over "
+                   "%s)\n",
+                   mesh->describe().c_str(), describeWorld(*comm).c_str(),
+                   over);
     else
       std::fprintf(err,
                    "loom-run: data parallel over %s; %lld micro-batch(es) "
-                   "per rank and step\n",
+                   "per rank and step%s\n",
                    describeWorld(*comm).c_str(),
-                   static_cast<long long>(options.accumulate));
+                   static_cast<long long>(options.accumulate),
+                   args.collectives == StepCollectives::Device
+                       ? " (the artifact has no mesh: the runtime sums the "
+                         "gradients over MPI; --collectives=nccl applies to "
+                         "a plan's collective steps)"
+                       : "");
   }
   TrainResult result;
   if (!train(*artifact, options, &result, &error)) {

@@ -42,6 +42,20 @@ bool launchedByMpi() noexcept {
   return false;
 }
 
+int launcherLocalRank() noexcept {
+  for (const char *v :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    const char *text = std::getenv(v);
+    if (!text || !*text)
+      continue;
+    char *end = nullptr;
+    long n = std::strtol(text, &end, 10);
+    if (*end == '\0' && n >= 0 && n < (1 << 20))
+      return int(n);
+  }
+  return -1;
+}
+
 #if LOOMRT_HAVE_MPI
 namespace {
 

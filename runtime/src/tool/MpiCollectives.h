@@ -20,6 +20,12 @@ namespace loomrt {
 /// this process, from its environment.
 bool launchedByMpi() noexcept;
 
+/// This process's rank among those the launcher started on its machine,
+/// from its environment (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID,
+/// SLURM_LOCALID), or -1: what picks a rank's GPU (the physical machine,
+/// whatever --ranks-per-node simulates).
+int launcherLocalRank() noexcept;
+
 /// How the ranks are grouped into machines and how all-reduce uses that.
 struct MpiOptions {
   /// Ranks per machine; 0: as the launcher placed them

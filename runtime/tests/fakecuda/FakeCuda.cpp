@@ -110,7 +110,25 @@ void hostRange(const void *p, size_t bytes) {
 Stream *streamOf(void *s) { return static_cast<Stream *>(s); }
 Stream defaultStream;
 
-CUresult enqueue(void *s, Op op) {
+/// What ran on the streams, in order: one word per op ("h2d", "d2h",
+/// "d2d", "memset", "kernel:NAME", "gemm", "ext" for fakecuda_enqueue's),
+/// space-separated; capped, cleared by fakecuda_reset.
+std::string trace;
+void traced(const char *what, const std::string &name = "") {
+  if (trace.size() > (1u << 20))
+    return;
+  if (!trace.empty())
+    trace += ' ';
+  trace += what;
+  if (!name.empty())
+    trace += ":" + name;
+}
+
+/// Queues `op`; `backendWork`: issued through the driver API or cuBLASLt
+/// (not fakecuda_enqueue), which stats.lastStream records.
+CUresult enqueue(void *s, Op op, bool backendWork = true) {
+  if (backendWork)
+    stats.lastStream = s;
   Stream *stream = s ? streamOf(s) : &defaultStream;
   if (stream->capturing) {
     stream->captured.push_back(std::move(op));
@@ -154,7 +172,9 @@ EXPORT void fakecuda_reset() {
   stats.deviceAllocations = live.deviceAllocations;
   stats.streams = live.streams;
   stats.contextsRetained = live.contextsRetained;
+  trace.clear();
 }
+EXPORT const char *fakecuda_trace() { return trace.c_str(); }
 EXPORT const char *fakecuda_last_error() { return lastError.c_str(); }
 /// For the fake NCCL (tests/fakenccl): queues `fn(arg)` on `stream` like
 /// any other work (its nonzero result becomes the stream's error); `release`
@@ -162,7 +182,28 @@ EXPORT const char *fakecuda_last_error() { return lastError.c_str(); }
 EXPORT CUresult fakecuda_enqueue(void *stream, int (*fn)(void *), void *arg,
                                  void (*release)(void *)) {
   std::shared_ptr<void> owned(arg, release);
-  return enqueue(stream, [fn, owned] { return CUresult(fn(owned.get())); });
+  return enqueue(
+      stream,
+      [fn, owned] {
+        traced("ext");
+        return CUresult(fn(owned.get()));
+      },
+      /*backendWork=*/false);
+}
+/// Where `p` lies in device memory: its byte offset into the live device
+/// allocation that holds it (and that allocation's size in `*bytes`), or
+/// -1.
+EXPORT int64_t fakecuda_device_offset(const void *p, uint64_t *bytes) {
+  uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  auto it = deviceAllocations.upper_bound(at);
+  if (it == deviceAllocations.begin())
+    return -1;
+  --it;
+  if (at < it->first || at >= it->first + it->second)
+    return -1;
+  if (bytes)
+    *bytes = it->second;
+  return int64_t(at - it->first);
 }
 /// Whether [p, p + bytes) lies inside one live device allocation (a miss
 /// counts as an invalid access).
@@ -322,6 +363,7 @@ EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz,
   stats.lastShared = shared;
   ++stats.launchesIssued;
   return enqueue(stream, [fn, buffers]() mutable {
+    traced("kernel", fn->name);
     ++stats.kernelsRun;
     fn->fn(buffers.data());
     return kSuccess;
@@ -386,6 +428,7 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src,
   if (streamOf(stream) && streamOf(stream)->capturing)
     ++stats.hostCopiesCaptured;
   return enqueue(stream, [=] {
+    traced("h2d");
     std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
     stats.h2dBytes += bytes;
     return kSuccess;
@@ -399,6 +442,7 @@ EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, unsigned long long src,
   if (streamOf(stream) && streamOf(stream)->capturing)
     ++stats.hostCopiesCaptured;
   return enqueue(stream, [=] {
+    traced("d2h");
     std::memcpy(dst, reinterpret_cast<void *>(src), bytes);
     stats.d2hBytes += bytes;
     return kSuccess;
@@ -411,6 +455,7 @@ EXPORT CUresult cuMemcpyDtoDAsync_v2(unsigned long long dst,
       !deviceRange(static_cast<uintptr_t>(src), bytes))
     return kInvalidValue;
   return enqueue(stream, [=] {
+    traced("d2d");
     std::memmove(reinterpret_cast<void *>(dst), reinterpret_cast<void *>(src),
                  bytes);
     stats.d2dBytes += bytes;
@@ -422,6 +467,7 @@ EXPORT CUresult cuMemsetD8Async(unsigned long long dst, unsigned char value,
   if (!deviceRange(static_cast<uintptr_t>(dst), bytes))
     return kInvalidValue;
   return enqueue(stream, [=] {
+    traced("memset");
     std::memset(reinterpret_cast<void *>(dst), value, bytes);
     return kSuccess;
   });
@@ -759,6 +805,7 @@ EXPORT int cublasLtMatmul(void *, void *desc, const void *alpha, const void *a,
       !deviceRange(reinterpret_cast<uintptr_t>(d), span(C, elem)))
     return 7;
   return enqueue(stream, [=] {
+    traced("gemm");
     ++stats.matmulsRun;
     if (A.type == 1)
       matmul(dc, A, static_cast<const double *>(a), B,

@@ -23,6 +23,17 @@ struct FakeCudaStats {
   int maxDynamicShared = 0;
   int lastComputeType = 0;
   unsigned lastGrid[3] = {0, 0, 0}, lastBlock[3] = {0, 0, 0}, lastShared = 0;
+  /// The stream of the last launch, copy, memset or matmul issued (not the
+  /// fake NCCL's work, which fakecuda_enqueue queues).
+  void *lastStream = nullptr;
 };
+
+// Also exported by the fake driver, for tests that dlsym them:
+//   const char *fakecuda_trace(): what ran on the streams since
+//     fakecuda_reset, in order ("h2d kernel:lr_sum ext d2d d2h ...": ext
+//     is work fakecuda_enqueue queued, e.g. the fake NCCL's);
+//   int64_t fakecuda_device_offset(const void *p, uint64_t *bytes): p's
+//     offset into its device allocation (-1: none), and that allocation's
+//     size.
 
 #endif

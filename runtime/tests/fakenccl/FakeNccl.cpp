@@ -4,11 +4,19 @@
 // LOOMRT_NCCL_LIBRARY next to the fake CUDA driver (tests/fakecuda, which
 // LOOMRT_CUDA_DRIVER names: its "device" pointers are host memory), it
 // implements the NCCL entry points that src/cuda/NcclApi.h declares with MPI.
-// A communicator is a duplicate of MPI_COMM_WORLD, and ncclCommInitRank
-// refuses a rank or a world size other than MPI's, an id that
-// ncclGetUniqueId did not make, and ranks that pass different ids. Each
-// collective checks its buffers against the fake driver's live allocations
-// and is queued on the fake stream (fakecuda_enqueue), so it runs when the
+// A communicator is the world ranks that passed the same unique id, split
+// from MPI_COMM_WORLD: so ncclCommInitRank is a collective over the whole
+// world here (every world rank calls it at the same point, as the runtime's
+// MeshComms/DeviceComms do, one axis after another), where NCCL's is one
+// over the communicator's ranks alone. It refuses an id that
+// ncclGetUniqueId did not make, ranks that passed the same id but
+// different nranks, as many ranks as nranks says but not with that id
+// (different ids: ncclInvalidUsage), and rank numbers other than the
+// ranks' order in the world (which is how the runtime numbers an axis).
+// Each collective is logged (fakenccl_calls: its buffers as offsets into
+// their device allocations, count, type, reduction, stream, communicator),
+// checks its buffers against the fake driver's live allocations and is
+// queued on the fake stream (fakecuda_enqueue), so it runs when the
 // stream does, in order with the copies around it: MPI_Allreduce,
 // MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast, and send/recv (a
 // group's all at once: each send is its size then its data, nonblocking,
@@ -20,12 +28,15 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FakeNccl.h"
 #include "../../src/Half.h"
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -54,6 +65,7 @@ struct UniqueId {
 struct Comm {
   MPI_Comm mpi = MPI_COMM_NULL;
   int rank = 0, size = 1;
+  int id = 0; ///< this process's communicators, numbered from 1
   bool destroyed = false;
   ncclResult_t asyncError = kSuccess;
 };
@@ -71,6 +83,7 @@ ncclResult_t fail(ncclResult_t code, const std::string &message) {
 struct Hooks {
   int (*enqueue)(void *, int (*)(void *), void *, void (*)(void *)) = nullptr;
   int (*deviceRange)(const void *, size_t) = nullptr;
+  int64_t (*deviceOffset)(const void *, uint64_t *) = nullptr;
 };
 
 const Hooks *hooks() {
@@ -85,6 +98,8 @@ const Hooks *hooks() {
           ::dlsym(lib, "fakecuda_enqueue"));
       h.deviceRange = reinterpret_cast<decltype(h.deviceRange)>(
           ::dlsym(lib, "fakecuda_device_range"));
+      h.deviceOffset = reinterpret_cast<decltype(h.deviceOffset)>(
+          ::dlsym(lib, "fakecuda_device_offset"));
     }
   }
   return h.enqueue && h.deviceRange ? &h : nullptr;
@@ -228,6 +243,31 @@ ncclResult_t checkBuffer(const void *p, size_t bytes, const char *which) {
   return kSuccess;
 }
 
+std::vector<FakeNcclCall> callLog;
+
+/// Logs an NCCL call that passed its checks (what fakenccl_calls returns).
+void logCall(const char *op, const void *send, const void *recv, size_t count,
+             int type, int redOp, int root, void *stream, const Comm *comm) {
+  FakeNcclCall c{};
+  std::snprintf(c.op, sizeof c.op, "%s", op);
+  c.sendOffset = c.recvOffset = -1;
+  if (hooks()->deviceOffset) {
+    if (send)
+      c.sendOffset = hooks()->deviceOffset(send, &c.sendAllocation);
+    if (recv)
+      c.recvOffset = hooks()->deviceOffset(recv, &c.recvAllocation);
+  }
+  c.count = count;
+  c.type = type;
+  c.redOp = redOp;
+  c.root = root;
+  c.stream = stream;
+  c.commRank = comm->rank;
+  c.commSize = comm->size;
+  c.commId = comm->id;
+  callLog.push_back(c);
+}
+
 struct Work {
   Comm *comm;
   std::string what;
@@ -339,6 +379,8 @@ ncclResult_t pointToPoint(bool send, void *data, size_t count, int type,
   if ((r = checkBuffer(data, count * kElementSize[type],
                        send ? "ncclSend:" : "ncclRecv:")) != kSuccess)
     return r;
+  logCall(send ? "ncclSend" : "ncclRecv", send ? data : nullptr,
+          send ? nullptr : data, count, type, -1, peer, stream, comm);
   Transfer t{send, data, count, type, peer, comm};
   if (groupDepth > 0) {
     if (grouped.empty())
@@ -413,30 +455,73 @@ EXPORT ncclResult_t ncclCommInitRank(Comm **out, int nranks, UniqueId id,
     return fail(kInvalidArgument, "rank " + std::to_string(rank) +
                                       " is not in [0, " +
                                       std::to_string(nranks) + ")");
-  if (nranks != worldSize || rank != worldRank)
-    return fail(kInvalidArgument, "rank " + std::to_string(rank) + " of " +
-                                      std::to_string(nranks) +
-                                      " does not match MPI_COMM_WORLD's rank " +
-                                      std::to_string(worldRank) + " of " +
+  if (nranks > worldSize)
+    return fail(kInvalidArgument, "nranks " + std::to_string(nranks) +
+                                      " is more than MPI_COMM_WORLD's " +
                                       std::to_string(worldSize));
   if (std::memcmp(id.internal, kMagic, sizeof kMagic) != 0)
     return fail(kInvalidArgument,
                 "the unique id was not made by ncclGetUniqueId");
-  // Every rank must hold the same id.
+  // Every world rank's id (hashed), nranks and rank: the ranks of one id
+  // form the communicator, in world order.
   uint64_t hash = 1469598103934665603ull;
   for (char c : id.internal)
     hash = (hash ^ uint8_t(c)) * 1099511628211ull;
-  uint64_t low = hash, high = hash;
-  MPI_Allreduce(MPI_IN_PLACE, &low, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &high, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  if (low != high)
-    return fail(kInvalidUsage, "the ranks passed different unique ids");
+  std::vector<uint64_t> all(3 * size_t(worldSize));
+  uint64_t mine[3] = {hash, uint64_t(nranks), uint64_t(rank)};
+  MPI_Allgather(mine, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T,
+                MPI_COMM_WORLD);
+  int members = 0, position = 0, leader = -1;
+  bool sameNranks = true, wholeWorld = true;
+  for (int q = 0; q < worldSize; ++q) {
+    if (all[3 * q] != hash) {
+      wholeWorld = false;
+      continue;
+    }
+    if (leader < 0)
+      leader = q;
+    if (q < worldRank)
+      ++position;
+    ++members;
+    sameNranks &= all[3 * q + 1] == uint64_t(nranks);
+  }
+  ncclResult_t refused = kSuccess;
+  std::string why;
+  if (!sameNranks) {
+    refused = kInvalidArgument;
+    why = "the ranks that passed this unique id passed different nranks";
+  } else if (members != nranks) {
+    // All passed the same id but nranks says otherwise: a wrong nranks;
+    // otherwise ranks meant to share a communicator hold different ids.
+    refused = wholeWorld ? kInvalidArgument : kInvalidUsage;
+    why = wholeWorld
+              ? "nranks " + std::to_string(nranks) + ", but " +
+                    std::to_string(members) + " ranks passed this unique id"
+              : "the ranks passed different unique ids (" +
+                    std::to_string(members) + " passed this one, " +
+                    "for nranks " + std::to_string(nranks) + ")";
+  } else if (position != rank) {
+    refused = kInvalidArgument;
+    why = "rank " + std::to_string(rank) + " of " + std::to_string(nranks) +
+          " does not match this process's place among the ranks of the id "
+          "(" +
+          std::to_string(position) +
+          ": the fake numbers a communicator in world order)";
+  }
+  // Split even when refused, so that no rank waits for the others.
+  MPI_Comm split = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, refused == kSuccess ? leader : MPI_UNDEFINED,
+                 rank, &split);
+  if (refused != kSuccess)
+    return fail(refused, why);
   make16BitTypes();
+  static int communicators = 0;
   auto *comm = new Comm();
-  MPI_Comm_dup(MPI_COMM_WORLD, &comm->mpi);
+  comm->mpi = split;
   MPI_Comm_set_errhandler(comm->mpi, MPI_ERRORS_RETURN);
   comm->rank = rank;
   comm->size = nranks;
+  comm->id = ++communicators;
   *out = comm;
   return kSuccess;
 }
@@ -472,6 +557,7 @@ EXPORT ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
   if ((r = checkBuffer(send, bytes, "ncclAllReduce: send")) != kSuccess ||
       (r = checkBuffer(recv, bytes, "ncclAllReduce: recv")) != kSuccess)
     return r;
+  logCall("ncclAllReduce", send, recv, count, type, op, -1, stream, comm);
   return enqueue(comm, stream, "MPI_Allreduce", [=] {
     int rc = MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, int(count),
                            mpiType(type), mpiOp(op, type), comm->mpi);
@@ -496,6 +582,7 @@ EXPORT ncclResult_t ncclReduceScatter(const void *send, void *recv,
           kSuccess ||
       (r = checkBuffer(recv, bytes, "ncclReduceScatter: recv")) != kSuccess)
     return r;
+  logCall("ncclReduceScatter", send, recv, count, type, op, -1, stream, comm);
   return enqueue(comm, stream, "MPI_Reduce_scatter_block", [=] {
     // A copy of the input: NCCL allows recv inside send, MPI does not.
     const char *in = static_cast<const char *>(send);
@@ -521,6 +608,7 @@ EXPORT ncclResult_t ncclAllGather(const void *send, void *recv, size_t count,
       (r = checkBuffer(recv, bytes * comm->size, "ncclAllGather: recv")) !=
           kSuccess)
     return r;
+  logCall("ncclAllGather", send, recv, count, type, -1, -1, stream, comm);
   return enqueue(comm, stream, "MPI_Allgather", [=] {
     const char *in = static_cast<const char *>(send);
     std::vector<char> copy(in, in + bytes);
@@ -546,6 +634,7 @@ EXPORT ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count,
        (r = checkBuffer(send, bytes, "ncclBroadcast: send")) != kSuccess) ||
       (r = checkBuffer(recv, bytes, "ncclBroadcast: recv")) != kSuccess)
     return r;
+  logCall("ncclBroadcast", send, recv, count, type, -1, root, stream, comm);
   return enqueue(comm, stream, "MPI_Bcast", [=] {
     if (comm->rank == root && send != recv)
       std::memmove(recv, send, bytes);
@@ -584,3 +673,11 @@ EXPORT ncclResult_t ncclGroupEnd() {
 
 /// Send/recv groups queued (a test checks that a ring exchange was one).
 EXPORT int64_t fakenccl_groups() { return groupsQueued; }
+
+/// The NCCL calls made so far (each that passed its argument checks), in
+/// order; `*count` of them.
+EXPORT const FakeNcclCall *fakenccl_calls(int64_t *count) {
+  *count = int64_t(callLog.size());
+  return callLog.data();
+}
+EXPORT void fakenccl_clear_calls() { callLog.clear(); }
