@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../src/Half.h"
+#include "RankChecks.h"
 #include "cuda/CudaApi.h"
 #include "cuda/NcclApi.h"
 #include "cuda/NcclCollectives.h"
@@ -28,17 +29,9 @@
 
 using namespace loomrt;
 using namespace loomrt::cuda;
+using namespace loomrt::test;
 
 namespace {
-int failures = 0, checks = 0, rank = 0;
-
-void check(bool ok, const std::string &what) {
-  ++checks;
-  if (!ok) {
-    ++failures;
-    std::fprintf(stderr, "rank %d: FAIL %s\n", rank, what.c_str());
-  }
-}
 
 bool run(std::unique_ptr<Request> r, const char *what,
          const std::string &callError) {
@@ -62,7 +55,7 @@ struct Device {
   void *alloc(size_t bytes) {
     CUdeviceptr p = 0;
     if (cu->cuMemAlloc(&p, bytes) != CUDA_SUCCESS) {
-      std::fprintf(stderr, "rank %d: cuMemAlloc failed\n", rank);
+      std::fprintf(stderr, "rank %d: cuMemAlloc failed\n", rankChecks.rank);
       std::exit(1);
     }
     owned.push_back(p);
@@ -360,7 +353,8 @@ int main() {
     std::fprintf(stderr, "startMpi: %s\n", error.c_str());
     return 1;
   }
-  rank = mpi->rank();
+  rankChecks.rank = mpi->rank();
+  const int rank = rankChecks.rank;
   Device dev;
   dev.cu = loadDriver(&error);
   int devices = 0;
@@ -394,14 +388,14 @@ int main() {
   if (fake)
     misuseChecks(*mpi, dev, fake);
 
-  int64_t failed = failures;
+  int64_t failed = rankChecks.failures;
   if (!waitFor(mpi->allReduce(&failed, 1, DType::I64, ReduceOp::Sum, &error),
                &error))
     failed = 1;
   if (rank == 0)
     std::printf("%d ranks (nccl, %s): %d checks per rank, %lld failed in "
                 "all\n",
-                mpi->size(), fake ? "fake NCCL" : "real NCCL", checks,
-                static_cast<long long>(failed));
+                mpi->size(), fake ? "fake NCCL" : "real NCCL",
+                rankChecks.checks, static_cast<long long>(failed));
   return failed == 0 ? 0 : 1;
 }

@@ -239,6 +239,88 @@ inline ForwardIds regressionForward(EntryBuilder &e) {
   return f;
 }
 
+/// What train_step adds to the forward pass, in this buffer order: w's
+/// momentum, b's, the step, the gradients dw and db, the next step and the
+/// learning rate.
+struct TrainStepIds {
+  int wm, bm, step, dw, db, next, lr;
+};
+/// train_step's buffers (w's momentum of `wmShape`: a shard's under a
+/// mesh).
+inline TrainStepIds trainStepBuffers(EntryBuilder &e,
+                                     const std::vector<int64_t> &wmShape) {
+  TrainStepIds t;
+  t.wm = e.buffer("f32", wmShape);
+  t.bm = e.buffer("f32", {1});
+  t.step = e.buffer("i64", {});
+  t.dw = e.buffer("f32", {kFeatures, 1});
+  t.db = e.buffer("f32", {1});
+  t.next = e.buffer("i64", {});
+  t.lr = e.buffer("f32", {});
+  return t;
+}
+/// train_step's inputs besides the forward's: the momenta (w's bound with
+/// `wmShard`) and the step.
+inline void trainStepInputs(EntryBuilder &e, const TrainStepIds &t,
+                            const std::string &wmShard = "") {
+  e.input("w.momentum", "state", t.wm, wmShard);
+  e.input("b.momentum", "state", t.bm);
+  e.input("step", "input", t.step);
+}
+/// dw = x^T . dpred and db = sum(dpred), this process's (unreduced).
+inline void regressionGradients(EntryBuilder &e, const ForwardIds &f, int dw,
+                                int db) {
+  e.gemm(f.x, f.dpred, dw, 1, kFeatures, 1, kBatch, true, false, 0, 0, 0);
+  e.kernel("lr_sum", {f.dpred, db});
+}
+/// What follows w's update: b's, the next step, the learning rate.
+inline void trainStepTail(EntryBuilder &e, const ForwardIds &f,
+                          const TrainStepIds &t) {
+  e.kernel("lr_momentum_b", {f.b, t.bm, t.db});
+  e.kernel("inc_step", {t.step, t.next});
+  e.kernel("lr_const", {t.lr});
+}
+/// train_step's outputs: `loss`, w (buffer `w`, bound with `wShard`), b,
+/// the momenta (w's bound with `wmShard`), the next step, the learning rate.
+inline void trainStepOutputs(EntryBuilder &e, const ForwardIds &f,
+                             const TrainStepIds &t, int loss, int w,
+                             const std::string &wShard = "",
+                             const std::string &wmShard = "") {
+  e.output("loss", "output", loss);
+  e.output("w", "output", w, wShard);
+  e.output("b", "output", f.b);
+  e.output("w.momentum", "output", t.wm, wmShard);
+  e.output("b.momentum", "output", t.bm);
+  e.output("step", "output", t.next);
+  e.output("lr", "output", t.lr);
+}
+/// `forward`: the forward pass on whole parameters, the loss out.
+inline EntryBuilder regressionForwardEntry() {
+  EntryBuilder e("forward");
+  ForwardIds f = regressionForward(e);
+  e.output("loss", "output", f.loss);
+  return e;
+}
+/// The kernel of kernels.c that updates `k` rows of w with their momentum.
+inline const char *momentumKernel(int64_t k) {
+  return k == 4 ? "lr_momentum_w" : k == 2 ? "lr_momentum_2" : "lr_momentum_b";
+}
+/// Writes `plan` as plan.json, kernels.so and the params of every
+/// regression artifact: whole w = b = 0 and zero momentum.
+inline bool writeRegressionFiles(const std::string &dir,
+                                 const std::string &plan) {
+  writeBytes(dir + "/plan.json", plan);
+  if (!installKernels(dir))
+    return false;
+  SafetensorsWriter params;
+  float zeros[kFeatures] = {0, 0, 0, 0};
+  params.add("w", DType::F32, {kFeatures, 1}, zeros, sizeof zeros);
+  params.add("b", DType::F32, {1}, zeros, 4);
+  params.add("w.momentum", DType::F32, {kFeatures, 1}, zeros, sizeof zeros);
+  params.add("b.momentum", DType::F32, {1}, zeros, 4);
+  return params.write(dir + "/params.safetensors", nullptr);
+}
+
 /// Writes the regression artifact: train_step, forward_backward,
 /// apply_optimizer, forward; params w = b = 0 and zero momentum.
 inline bool writeRegressionArtifact(const std::string &dir,
@@ -247,31 +329,14 @@ inline bool writeRegressionArtifact(const std::string &dir,
   {
     EntryBuilder e("train_step");
     ForwardIds f = regressionForward(e);
-    int wm = e.buffer("f32", {kFeatures, 1});
-    int bm = e.buffer("f32", {1});
-    int step = e.buffer("i64", {});
-    int dw = e.buffer("f32", {kFeatures, 1});
-    int db = e.buffer("f32", {1});
-    int next = e.buffer("i64", {});
-    int lr = e.buffer("f32", {});
-    e.input("w.momentum", "state", wm);
-    e.input("b.momentum", "state", bm);
-    e.input("step", "input", step);
+    TrainStepIds t = trainStepBuffers(e, {kFeatures, 1});
+    trainStepInputs(e, t);
     if (withSeed)
       e.input("seed", "input", e.buffer("i64", {}));
-    e.gemm(f.x, f.dpred, dw, 1, kFeatures, 1, kBatch, true, false, 0, 0, 0);
-    e.kernel("lr_sum", {f.dpred, db});
-    e.kernel("lr_momentum_w", {f.w, wm, dw});
-    e.kernel("lr_momentum_b", {f.b, bm, db});
-    e.kernel("inc_step", {step, next});
-    e.kernel("lr_const", {lr});
-    e.output("loss", "output", f.loss);
-    e.output("w", "output", f.w);
-    e.output("b", "output", f.b);
-    e.output("w.momentum", "output", wm);
-    e.output("b.momentum", "output", bm);
-    e.output("step", "output", next);
-    e.output("lr", "output", lr);
+    regressionGradients(e, f, t.dw, t.db);
+    e.kernel("lr_momentum_w", {f.w, t.wm, t.dw});
+    trainStepTail(e, f, t);
+    trainStepOutputs(e, f, t, f.loss, f.w);
     entries.push_back(e);
   }
   {
@@ -279,8 +344,7 @@ inline bool writeRegressionArtifact(const std::string &dir,
     ForwardIds f = regressionForward(e);
     int dw = e.buffer("f32", {kFeatures, 1});
     int db = e.buffer("f32", {1});
-    e.gemm(f.x, f.dpred, dw, 1, kFeatures, 1, kBatch, true, false, 0, 0, 0);
-    e.kernel("lr_sum", {f.dpred, db});
+    regressionGradients(e, f, dw, db);
     e.output("loss", "output", f.loss);
     e.output("w", "grad", dw);
     e.output("b", "grad", db);
@@ -313,22 +377,8 @@ inline bool writeRegressionArtifact(const std::string &dir,
     e.output("step", "output", next);
     entries.push_back(e);
   }
-  {
-    EntryBuilder e("forward");
-    ForwardIds f = regressionForward(e);
-    e.output("loss", "output", f.loss);
-    entries.push_back(e);
-  }
-  writeBytes(dir + "/plan.json", planJson(entries));
-  if (!installKernels(dir))
-    return false;
-  SafetensorsWriter params;
-  float zeros[kFeatures] = {0, 0, 0, 0};
-  params.add("w", DType::F32, {kFeatures, 1}, zeros, sizeof zeros);
-  params.add("b", DType::F32, {1}, zeros, 4);
-  params.add("w.momentum", DType::F32, {kFeatures, 1}, zeros, sizeof zeros);
-  params.add("b.momentum", DType::F32, {1}, zeros, 4);
-  return params.write(dir + "/params.safetensors", nullptr);
+  entries.push_back(regressionForwardEntry());
+  return writeRegressionFiles(dir, planJson(entries));
 }
 
 /// `"shard": ...` of a binding: a slice over `axis` of a tensor of `shape`.
@@ -366,9 +416,6 @@ inline std::string meshJson(const std::vector<std::string> &axes,
 inline bool writeMeshRegressionArtifact(const std::string &dir, int ranks,
                                         int zero) {
   const int64_t k = (kFeatures + ranks - 1) / ranks;
-  const char *momentum = k == 4   ? "lr_momentum_w"
-                         : k == 2 ? "lr_momentum_2"
-                                  : "lr_momentum_b";
   std::string shard = shardJson("dp", {kFeatures, 1});
   // The forward pass on a whole w (gathered from `ws` under zero 3).
   auto forwardOf = [&](EntryBuilder &e, ForwardIds &f) {
@@ -400,48 +447,31 @@ inline bool writeMeshRegressionArtifact(const std::string &dir, int ranks,
     EntryBuilder e("train_step");
     ForwardIds f;
     int ws = forwardOf(e, f);
-    int wm = e.buffer("f32", {k});
-    int bm = e.buffer("f32", {1});
-    int step = e.buffer("i64", {});
-    int dw = e.buffer("f32", {kFeatures, 1});
-    int db = e.buffer("f32", {1});
-    int next = e.buffer("i64", {});
-    int lr = e.buffer("f32", {});
+    TrainStepIds t = trainStepBuffers(e, {k});
     int lossMean = e.buffer("f32", {});
     int dws = e.buffer("f32", {k});
     if (zero != 3)
       ws = e.buffer("f32", {k});
-    e.input("w.momentum", "state", wm, shard);
-    e.input("b.momentum", "state", bm);
-    e.input("step", "input", step);
-    e.gemm(f.x, f.dpred, dw, 1, kFeatures, 1, kBatch, true, false, 0, 0, 0);
-    e.kernel("lr_sum", {f.dpred, db});
-    e.collective("all_reduce", "mean", "dp", db, db);
+    trainStepInputs(e, t, shard);
+    regressionGradients(e, f, t.dw, t.db);
+    e.collective("all_reduce", "mean", "dp", t.db, t.db);
     if (zero == 1) {
-      e.collective("all_reduce", "mean", "dp", dw, dw);
-      e.collective("rank_slice", "", "dp", dw, dws);
+      e.collective("all_reduce", "mean", "dp", t.dw, t.dw);
+      e.collective("rank_slice", "", "dp", t.dw, dws);
     } else {
-      e.collective("reduce_scatter", "mean", "dp", dw, dws);
+      e.collective("reduce_scatter", "mean", "dp", t.dw, dws);
     }
     if (zero != 3)
       e.collective("rank_slice", "", "dp", f.w, ws);
-    e.kernel(momentum, {ws, wm, dws});
+    e.kernel(momentumKernel(k), {ws, t.wm, dws});
     if (zero != 3)
       e.collective("all_gather", "", "dp", ws, f.w);
-    e.kernel("lr_momentum_b", {f.b, bm, db});
-    e.kernel("inc_step", {step, next});
-    e.kernel("lr_const", {lr});
+    trainStepTail(e, f, t);
     e.collective("all_reduce", "mean", "dp", f.loss, lossMean);
-    e.output("loss", "output", lossMean);
     if (zero == 3)
-      e.output("w", "output", ws, shard);
+      trainStepOutputs(e, f, t, lossMean, ws, shard, shard);
     else
-      e.output("w", "output", f.w);
-    e.output("b", "output", f.b);
-    e.output("w.momentum", "output", wm, shard);
-    e.output("b.momentum", "output", bm);
-    e.output("step", "output", next);
-    e.output("lr", "output", lr);
+      trainStepOutputs(e, f, t, lossMean, f.w, "", shard);
     entries.push_back(e);
   }
   {
@@ -451,18 +481,9 @@ inline bool writeMeshRegressionArtifact(const std::string &dir, int ranks,
     e.output("loss", "output", f.loss);
     entries.push_back(e);
   }
-  writeBytes(dir + "/plan.json",
-             planJson(entries, "\"kernels.so\"", "\"params.safetensors\"",
-                      meshJson({"dp"}, {ranks})));
-  if (!installKernels(dir))
-    return false;
-  SafetensorsWriter params;
-  float zeros[kFeatures] = {0, 0, 0, 0};
-  params.add("w", DType::F32, {kFeatures, 1}, zeros, sizeof zeros);
-  params.add("b", DType::F32, {1}, zeros, 4);
-  params.add("w.momentum", DType::F32, {kFeatures, 1}, zeros, sizeof zeros);
-  params.add("b.momentum", DType::F32, {1}, zeros, 4);
-  return params.write(dir + "/params.safetensors", nullptr);
+  return writeRegressionFiles(dir, planJson(entries, "\"kernels.so\"",
+                                            "\"params.safetensors\"",
+                                            meshJson({"dp"}, {ranks})));
 }
 
 /// The regression artifact on a mesh [dp=`dp`, tp=`tp`] (dp * tp ranks;
@@ -478,67 +499,33 @@ inline bool writeMeshRegressionArtifact(const std::string &dir, int ranks,
 inline bool writeTensorParallelRegressionArtifact(const std::string &dir,
                                                   int dp, int tp) {
   const int64_t k = kFeatures / tp;
-  const char *momentum = k == 4   ? "lr_momentum_w"
-                         : k == 2 ? "lr_momentum_2"
-                                  : "lr_momentum_b";
   const std::string shard = "{\"axis\": \"tp\", \"shape\": [" +
                             std::to_string(kFeatures) + ", 1], \"dim\": 0}";
   std::vector<EntryBuilder> entries;
   {
     EntryBuilder e("train_step");
     ForwardIds f = regressionForward(e);
-    int wm = e.buffer("f32", {k, 1});
-    int bm = e.buffer("f32", {1});
-    int step = e.buffer("i64", {});
-    int dw = e.buffer("f32", {kFeatures, 1});
-    int db = e.buffer("f32", {1});
-    int next = e.buffer("i64", {});
-    int lr = e.buffer("f32", {});
+    TrainStepIds t = trainStepBuffers(e, {k, 1});
     int lossMean = e.buffer("f32", {});
     int ws = e.buffer("f32", {k, 1});
     int dws = e.buffer("f32", {k, 1});
-    e.input("w.momentum", "state", wm, shard);
-    e.input("b.momentum", "state", bm);
-    e.input("step", "input", step);
-    e.gemm(f.x, f.dpred, dw, 1, kFeatures, 1, kBatch, true, false, 0, 0, 0);
-    e.kernel("lr_sum", {f.dpred, db});
-    e.collective("all_reduce", "mean", "dp", db, db);
-    e.collective("all_reduce", "mean", "dp", dw, dw);
-    e.collective("rank_slice", "", "tp", dw, dws);
+    trainStepInputs(e, t, shard);
+    regressionGradients(e, f, t.dw, t.db);
+    e.collective("all_reduce", "mean", "dp", t.db, t.db);
+    e.collective("all_reduce", "mean", "dp", t.dw, t.dw);
+    e.collective("rank_slice", "", "tp", t.dw, dws);
     e.collective("rank_slice", "", "tp", f.w, ws);
-    e.kernel(momentum, {ws, wm, dws});
+    e.kernel(momentumKernel(k), {ws, t.wm, dws});
     e.collective("all_gather", "", "tp", ws, f.w);
-    e.kernel("lr_momentum_b", {f.b, bm, db});
-    e.kernel("inc_step", {step, next});
-    e.kernel("lr_const", {lr});
+    trainStepTail(e, f, t);
     e.collective("all_reduce", "mean", "dp", f.loss, lossMean);
-    e.output("loss", "output", lossMean);
-    e.output("w", "output", f.w);
-    e.output("b", "output", f.b);
-    e.output("w.momentum", "output", wm, shard);
-    e.output("b.momentum", "output", bm);
-    e.output("step", "output", next);
-    e.output("lr", "output", lr);
+    trainStepOutputs(e, f, t, lossMean, f.w, "", shard);
     entries.push_back(e);
   }
-  {
-    EntryBuilder e("forward");
-    ForwardIds f = regressionForward(e);
-    e.output("loss", "output", f.loss);
-    entries.push_back(e);
-  }
-  writeBytes(dir + "/plan.json",
-             planJson(entries, "\"kernels.so\"", "\"params.safetensors\"",
-                      meshJson({"dp", "tp"}, {dp, tp})));
-  if (!installKernels(dir))
-    return false;
-  SafetensorsWriter params;
-  float zeros[kFeatures] = {0, 0, 0, 0};
-  params.add("w", DType::F32, {kFeatures, 1}, zeros, sizeof zeros);
-  params.add("b", DType::F32, {1}, zeros, 4);
-  params.add("w.momentum", DType::F32, {kFeatures, 1}, zeros, sizeof zeros);
-  params.add("b.momentum", DType::F32, {1}, zeros, 4);
-  return params.write(dir + "/params.safetensors", nullptr);
+  entries.push_back(regressionForwardEntry());
+  return writeRegressionFiles(dir, planJson(entries, "\"kernels.so\"",
+                                            "\"params.safetensors\"",
+                                            meshJson({"dp", "tp"}, {dp, tp})));
 }
 
 /// y = x . [1, -2, 3, 0.5] + 0.25 for `samples` random x in [-1, 1].
@@ -561,6 +548,14 @@ inline bool writeRegressionData(const std::string &path, int64_t samples,
   arrays["x"] = f32Array({samples, kFeatures}, x);
   arrays["y"] = f32Array({samples, 1}, y);
   return writeNpz(path, arrays, nullptr);
+}
+
+/// x.npy (every element 0.5) and y.npy (1) in `dir`: one batch of the
+/// model's inputs, for an entry run by hand.
+inline bool writeRegressionBatch(const std::string &dir, std::string *error) {
+  std::vector<float> x(kBatch * kFeatures, 0.5f), y(kBatch, 1.0f);
+  return writeNpy(dir + "/x.npy", f32Array({kBatch, kFeatures}, x), error) &&
+         writeNpy(dir + "/y.npy", f32Array({kBatch, 1}, y), error);
 }
 
 } // namespace loomrt::test

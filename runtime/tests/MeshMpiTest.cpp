@@ -22,9 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Fixtures.h"
-#include "Half.h"
-#include "tool/MpiCollectives.h"
+#include "MeshTestUtil.h"
 
 #include "loomrt/Artifact.h"
 #include "loomrt/Mesh.h"
@@ -41,128 +39,30 @@ using namespace loomrt;
 using namespace loomrt::test;
 
 namespace {
-int failures = 0, checks = 0, rank = 0;
-
-void check(bool ok, const std::string &what) {
-  ++checks;
-  if (!ok) {
-    ++failures;
-    std::fprintf(stderr, "rank %d: FAIL %s\n", rank, what.c_str());
-  }
-}
-
-template <typename T> std::vector<T> valuesOf(const NpyArray &a) {
-  std::vector<T> v(a.data.size() / sizeof(T));
-  std::memcpy(v.data(), a.data.data(), v.size() * sizeof(T));
-  return v;
-}
-
-template <typename T>
-NpyArray arrayOf(DType dtype, const std::vector<T> &values) {
-  return makeArray(dtype, {int64_t(values.size())}, values.data());
-}
 
 /// Every op of a collective step through an artifact with mesh dp=n.
 void collectiveSteps(Collectives &comm, const std::string &dir) {
   const int n = comm.size(), r = comm.rank();
-  const int64_t c = 3; // elements per rank's block
-  EntryBuilder e("main");
-  int x = e.buffer("f32", {n * c});
-  int xd = e.buffer("f64", {n * c});
-  int xb = e.buffer("bf16", {n * c});
-  int sum = e.buffer("f32", {n * c});
-  int max = e.buffer("f32", {n * c});
-  int mean = e.buffer("f64", {n * c});
-  int rs = e.buffer("f32", {c});
-  int rsMean = e.buffer("f64", {c});
-  int gathered = e.buffer("f32", {n * c});
-  int slice = e.buffer("f32", {c});
-  int inPlace = e.buffer("f32", {n * c});
-  int bsum = e.buffer("bf16", {n * c});
-  int after = e.buffer("f32", {n * c});
-  e.input("x", "input", x);
-  e.input("xd", "input", xd);
-  e.input("xb", "input", xb);
-  e.collective("all_reduce", "sum", "dp", x, sum);
-  e.copy(sum, after); // must wait for the sum
-  e.collective("all_reduce", "max", "dp", x, max);
-  e.collective("all_reduce", "mean", "dp", xd, mean);
-  e.collective("reduce_scatter", "sum", "dp", x, rs);
-  e.collective("reduce_scatter", "mean", "dp", xd, rsMean);
-  e.collective("all_gather", "", "dp", rs, gathered);
-  e.collective("rank_slice", "", "dp", x, slice);
-  e.copy(x, inPlace);
-  e.collective("all_reduce", "sum", "dp", inPlace, inPlace);
-  e.collective("all_reduce", "sum", "dp", xb, bsum);
-  for (auto [name, id] :
-       std::vector<std::pair<const char *, int>>{{"sum", sum},
-                                                 {"max", max},
-                                                 {"mean", mean},
-                                                 {"rs", rs},
-                                                 {"rs_mean", rsMean},
-                                                 {"gathered", gathered},
-                                                 {"slice", slice},
-                                                 {"in_place", inPlace},
-                                                 {"bsum", bsum},
-                                                 {"after", after}})
-    e.output(name, "output", id);
   std::string artifactDir = dir + "/collectives-" + std::to_string(r);
   std::filesystem::create_directories(artifactDir);
-  writeBytes(artifactDir + "/plan.json",
-             planJson({e}, "null", "null", meshJson({"dp"}, {n})));
+  writeBytes(
+      artifactDir + "/plan.json",
+      planJson({everyOpEntry(n)}, "null", "null", meshJson({"dp"}, {n})));
   std::string error;
   std::unique_ptr<Artifact> artifact = Artifact::load(artifactDir, &error);
   check(bool(artifact), "load: " + error);
   if (!artifact)
     return;
   artifact->setCollectives(&comm);
-  std::vector<float> xf(n * c);
-  std::vector<double> xdv(n * c);
-  std::vector<uint16_t> xbv(n * c);
-  for (int64_t i = 0; i < n * c; ++i) {
-    xf[i] = float(r + 1 + i);
-    xdv[i] = double(r + 1 + i);
-    xbv[i] = floatToBf16(float(r + 1 + i));
-  }
-  NpyArray in = arrayOf(DType::F32, xf), ind = arrayOf(DType::F64, xdv),
-           inb = arrayOf(DType::BF16, xbv);
+  EveryOpInputs in(n, r);
   std::vector<NpyArray> out;
   // Twice: the second run reuses the arena (and what the first left in it).
   for (int run = 0; run < 2; ++run) {
-    bool ran = artifact->run("main", {{"x", &in}, {"xd", &ind}, {"xb", &inb}},
-                             &out, &error);
+    bool ran = artifact->run("main", in.refs(), &out, &error);
     check(ran, "run: " + error);
     if (!ran)
       return;
-    std::vector<float> s = valuesOf<float>(out[0]), m = valuesOf<float>(out[1]),
-                       rsv = valuesOf<float>(out[3]),
-                       g = valuesOf<float>(out[5]),
-                       sl = valuesOf<float>(out[6]),
-                       ip = valuesOf<float>(out[7]),
-                       af = valuesOf<float>(out[9]);
-    std::vector<double> md = valuesOf<double>(out[2]),
-                        rsm = valuesOf<double>(out[4]);
-    std::vector<uint16_t> bs = valuesOf<uint16_t>(out[8]);
-    double ranksSum = n * (n + 1) / 2.0;
-    for (int64_t i = 0; i < n * c; ++i) {
-      std::string at = " element " + std::to_string(i);
-      double total = ranksSum + double(n) * double(i);
-      check(s[i] == float(total), "all_reduce sum" + at);
-      check(af[i] == float(total), "copy after the all_reduce" + at);
-      check(ip[i] == float(total), "all_reduce in place" + at);
-      check(m[i] == float(n + i), "all_reduce max" + at);
-      check(std::fabs(md[i] - total / n) < 1e-12, "all_reduce mean" + at);
-      check(bf16ToFloat(bs[i]) == float(total), "bf16 all_reduce sum" + at);
-      // all_gather of every rank's reduce_scatter block: the sum again.
-      check(g[i] == float(total), "all_gather" + at);
-    }
-    for (int64_t j = 0; j < c; ++j) {
-      std::string at = " element " + std::to_string(j);
-      double total = ranksSum + double(n) * double(r * c + j);
-      check(rsv[j] == float(total), "reduce_scatter sum" + at);
-      check(std::fabs(rsm[j] - total / n) < 1e-12, "reduce_scatter mean" + at);
-      check(sl[j] == float(r + 1 + r * c + j), "rank_slice" + at);
-    }
+    checkEveryOp(out, n, r, "");
   }
 
   // Compiled for twice these ranks: refused before anything moves.
@@ -191,45 +91,11 @@ void collectiveSteps(Collectives &comm, const std::string &dir) {
   }
 }
 
-/// Tensors equal bit for bit (`tolerance` 0) or to `tolerance` relative.
-void compare(const std::map<std::string, NpyArray> &got,
-             const std::map<std::string, NpyArray> &want, double tolerance,
-             const std::string &what) {
-  for (const auto &[name, t] : want) {
-    auto it = got.find(name);
-    check(it != got.end(), what + ": has " + name);
-    if (it == got.end())
-      continue;
-    check(it->second.shape == t.shape, what + ": whole shape of " + name);
-    if (it->second.data.size() != t.data.size())
-      continue;
-    if (tolerance == 0) {
-      check(it->second.data == t.data, what + ": bits of " + name);
-      continue;
-    }
-    std::vector<float> a = f32Values(it->second), b = f32Values(t);
-    for (size_t i = 0; i < a.size(); ++i)
-      check(std::fabs(a[i] - b[i]) <=
-                tolerance * std::max(1.0f, std::fabs(b[i])),
-            what + ": " + name + "[" + std::to_string(i) + "] " +
-                std::to_string(a[i]) + " vs " + std::to_string(b[i]));
-  }
-}
-
 std::unique_ptr<Artifact> loadOrFail(const std::string &path) {
   std::string error;
   std::unique_ptr<Artifact> a = Artifact::load(path, &error);
   check(bool(a), "load " + path + ": " + error);
   return a;
-}
-
-/// Trains; false (a failed check) with the message otherwise.
-bool trainOk(Artifact &artifact, const TrainOptions &options,
-             TrainResult *result, const std::string &what) {
-  std::string error;
-  bool ok = train(artifact, options, result, &error);
-  check(ok, what + ": " + error);
-  return ok;
 }
 
 /// The mesh regression model over the world against one process with
@@ -250,20 +116,12 @@ void training(Collectives &comm, const std::string &dir) {
   }
   comm.barrier(&error);
   const double tolerance = n == 2 ? 0 : 1e-5;
-  auto options = [&](int64_t steps) {
-    TrainOptions o;
-    o.dataPath = dir + "/data.npz";
-    o.steps = steps;
-    o.progress = ProgressMode::None;
-    return o;
-  };
 
   // The reference: one process, n micro-batches a step (each rank alone).
   std::unique_ptr<Artifact> plain = loadOrFail(dir + "/plain.loom");
   if (!plain)
     return;
-  TrainOptions ref = options(6);
-  ref.accumulate = n;
+  TrainOptions ref = trainingOptions(dir, n);
   TrainResult reference, referenceHalf;
   if (!trainOk(*plain, ref, &reference, "reference"))
     return;
@@ -280,24 +138,19 @@ void training(Collectives &comm, const std::string &dir) {
     std::unique_ptr<Artifact> mesh = loadOrFail(path);
     if (!mesh)
       continue;
-    TrainOptions o = options(6);
-    o.collectives = &comm;
-    o.checkpointDir = dir + "/ckpt-zero" + std::to_string(zero);
-    o.saveEvery = 3;
-    o.evalDataPath = dir + "/data.npz"; // zero 3: every rank evaluates
+    // Evaluating: under zero 3, every rank.
+    TrainOptions o = meshOptions(trainingOptions(dir, n), comm,
+                                 dir + "/ckpt-zero" + std::to_string(zero));
     o.saveParamsPath = dir + "/params-zero" + std::to_string(zero);
     TrainResult result;
     if (!trainOk(*mesh, o, &result, name))
       continue;
     compare(result.tensors, reference.tensors, tolerance, name);
-    check(std::fabs(result.lastLoss - reference.lastLoss) <=
-              1e-5 * std::max(1.0, std::fabs(reference.lastLoss)),
-          name + ": loss " + std::to_string(result.lastLoss) + " vs " +
-              std::to_string(reference.lastLoss));
+    checkLoss(result, reference, 1e-5, name);
     check(result.position.accumulate == n, name + ": checkpoint micro-batches");
 
     // Resume the mesh run at step 3: the same bits as straight through.
-    TrainOptions again = options(6);
+    TrainOptions again = trainingOptions(dir, 1);
     again.collectives = &comm;
     again.resumePath = o.checkpointDir + "/" + checkpointFileName(3);
     TrainResult resumed;
@@ -305,15 +158,14 @@ void training(Collectives &comm, const std::string &dir) {
       compare(resumed.tensors, result.tensors, 0, name + " resumed");
 
     // Its step-3 checkpoint in one process, without the mesh.
-    TrainOptions alone = options(6);
-    alone.accumulate = n;
+    TrainOptions alone = trainingOptions(dir, n);
     alone.resumePath = again.resumePath;
     if (trainOk(*plain, alone, &resumed, name + " resumed alone"))
       compare(resumed.tensors, reference.tensors, tolerance,
               name + " resumed alone");
 
     // One process's checkpoint into the mesh.
-    TrainOptions into = options(6);
+    TrainOptions into = trainingOptions(dir, 1);
     into.collectives = &comm;
     into.resumePath = dir + "/ckpt-plain/" + checkpointFileName(3);
     if (trainOk(*mesh, into, &resumed, name + " from one process"))
@@ -338,95 +190,25 @@ void training(Collectives &comm, const std::string &dir) {
 /// its tp group {2 * i_dp, 2 * i_dp + 1}.
 void twoAxisSteps(Collectives &comm, const std::string &dir) {
   const int q = comm.rank(), idp = q / 2, itp = q % 2;
-  const int64_t c = 3, len = 2 * c;
-  EntryBuilder e("main");
-  int x = e.buffer("f32", {len});
-  int xd = e.buffer("f64", {len});
-  int sumDp = e.buffer("f32", {len}), sumTp = e.buffer("f32", {len});
-  int maxDp = e.buffer("f32", {len}), meanTp = e.buffer("f64", {len});
-  int rsDp = e.buffer("f32", {c}), rsTp = e.buffer("f32", {c});
-  int agDp = e.buffer("f32", {len}), agTp = e.buffer("f32", {len});
-  int slDp = e.buffer("f32", {c}), slTp = e.buffer("f32", {c});
-  e.input("x", "input", x);
-  e.input("xd", "input", xd);
-  e.collective("all_reduce", "sum", "dp", x, sumDp);
-  e.collective("all_reduce", "sum", "tp", x, sumTp);
-  e.collective("all_reduce", "max", "dp", x, maxDp);
-  e.collective("all_reduce", "mean", "tp", xd, meanTp);
-  e.collective("reduce_scatter", "sum", "dp", x, rsDp);
-  e.collective("reduce_scatter", "sum", "tp", x, rsTp);
-  e.collective("all_gather", "", "tp", rsDp, agDp);
-  e.collective("all_gather", "", "dp", rsTp, agTp);
-  e.collective("rank_slice", "", "dp", x, slDp);
-  e.collective("rank_slice", "", "tp", x, slTp);
-  for (int id :
-       {sumDp, sumTp, maxDp, meanTp, rsDp, rsTp, agDp, agTp, slDp, slTp})
-    e.output("out" + std::to_string(id), "output", id);
   std::string artifactDir = dir + "/two-axes-" + std::to_string(q);
   std::filesystem::create_directories(artifactDir);
   writeBytes(artifactDir + "/plan.json",
-             planJson({e}, "null", "null", meshJson({"dp", "tp"}, {2, 2})));
+             planJson({twoAxisEntry()}, "null", "null",
+                      meshJson({"dp", "tp"}, {2, 2})));
   std::string error;
   std::unique_ptr<Artifact> artifact = Artifact::load(artifactDir, &error);
   check(bool(artifact), "2x2 load: " + error);
   if (!artifact)
     return;
   artifact->setCollectives(&comm);
-  std::vector<float> xf(len);
-  std::vector<double> xdv(len);
-  for (int64_t i = 0; i < len; ++i)
-    xdv[i] = xf[i] = float(q + 1 + i);
-  NpyArray in = arrayOf(DType::F32, xf), ind = arrayOf(DType::F64, xdv);
-  // x's element i on world rank p.
-  auto of = [](int p, int64_t i) { return double(p + 1 + i); };
-  const int dpPeers[2] = {itp, 2 + itp}, tpPeers[2] = {2 * idp, 2 * idp + 1};
+  TwoAxisInputs in(q);
   std::vector<NpyArray> out;
   for (int run = 0; run < 2; ++run) {
-    bool ran = artifact->run("main", {{"x", &in}, {"xd", &ind}}, &out, &error);
+    bool ran = artifact->run("main", in.refs(), &out, &error);
     check(ran, "2x2 run: " + error);
     if (!ran)
       return;
-    std::vector<float> sDp = valuesOf<float>(out[0]),
-                       sTp = valuesOf<float>(out[1]),
-                       mDp = valuesOf<float>(out[2]),
-                       rDp = valuesOf<float>(out[4]),
-                       rTp = valuesOf<float>(out[5]),
-                       gDp = valuesOf<float>(out[6]),
-                       gTp = valuesOf<float>(out[7]),
-                       lDp = valuesOf<float>(out[8]),
-                       lTp = valuesOf<float>(out[9]);
-    std::vector<double> mTp = valuesOf<double>(out[3]);
-    auto sum = [&](const int *peers, int64_t i) {
-      return of(peers[0], i) + of(peers[1], i);
-    };
-    for (int64_t i = 0; i < len; ++i) {
-      std::string at = " element " + std::to_string(i);
-      check(sDp[i] == float(sum(dpPeers, i)), "2x2 all_reduce sum dp" + at);
-      check(sTp[i] == float(sum(tpPeers, i)), "2x2 all_reduce sum tp" + at);
-      check(mDp[i] == float(of(2 + itp, i)), "2x2 all_reduce max dp" + at);
-      check(mTp[i] == sum(tpPeers, i) / 2, "2x2 all_reduce mean tp" + at);
-      int64_t b = i / c, j = i % c;
-      // all_gather over tp of the dp reduce-scatter: tp member b of this
-      // rank's tp group holds the dp sum (over its own dp group {b, 2 +
-      // b}) of block idp.
-      int dpGroupOfB[2] = {int(b), 2 + int(b)};
-      check(gDp[i] == float(sum(dpGroupOfB, idp * c + j)),
-            "2x2 all_gather tp of reduce_scatter dp" + at);
-      // all_gather over dp of the tp reduce-scatter: dp member b holds the
-      // tp sum (over {2b, 2b + 1}) of block itp.
-      int tpGroupOfB[2] = {2 * int(b), 2 * int(b) + 1};
-      check(gTp[i] == float(sum(tpGroupOfB, itp * c + j)),
-            "2x2 all_gather dp of reduce_scatter tp" + at);
-    }
-    for (int64_t j = 0; j < c; ++j) {
-      std::string at = " element " + std::to_string(j);
-      check(rDp[j] == float(sum(dpPeers, idp * c + j)),
-            "2x2 reduce_scatter dp" + at);
-      check(rTp[j] == float(sum(tpPeers, itp * c + j)),
-            "2x2 reduce_scatter tp" + at);
-      check(lDp[j] == float(of(q, idp * c + j)), "2x2 rank_slice dp" + at);
-      check(lTp[j] == float(of(q, itp * c + j)), "2x2 rank_slice tp" + at);
-    }
+    checkTwoAxes(out, q, "2x2 ");
   }
   const MeshComms *comms = artifact->meshComms(&error);
   check(comms && comms->index(0) == idp && comms->index(1) == itp &&
@@ -541,41 +323,24 @@ void tensorParallelTraining(Collectives &comm, const std::string &dir) {
     std::unique_ptr<Artifact> mesh = loadOrFail(path);
     if (!plain || !mesh)
       continue;
-    TrainOptions ref;
-    ref.dataPath = dir + "/data.npz";
-    ref.steps = 6;
-    ref.progress = ProgressMode::None;
-    ref.accumulate = dp;
+    TrainOptions ref = trainingOptions(dir, dp);
     TrainResult reference;
     if (!trainOk(*plain, ref, &reference, name + " reference"))
       continue;
-    TrainOptions o = ref;
-    o.accumulate = 1;
-    o.collectives = &comm;
-    o.checkpointDir = path + "/ckpt";
-    o.saveEvery = 3;
-    o.evalDataPath = dir + "/data.npz";
+    TrainOptions o = meshOptions(ref, comm, path + "/ckpt");
     TrainResult result;
     if (!trainOk(*mesh, o, &result, name))
       continue;
     compare(result.tensors, reference.tensors, 0, name);
     // The plan's mean of f32 losses against the trainer's in f64.
-    check(std::fabs(result.lastLoss - reference.lastLoss) <=
-              1e-6 * std::max(1.0, std::fabs(reference.lastLoss)),
-          name + ": loss " + std::to_string(result.lastLoss) + " vs " +
-              std::to_string(reference.lastLoss));
+    checkLoss(result, reference, 1e-6, name);
     check(result.position.accumulate == dp,
           name + ": a step takes dp micro-batches");
 
-    TrainOptions again = o;
-    again.checkpointDir.clear();
-    again.saveEvery = 0;
-    again.resumePath = o.checkpointDir + "/" + checkpointFileName(3);
-    TrainResult resumed;
-    if (trainOk(*mesh, again, &resumed, name + " resumed"))
-      compare(resumed.tensors, result.tensors, 0, name + " resumed");
+    TrainOptions again = checkResumed(*mesh, o, result, name);
     TrainOptions alone = ref;
     alone.resumePath = again.resumePath;
+    TrainResult resumed;
     if (trainOk(*plain, alone, &resumed, name + " resumed alone"))
       compare(resumed.tensors, reference.tensors, 0, name + " resumed alone");
     comm.barrier(&error);
@@ -592,12 +357,8 @@ int writeFixtures(const std::string &dir, int ranks) {
       !writeTensorParallelRegressionArtifact(dir + "/tp2x2.loom", 2, 2) ||
       !writeRegressionData(dir + "/data.npz", 64))
     return 1;
-  std::vector<float> x(kBatch * kFeatures, 0.5f), y(kBatch, 1.0f);
   std::string error;
-  return writeNpy(dir + "/x.npy", f32Array({kBatch, kFeatures}, x), &error) &&
-                 writeNpy(dir + "/y.npy", f32Array({kBatch, 1}, y), &error)
-             ? 0
-             : 1;
+  return writeRegressionBatch(dir, &error) ? 0 : 1;
 }
 
 } // namespace
@@ -605,45 +366,22 @@ int writeFixtures(const std::string &dir, int ranks) {
 int main(int argc, char **argv) {
   if (argc == 4 && std::string(argv[1]) == "--write")
     return writeFixtures(argv[2], std::atoi(argv[3]));
-  if (!launchedByMpi()) {
-    std::fprintf(stderr, "run me with mpirun -np N\n");
-    return 2;
+  MeshJob job = startJob();
+  if (!job.comm)
+    return job.status;
+  Collectives &comm = *job.comm;
+  collectiveSteps(comm, job.dir);
+  if (comm.size() == 4) {
+    twoAxisSteps(comm, job.dir);
+    twoAxisGather(comm);
   }
-  std::string error;
-  std::unique_ptr<Collectives> comm = startMpi(MpiOptions(), &error);
-  if (!comm) {
-    std::fprintf(stderr, "startMpi: %s\n", error.c_str());
-    return 1;
-  }
-  rank = comm->rank();
-  // One directory for the job: rank 0's, its name broadcast.
-  char path[256] = {};
-  std::unique_ptr<TempDir> dir;
-  if (rank == 0) {
-    dir = std::make_unique<TempDir>();
-    std::snprintf(path, sizeof path, "%s", dir->path().c_str());
-  }
-  if (!waitFor(comm->broadcast(path, sizeof path, DType::U8, 0, &error),
-               &error)) {
-    std::fprintf(stderr, "broadcast: %s\n", error.c_str());
-    return 1;
-  }
-  collectiveSteps(*comm, path);
-  if (comm->size() == 4) {
-    twoAxisSteps(*comm, path);
-    twoAxisGather(*comm);
-  }
-  training(*comm, path);
-  tensorParallelTraining(*comm, path);
+  training(comm, job.dir);
+  tensorParallelTraining(comm, job.dir);
 
-  int64_t totals[2] = {failures, checks};
-  waitFor(comm->allReduce(totals, 2, DType::I64, ReduceOp::Sum, &error),
-          &error);
-  comm->barrier(&error);
-  if (rank == 0)
+  int64_t failed = failuresInAll(comm);
+  if (comm.rank() == 0)
     std::printf("%d ranks (mpi): mesh plans: %d checks per rank, %lld failed "
                 "in all\n",
-                comm->size(), checks, static_cast<long long>(totals[0]));
-  dir.reset();
-  return totals[0] == 0 ? 0 : 1;
+                comm.size(), rankChecks.checks, static_cast<long long>(failed));
+  return failed == 0 ? 0 : 1;
 }

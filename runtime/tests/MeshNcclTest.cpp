@@ -36,11 +36,9 @@
 
 #include "CollectiveSteps.h"
 #include "CudaFixtures.h"
-#include "Fixtures.h"
-#include "Half.h"
+#include "MeshTestUtil.h"
 #include "fakecuda/FakeCuda.h"
 #include "fakenccl/FakeNccl.h"
-#include "tool/MpiCollectives.h"
 
 #include "loomrt/Artifact.h"
 #include "loomrt/Backend.h"
@@ -59,26 +57,7 @@ using namespace loomrt;
 using namespace loomrt::test;
 
 namespace {
-int failures = 0, checks = 0, rank = 0, localRank = -1;
-
-void check(bool ok, const std::string &what) {
-  ++checks;
-  if (!ok) {
-    ++failures;
-    std::fprintf(stderr, "rank %d: FAIL %s\n", rank, what.c_str());
-  }
-}
-
-template <typename T> std::vector<T> valuesOf(const NpyArray &a) {
-  std::vector<T> v(a.data.size() / sizeof(T));
-  std::memcpy(v.data(), a.data.data(), v.size() * sizeof(T));
-  return v;
-}
-
-template <typename T>
-NpyArray arrayOf(DType dtype, const std::vector<T> &values) {
-  return makeArray(dtype, {int64_t(values.size())}, values.data());
-}
+int localRank = -1;
 
 /// The fakes' counters and logs, when the libraries the runtime loads are
 /// the fakes (null members otherwise: real NCCL on real GPUs).
@@ -185,23 +164,23 @@ Expected expectedFor(const Plan & /*plan*/, const PlanEntry &entry,
     call.sendAllocation = call.recvAllocation = entry.arenaBytes;
     call.commSize = int(c.ranks);
     call.commRank = int(coordinates[c.axis]);
-    switch (c.op) {
-    case CollectiveOp::AllReduce:
-      if (src.offset != dst.offset)
-        word("d2d");
-      std::snprintf(call.op, sizeof call.op, "ncclAllReduce");
-      call.sendOffset = call.recvOffset = int64_t(dst.offset);
-      call.count = dst.elements;
-      call.type = ncclType(dst.dtype);
-      call.redOp = ncclOp(c.reduce);
-      break;
-    case CollectiveOp::ReduceScatter:
-      std::snprintf(call.op, sizeof call.op, "ncclReduceScatter");
-      call.sendOffset = int64_t(src.offset);
+    // A reduction of dst's elements, from `send` into dst.
+    auto reduction = [&](const char *op, uint64_t send) {
+      std::snprintf(call.op, sizeof call.op, "%s", op);
+      call.sendOffset = int64_t(send);
       call.recvOffset = int64_t(dst.offset);
       call.count = dst.elements;
       call.type = ncclType(dst.dtype);
       call.redOp = ncclOp(c.reduce);
+    };
+    switch (c.op) {
+    case CollectiveOp::AllReduce:
+      if (src.offset != dst.offset)
+        word("d2d");
+      reduction("ncclAllReduce", dst.offset); // in place, after the copy
+      break;
+    case CollectiveOp::ReduceScatter:
+      reduction("ncclReduceScatter", src.offset);
       break;
     case CollectiveOp::AllGather:
       std::snprintf(call.op, sizeof call.op, "ncclAllGather");
@@ -269,6 +248,23 @@ std::string runTrace(const PlanEntry &entry, const std::string &steps,
   return t;
 }
 
+/// What the fake stream ran this run against `wantTrace`.
+void checkTrace(const Fakes &fakes, const std::string &wantTrace,
+                const std::string &at) {
+  std::string trace = fakes.trace();
+  check(trace == wantTrace,
+        at + "the stream ran '" + trace + "', expected '" + wantTrace + "'");
+}
+
+/// One stream synchronization for the outputs (run 0 also one before it
+/// allocates the pinned staging of the uploads).
+void checkSynchronizations(const Fakes &fakes, int run, const std::string &at) {
+  check(fakes.stats->synchronizations == (run == 0 ? 2 : 1),
+        at + std::to_string(fakes.stats->synchronizations) +
+            " stream synchronizations, expected " +
+            (run == 0 ? "2 (staging, outputs)" : "1 (for the outputs)"));
+}
+
 std::unique_ptr<Artifact>
 loadCuda(const std::string &dir, const std::string &what,
          StepCollectives kind = StepCollectives::Auto) {
@@ -284,6 +280,19 @@ loadCuda(const std::string &dir, const std::string &what,
               a->stepCollectives() == StepCollectives::Device,
           what + ": the cuda backend, collective steps over NCCL");
   return a;
+}
+
+/// Runs entry `main` of `artifact` on `inputs`, the fakes' counters and
+/// logs cleared first; false (a failed check) where it fails.
+bool runMain(Artifact &artifact, const Fakes &fakes,
+             const std::map<std::string, const NpyArray *> &inputs,
+             std::vector<NpyArray> *out, const std::string &at) {
+  if (fakes)
+    fakes.clear();
+  std::string error;
+  bool ran = artifact.run("main", inputs, out, &error);
+  check(ran, at + error);
+  return ran;
 }
 
 /// A plan of collective steps over an axis of one rank, each run through
@@ -412,18 +421,11 @@ void oneRankThroughNccl(Collectives &world, const std::string &dir,
       continue;
     Expected want = expectedFor(plan, entry, {0}, /*everyCollective=*/true);
     checkCalls(fakes.log(), want.calls, fakes.stats->lastStream, at);
-    std::string trace = std::string(fakes.trace());
     std::string wantTrace = "h2d h2d " + want.trace;
     for (size_t i = 0; i < out.size(); ++i)
       wantTrace += " d2h";
-    check(trace == wantTrace,
-          at + "the stream ran '" + trace + "', expected '" + wantTrace + "'");
-    // One for the outputs (the first run also one before it allocates
-    // the pinned staging of the uploads).
-    check(fakes.stats->synchronizations == (run == 0 ? 2 : 1),
-          at + std::to_string(fakes.stats->synchronizations) +
-              " stream synchronizations, expected " +
-              (run == 0 ? "2 (staging, outputs)" : "1 (for the outputs)"));
+    checkTrace(fakes, wantTrace, at);
+    checkSynchronizations(fakes, run, at);
   }
 }
 
@@ -431,124 +433,32 @@ void oneRankThroughNccl(Collectives &world, const std::string &dir,
 /// values of MeshMpiTest's collectiveSteps).
 void everyOp(Collectives &comm, const std::string &dir, const Fakes &fakes) {
   const int n = comm.size(), r = comm.rank();
-  const int64_t c = 3;
-  EntryBuilder e("main");
-  int x = e.buffer("f32", {n * c});
-  int xd = e.buffer("f64", {n * c});
-  int xb = e.buffer("bf16", {n * c});
-  int sum = e.buffer("f32", {n * c});
-  int max = e.buffer("f32", {n * c});
-  int mean = e.buffer("f64", {n * c});
-  int rs = e.buffer("f32", {c});
-  int rsMean = e.buffer("f64", {c});
-  int gathered = e.buffer("f32", {n * c});
-  int slice = e.buffer("f32", {c});
-  int inPlace = e.buffer("f32", {n * c});
-  int bsum = e.buffer("bf16", {n * c});
-  int after = e.buffer("f32", {n * c});
-  e.input("x", "input", x);
-  e.input("xd", "input", xd);
-  e.input("xb", "input", xb);
-  e.collective("all_reduce", "sum", "dp", x, sum);
-  e.copy(sum, after); // after the sum, by the stream's order
-  e.collective("all_reduce", "max", "dp", x, max);
-  e.collective("all_reduce", "mean", "dp", xd, mean);
-  e.collective("reduce_scatter", "sum", "dp", x, rs);
-  e.collective("reduce_scatter", "mean", "dp", xd, rsMean);
-  e.collective("all_gather", "", "dp", rs, gathered);
-  e.collective("rank_slice", "", "dp", x, slice);
-  e.copy(x, inPlace);
-  e.collective("all_reduce", "sum", "dp", inPlace, inPlace);
-  e.collective("all_reduce", "sum", "dp", xb, bsum);
-  for (auto [name, id] :
-       std::vector<std::pair<const char *, int>>{{"sum", sum},
-                                                 {"max", max},
-                                                 {"mean", mean},
-                                                 {"rs", rs},
-                                                 {"rs_mean", rsMean},
-                                                 {"gathered", gathered},
-                                                 {"slice", slice},
-                                                 {"in_place", inPlace},
-                                                 {"bsum", bsum},
-                                                 {"after", after}})
-    e.output(name, "output", id);
   std::string artifactDir = dir + "/every-op-" + std::to_string(r);
   std::filesystem::create_directories(artifactDir);
   std::string planText = toCudaPlan(
-      planJson({e}, "null", "null", meshJson({"dp"}, {n})), 90, "null", "null");
+      planJson({everyOpEntry(n)}, "null", "null", meshJson({"dp"}, {n})), 90,
+      "null", "null");
   writeBytes(artifactDir + "/plan.json", planText);
   std::unique_ptr<Artifact> artifact = loadCuda(artifactDir, "every op");
   if (!artifact)
     return;
   artifact->setCollectives(&comm);
-  std::vector<float> xf(n * c);
-  std::vector<double> xdv(n * c);
-  std::vector<uint16_t> xbv(n * c);
-  for (int64_t i = 0; i < n * c; ++i) {
-    xf[i] = float(r + 1 + i);
-    xdv[i] = double(r + 1 + i);
-    xbv[i] = floatToBf16(float(r + 1 + i));
-  }
-  NpyArray in = arrayOf(DType::F32, xf), ind = arrayOf(DType::F64, xdv),
-           inb = arrayOf(DType::BF16, xbv);
-  std::string error;
+  EveryOpInputs in(n, r);
   const PlanEntry &entry = artifact->plan().entries[0];
   Expected want = expectedFor(artifact->plan(), entry, {r});
   std::vector<NpyArray> out;
   // Three runs: none is recorded into a graph (the NCCL calls' events).
   for (int run = 0; run < 3; ++run) {
     std::string at = "every op, run " + std::to_string(run) + ": ";
-    if (fakes)
-      fakes.clear();
-    bool ran = artifact->run("main", {{"x", &in}, {"xd", &ind}, {"xb", &inb}},
-                             &out, &error);
-    check(ran, at + error);
-    if (!ran)
+    if (!runMain(*artifact, fakes, in.refs(), &out, at))
       return;
-    std::vector<float> s = valuesOf<float>(out[0]), m = valuesOf<float>(out[1]),
-                       rsv = valuesOf<float>(out[3]),
-                       g = valuesOf<float>(out[5]),
-                       sl = valuesOf<float>(out[6]),
-                       ip = valuesOf<float>(out[7]),
-                       af = valuesOf<float>(out[9]);
-    std::vector<double> md = valuesOf<double>(out[2]),
-                        rsm = valuesOf<double>(out[4]);
-    std::vector<uint16_t> bs = valuesOf<uint16_t>(out[8]);
-    double ranksSum = n * (n + 1) / 2.0;
-    for (int64_t i = 0; i < n * c; ++i) {
-      std::string el = " element " + std::to_string(i);
-      double total = ranksSum + double(n) * double(i);
-      check(s[i] == float(total), at + "all_reduce sum" + el);
-      check(af[i] == float(total), at + "copy after the all_reduce" + el);
-      check(ip[i] == float(total), at + "all_reduce in place" + el);
-      check(m[i] == float(n + i), at + "all_reduce max" + el);
-      check(std::fabs(md[i] - total / n) < 1e-12, at + "all_reduce mean" + el);
-      check(bf16ToFloat(bs[i]) == float(total),
-            at + "bf16 all_reduce sum" + el);
-      check(g[i] == float(total), at + "all_gather" + el);
-    }
-    for (int64_t j = 0; j < c; ++j) {
-      std::string el = " element " + std::to_string(j);
-      double total = ranksSum + double(n) * double(r * c + j);
-      check(rsv[j] == float(total), at + "reduce_scatter sum" + el);
-      check(std::fabs(rsm[j] - total / n) < 1e-12,
-            at + "reduce_scatter mean" + el);
-      check(sl[j] == float(r + 1 + r * c + j), at + "rank_slice" + el);
-    }
+    checkEveryOp(out, n, r, at);
     // One rank: nothing communicates, and the entry is a CUDA graph.
     if (!fakes || n == 1)
       continue;
     checkCalls(fakes.log(), want.calls, fakes.stats->lastStream, at);
-    std::string trace = fakes.trace();
-    std::string wantTrace = runTrace(entry, want.trace, run == 0);
-    check(trace == wantTrace,
-          at + "the stream ran '" + trace + "', expected '" + wantTrace + "'");
-    // One for the outputs (the first run also one before it allocates
-    // the pinned staging of the uploads).
-    check(fakes.stats->synchronizations == (run == 0 ? 2 : 1),
-          at + std::to_string(fakes.stats->synchronizations) +
-              " stream synchronizations, expected " +
-              (run == 0 ? "2 (staging, outputs)" : "1 (for the outputs)"));
+    checkTrace(fakes, runTrace(entry, want.trace, run == 0), at);
+    checkSynchronizations(fakes, run, at);
     check(fakes.stats->captures == 0, at + "no CUDA graph");
   }
   CollectiveTimes times = artifact->collectiveTimes();
@@ -565,95 +475,25 @@ void everyOp(Collectives &comm, const std::string &dir, const Fakes &fakes) {
 /// on the cuda backend).
 void twoAxes(Collectives &comm, const std::string &dir, const Fakes &fakes) {
   const int q = comm.rank(), idp = q / 2, itp = q % 2;
-  const int64_t c = 3, len = 2 * c;
-  EntryBuilder e("main");
-  int x = e.buffer("f32", {len});
-  int xd = e.buffer("f64", {len});
-  int sumDp = e.buffer("f32", {len}), sumTp = e.buffer("f32", {len});
-  int maxDp = e.buffer("f32", {len}), meanTp = e.buffer("f64", {len});
-  int rsDp = e.buffer("f32", {c}), rsTp = e.buffer("f32", {c});
-  int agDp = e.buffer("f32", {len}), agTp = e.buffer("f32", {len});
-  int slDp = e.buffer("f32", {c}), slTp = e.buffer("f32", {c});
-  e.input("x", "input", x);
-  e.input("xd", "input", xd);
-  e.collective("all_reduce", "sum", "dp", x, sumDp);
-  e.collective("all_reduce", "sum", "tp", x, sumTp);
-  e.collective("all_reduce", "max", "dp", x, maxDp);
-  e.collective("all_reduce", "mean", "tp", xd, meanTp);
-  e.collective("reduce_scatter", "sum", "dp", x, rsDp);
-  e.collective("reduce_scatter", "sum", "tp", x, rsTp);
-  e.collective("all_gather", "", "tp", rsDp, agDp);
-  e.collective("all_gather", "", "dp", rsTp, agTp);
-  e.collective("rank_slice", "", "dp", x, slDp);
-  e.collective("rank_slice", "", "tp", x, slTp);
-  for (int id :
-       {sumDp, sumTp, maxDp, meanTp, rsDp, rsTp, agDp, agTp, slDp, slTp})
-    e.output("out" + std::to_string(id), "output", id);
   std::string artifactDir = dir + "/two-axes-" + std::to_string(q);
   std::filesystem::create_directories(artifactDir);
-  writeBytes(
-      artifactDir + "/plan.json",
-      toCudaPlan(planJson({e}, "null", "null", meshJson({"dp", "tp"}, {2, 2})),
-                 90, "null", "null"));
+  writeBytes(artifactDir + "/plan.json",
+             toCudaPlan(planJson({twoAxisEntry()}, "null", "null",
+                                 meshJson({"dp", "tp"}, {2, 2})),
+                        90, "null", "null"));
   std::unique_ptr<Artifact> artifact = loadCuda(artifactDir, "2x2");
   if (!artifact)
     return;
   artifact->setCollectives(&comm);
-  std::vector<float> xf(len);
-  std::vector<double> xdv(len);
-  for (int64_t i = 0; i < len; ++i)
-    xdv[i] = xf[i] = float(q + 1 + i);
-  NpyArray in = arrayOf(DType::F32, xf), ind = arrayOf(DType::F64, xdv);
-  auto of = [](int p, int64_t i) { return double(p + 1 + i); };
-  const int dpPeers[2] = {itp, 2 + itp}, tpPeers[2] = {2 * idp, 2 * idp + 1};
+  TwoAxisInputs in(q);
   const PlanEntry &entry = artifact->plan().entries[0];
   Expected want = expectedFor(artifact->plan(), entry, {idp, itp});
   std::vector<NpyArray> out;
-  std::string error;
   for (int run = 0; run < 2; ++run) {
     std::string at = "2x2, run " + std::to_string(run) + ": ";
-    if (fakes)
-      fakes.clear();
-    bool ran = artifact->run("main", {{"x", &in}, {"xd", &ind}}, &out, &error);
-    check(ran, at + error);
-    if (!ran)
+    if (!runMain(*artifact, fakes, in.refs(), &out, at))
       return;
-    std::vector<float> sDp = valuesOf<float>(out[0]),
-                       sTp = valuesOf<float>(out[1]),
-                       mDp = valuesOf<float>(out[2]),
-                       rDp = valuesOf<float>(out[4]),
-                       rTp = valuesOf<float>(out[5]),
-                       gDp = valuesOf<float>(out[6]),
-                       gTp = valuesOf<float>(out[7]),
-                       lDp = valuesOf<float>(out[8]),
-                       lTp = valuesOf<float>(out[9]);
-    std::vector<double> mTp = valuesOf<double>(out[3]);
-    auto sum = [&](const int *peers, int64_t i) {
-      return of(peers[0], i) + of(peers[1], i);
-    };
-    for (int64_t i = 0; i < len; ++i) {
-      std::string el = " element " + std::to_string(i);
-      check(sDp[i] == float(sum(dpPeers, i)), at + "all_reduce sum dp" + el);
-      check(sTp[i] == float(sum(tpPeers, i)), at + "all_reduce sum tp" + el);
-      check(mDp[i] == float(of(2 + itp, i)), at + "all_reduce max dp" + el);
-      check(mTp[i] == sum(tpPeers, i) / 2, at + "all_reduce mean tp" + el);
-      int64_t b = i / c, j = i % c;
-      int dpGroupOfB[2] = {int(b), 2 + int(b)};
-      check(gDp[i] == float(sum(dpGroupOfB, idp * c + j)),
-            at + "all_gather tp of reduce_scatter dp" + el);
-      int tpGroupOfB[2] = {2 * int(b), 2 * int(b) + 1};
-      check(gTp[i] == float(sum(tpGroupOfB, itp * c + j)),
-            at + "all_gather dp of reduce_scatter tp" + el);
-    }
-    for (int64_t j = 0; j < c; ++j) {
-      std::string el = " element " + std::to_string(j);
-      check(rDp[j] == float(sum(dpPeers, idp * c + j)),
-            at + "reduce_scatter dp" + el);
-      check(rTp[j] == float(sum(tpPeers, itp * c + j)),
-            at + "reduce_scatter tp" + el);
-      check(lDp[j] == float(of(q, idp * c + j)), at + "rank_slice dp" + el);
-      check(lTp[j] == float(of(q, itp * c + j)), at + "rank_slice tp" + el);
-    }
+    checkTwoAxes(out, q, at);
     if (!fakes)
       continue;
     std::vector<FakeNcclCall> got = fakes.log();
@@ -674,45 +514,9 @@ void twoAxes(Collectives &comm, const std::string &dir, const Fakes &fakes) {
     }
     check(consistent && dpComm > 0 && tpComm > 0 && dpComm != tpComm,
           at + "one NCCL communicator per mesh axis");
-    std::string trace = fakes.trace();
-    std::string wantTrace = runTrace(entry, want.trace, run == 0);
-    check(trace == wantTrace,
-          at + "the stream ran '" + trace + "', expected '" + wantTrace + "'");
+    checkTrace(fakes, runTrace(entry, want.trace, run == 0), at);
   }
   artifact->setCollectives(nullptr);
-}
-
-/// Tensors equal bit for bit (`tolerance` 0) or to `tolerance` relative.
-void compare(const std::map<std::string, NpyArray> &got,
-             const std::map<std::string, NpyArray> &want, double tolerance,
-             const std::string &what) {
-  for (const auto &[name, t] : want) {
-    auto it = got.find(name);
-    check(it != got.end(), what + ": has " + name);
-    if (it == got.end())
-      continue;
-    check(it->second.shape == t.shape, what + ": whole shape of " + name);
-    if (it->second.data.size() != t.data.size())
-      continue;
-    if (tolerance == 0) {
-      check(it->second.data == t.data, what + ": bits of " + name);
-      continue;
-    }
-    std::vector<float> a = f32Values(it->second), b = f32Values(t);
-    for (size_t i = 0; i < a.size(); ++i)
-      check(std::fabs(a[i] - b[i]) <=
-                tolerance * std::max(1.0f, std::fabs(b[i])),
-            what + ": " + name + "[" + std::to_string(i) + "] " +
-                std::to_string(a[i]) + " vs " + std::to_string(b[i]));
-  }
-}
-
-bool trainOk(Artifact &artifact, const TrainOptions &options,
-             TrainResult *result, const std::string &what) {
-  std::string error;
-  bool ok = train(artifact, options, result, &error);
-  check(ok, what + ": " + error);
-  return ok;
 }
 
 /// Writes `write` into `path` (a cpu artifact, Fixtures.h) and makes it a
@@ -768,33 +572,21 @@ void training(Collectives &comm, const std::string &dir, const Fakes &fakes) {
   const double tolerance = n <= 2 ? 0 : 1e-5;
   for (const auto &[path, dp] : meshes) {
     std::string name = path.substr(dir.size() + 1);
-    TrainOptions ref;
-    ref.dataPath = dir + "/data.npz";
-    ref.steps = 6;
-    ref.progress = ProgressMode::None;
-    ref.accumulate = dp;
+    TrainOptions ref = trainingOptions(dir, dp);
     TrainResult reference;
     if (!trainOk(*plain, ref, &reference, name + " reference"))
       continue;
     std::unique_ptr<Artifact> mesh = loadCuda(path, name);
     if (!mesh)
       continue;
-    TrainOptions o = ref;
-    o.accumulate = 1;
-    o.collectives = &comm;
-    o.checkpointDir = path + "-ckpt";
-    o.saveEvery = 3;
-    o.evalDataPath = dir + "/data.npz";
+    TrainOptions o = meshOptions(ref, comm, path + "-ckpt");
     if (fakes)
       fakes.clearCalls();
     TrainResult result;
     if (!trainOk(*mesh, o, &result, name))
       continue;
     compare(result.tensors, reference.tensors, tolerance, name);
-    check(std::fabs(result.lastLoss - reference.lastLoss) <=
-              1e-5 * std::max(1.0, std::fabs(reference.lastLoss)),
-          name + ": loss " + std::to_string(result.lastLoss) + " vs " +
-              std::to_string(reference.lastLoss));
+    checkLoss(result, reference, 1e-5, name);
     if (n > 1) {
       check(result.planCollectives.calls > 0,
             name + ": the plan's collective steps communicated");
@@ -809,13 +601,7 @@ void training(Collectives &comm, const std::string &dir, const Fakes &fakes) {
     }
     // Resumed at step 3 (a checkpoint of whole tensors, gathered over
     // MPI): the same bits as straight through.
-    TrainOptions again = o;
-    again.checkpointDir.clear();
-    again.saveEvery = 0;
-    again.resumePath = o.checkpointDir + "/" + checkpointFileName(3);
-    TrainResult resumed;
-    if (trainOk(*mesh, again, &resumed, name + " resumed"))
-      compare(resumed.tensors, result.tensors, 0, name + " resumed");
+    checkResumed(*mesh, o, result, name);
     comm.barrier(&error);
   }
 }
@@ -885,11 +671,7 @@ int writeFixtures(const std::string &dir) {
     std::fprintf(stderr, "writing the fixtures: %s\n", error.c_str());
     return 1;
   }
-  std::vector<float> x(kBatch * kFeatures, 0.5f), y(kBatch, 1.0f);
-  return writeNpy(dir + "/x.npy", f32Array({kBatch, kFeatures}, x), &error) &&
-                 writeNpy(dir + "/y.npy", f32Array({kBatch, 1}, y), &error)
-             ? 0
-             : 1;
+  return writeRegressionBatch(dir, &error) ? 0 : 1;
 }
 
 } // namespace
@@ -897,49 +679,27 @@ int writeFixtures(const std::string &dir) {
 int main(int argc, char **argv) {
   if (argc == 3 && std::string(argv[1]) == "--write")
     return writeFixtures(argv[2]);
-  if (!launchedByMpi()) {
-    std::fprintf(stderr, "run me with mpirun -np N\n");
-    return 2;
-  }
-  std::string error;
-  std::unique_ptr<Collectives> comm = startMpi(MpiOptions(), &error);
-  if (!comm) {
-    std::fprintf(stderr, "startMpi: %s\n", error.c_str());
-    return 1;
-  }
-  rank = comm->rank();
+  MeshJob job = startJob();
+  if (!job.comm)
+    return job.status;
+  Collectives &comm = *job.comm;
   localRank = launcherLocalRank();
   if (localRank < 0)
-    localRank = comm->localRank();
+    localRank = comm.localRank();
   Fakes fakes;
-  char path[256] = {};
-  std::unique_ptr<TempDir> dir;
-  if (rank == 0) {
-    dir = std::make_unique<TempDir>();
-    std::snprintf(path, sizeof path, "%s", dir->path().c_str());
-  }
-  if (!waitFor(comm->broadcast(path, sizeof path, DType::U8, 0, &error),
-               &error)) {
-    std::fprintf(stderr, "broadcast: %s\n", error.c_str());
-    return 1;
-  }
-  oneRankThroughNccl(*comm, path, fakes);
-  everyOp(*comm, path, fakes);
-  if (comm->size() == 4)
-    twoAxes(*comm, path, fakes);
+  oneRankThroughNccl(comm, job.dir, fakes);
+  everyOp(comm, job.dir, fakes);
+  if (comm.size() == 4)
+    twoAxes(comm, job.dir, fakes);
   if (fakes)
-    training(*comm, path, fakes);
-  missingNccl(*comm, path);
+    training(comm, job.dir, fakes);
+  missingNccl(comm, job.dir);
 
-  int64_t totals[2] = {failures, checks};
-  waitFor(comm->allReduce(totals, 2, DType::I64, ReduceOp::Sum, &error),
-          &error);
-  comm->barrier(&error);
-  if (rank == 0)
+  int64_t failed = failuresInAll(comm);
+  if (comm.rank() == 0)
     std::printf("%d ranks (nccl, %s): mesh plans over nccl: %d checks per "
                 "rank, %lld failed in all\n",
-                comm->size(), fakes ? "fake NCCL" : "real NCCL", checks,
-                static_cast<long long>(totals[0]));
-  dir.reset();
-  return totals[0] == 0 ? 0 : 1;
+                comm.size(), fakes ? "fake NCCL" : "real NCCL",
+                rankChecks.checks, static_cast<long long>(failed));
+  return failed == 0 ? 0 : 1;
 }

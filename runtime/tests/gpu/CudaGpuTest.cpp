@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../CudaFixtures.h"
 #include "../Fixtures.h"
 
 #include "loomrt/Artifact.h"
@@ -34,23 +35,11 @@ void check(bool ok, const std::string &what) {
     ++failures;
 }
 
-std::string replaceAll(std::string text, const std::string &from,
-                       const std::string &to) {
-  for (size_t at = text.find(from); at != std::string::npos;
-       at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-  return text;
-}
-
+/// toCudaPlan, with `kernels` also where the cpu plan had none.
 std::string toCuda(const std::string &cpuPlan, int sm,
                    const std::string &kernels, const std::string &ptx) {
-  std::string text =
-      replaceAll(cpuPlan, "\"target\": \"cpu\"",
-                 "\"target\": \"cuda\", \"sm\": " + std::to_string(sm) +
-                     ", \"ptx\": " + ptx);
-  text = replaceAll(text, "\"kernels\": \"kernels.so\"",
+  return replaceAll(toCudaPlan(cpuPlan, sm, kernels, ptx), "\"kernels\": null",
                     "\"kernels\": " + kernels);
-  return replaceAll(text, "\"kernels\": null", "\"kernels\": " + kernels);
 }
 
 void copyPtx(const std::string &dir) {
