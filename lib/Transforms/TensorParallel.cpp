@@ -212,7 +212,6 @@ void apply(Propagation &p) {
       Split s = p.of(sl.getX());
       if (!s.isSplit())
         continue;
-      auto whole = cast<RankedTensorType>(sl.getResult().getType());
       SmallVector<int64_t> start(sl.getStart()), limit(sl.getLimit());
       int64_t width = (limit[s.dim] - start[s.dim]); // whole group's width
       int64_t local = width / p.ranks;
@@ -220,7 +219,6 @@ void apply(Propagation &p) {
       limit[s.dim] = start[s.dim] + local;
       sl.setStartAttr(b.getDenseI64ArrayAttr(start));
       sl.setLimitAttr(b.getDenseI64ArrayAttr(limit));
-      (void)whole;
     }
   // Whole operands of split ops, rebuilt in the local shape.
   for (auto [op, idx] : p.localOperands) {
