@@ -122,7 +122,20 @@ public:
     // ends the job).
     if (request != MPI_REQUEST_NULL && !timedOut)
       MPI_Wait(&request, MPI_STATUS_IGNORE);
+    unregister();
   }
+
+  /// A chained request (a hierarchical all-reduce) registers itself in
+  /// `*slot`, the one chain its Collectives lets run at a time: a chain
+  /// starts each step when the one before is done, so two in flight could
+  /// start their steps in different orders on different ranks, and MPI
+  /// collectives on one communicator must come in the same order on all.
+  void registerIn(MpiRequest **slot) {
+    registration = slot;
+    *slot = this;
+  }
+  bool isFinished() const { return finished; }
+  void detach() { registration = nullptr; }
   bool wait(std::string *error) noexcept override {
     std::chrono::steady_clock::time_point start =
         std::chrono::steady_clock::now();
@@ -172,6 +185,13 @@ private:
   bool timedOut = false;
   size_t stage = 0; ///< the next of `next` to start
   bool finished = false;
+  MpiRequest **registration = nullptr;
+
+  void unregister() {
+    if (registration && *registration == this)
+      *registration = nullptr;
+    registration = nullptr;
+  }
 
   /// The current MPI request is done: starts the next step, or finishes
   /// (Avg's division).
@@ -183,6 +203,7 @@ private:
     if (avgData)
       divide(avgData, avgCount, dtype, worldSize);
     finished = true;
+    unregister();
     return true;
   }
 
@@ -255,6 +276,8 @@ public:
     localRank_ = parent.localRank_;
   }
   ~MpiCollectives() override {
+    if (chainInFlight) // outlives us: it must not write to us any more
+      chainInFlight->detach();
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized)
@@ -397,6 +420,8 @@ private:
   MPI_Comm comm; ///< MPI_COMM_WORLD, or a split of it (owned)
   MPI_Comm node = MPI_COMM_NULL, cross = MPI_COMM_NULL; ///< the world's
   bool hierarchical;
+  /// The hierarchical all-reduce in flight (see MpiRequest::registerIn).
+  mutable MpiRequest *chainInFlight = nullptr;
   std::shared_ptr<MpiShared> shared;
   /// A split one's world ranks, "1, 3"; empty for the world.
   std::string worldRanks;
@@ -416,6 +441,11 @@ private:
                                                  MPI_Datatype type, MPI_Op op,
                                                  void *avg,
                                                  std::string *error) const {
+    // The chain in flight, if any, finishes first (in issue order, the
+    // same on every rank).
+    if (chainInFlight && !chainInFlight->isFinished() &&
+        !chainInFlight->wait(error))
+      return nullptr;
     auto counts = std::make_shared<std::vector<int>>(localSize_);
     auto displs = std::make_shared<std::vector<int>>(localSize_);
     for (int i = 0, at = 0; i < localSize_; ++i) {
@@ -447,9 +477,11 @@ private:
       fail(error, mpiError("MPI_Ireduce_scatter", rc));
       return nullptr;
     }
-    return std::make_unique<MpiRequest>(
+    auto request = std::make_unique<MpiRequest>(
         r, std::move(next), avg, count, dtype, size_,
         watchFor("hierarchical all-reduce", count, dtype));
+    request->registerIn(&chainInFlight);
+    return request;
   }
 
   Watch watchFor(const std::string &what, size_t elements,
