@@ -39,6 +39,21 @@ using namespace loom::tensor_parallel;
 
 namespace {
 
+/// This rank's block of the ids 0..total-1 (element type `idx`): `local`
+/// consecutive ids, block r on tp rank r.
+Value rankIds(OpBuilder &b, Location loc, Type idx, int64_t total,
+              int64_t local) {
+  SmallVector<APInt> iota;
+  for (int64_t v = 0; v < total; ++v)
+    iota.push_back(APInt(idx.getIntOrFloatBitWidth(), v));
+  Value all = ConstantOp::create(
+      b, loc,
+      cast<ElementsAttr>(DenseElementsAttr::get(
+          RankedTensorType::get({total}, idx), iota)));
+  return RankSliceOp::create(b, loc, RankedTensorType::get({local}, idx), all,
+                             kTensorParallelAxis);
+}
+
 /// The vocabulary-parallel form of `ce`, whose logits (now [N, C / n]) are
 /// this rank's block of the classes: log-sum-exp and the label's logit
 /// each summed over the ranks (Megatron's parallel cross-entropy). The
@@ -81,15 +96,7 @@ Value vocabParallelCrossEntropy(OpBuilder &b, CrossEntropyOp ce,
       axis, CollectiveReduce::Sum);
   Value lse = LogOp::create(b, loc, sumExp);
   // This rank's class ids: its block of 0..C-1.
-  SmallVector<APInt> iota;
-  for (int64_t c = 0; c < classes; ++c)
-    iota.push_back(APInt(idx.getIntOrFloatBitWidth(), c));
-  Value ids = RankSliceOp::create(
-      b, loc, RankedTensorType::get({local}, idx),
-      ConstantOp::create(b, loc,
-                         cast<ElementsAttr>(DenseElementsAttr::get(
-                             RankedTensorType::get({classes}, idx), iota))),
-      axis);
+  Value ids = rankIds(b, loc, idx, classes, local);
   Value hit = CompareOp::create(
       b, loc, gridI1, ComparePredicate::EQ, rowToGrid(labels),
       BroadcastInDimOp::create(b, loc, RankedTensorType::get({rows, local}, idx),
@@ -146,15 +153,7 @@ Value vocabParallelEmbedding(OpBuilder &b, GatherOp g, int64_t vocab) {
   ids = SelectOp::create(b, loc, negative,
                          AddOp::create(b, loc, ids, idConst(vocab)), ids);
   // This rank's first id: the first of its block of 0..V-1.
-  SmallVector<APInt> iota;
-  for (int64_t v = 0; v < vocab; ++v)
-    iota.push_back(APInt(idx.getIntOrFloatBitWidth(), v));
-  Value block = RankSliceOp::create(
-      b, loc, RankedTensorType::get({local}, idx),
-      ConstantOp::create(b, loc,
-                         cast<ElementsAttr>(DenseElementsAttr::get(
-                             RankedTensorType::get({vocab}, idx), iota))),
-      kTensorParallelAxis);
+  Value block = rankIds(b, loc, idx, vocab, local);
   Value first = ReshapeOp::create(
       b, loc, RankedTensorType::get({}, idx),
       SliceOp::create(b, loc, RankedTensorType::get({1}, idx), block,

@@ -43,3 +43,24 @@ module attributes {loom.mesh_axes = ["tp"], loom.mesh_shape = array<i64: 2>} {
     return %1 : tensor<f32>
   }
 }
+
+// -----
+
+// @other would make w3 row-parallel (it reads fc1's split output there),
+// where @forward keeps w3 whole.
+module {
+  // expected-error @+1 {{tp=2: @other splits a parameter @forward keeps whole}}
+  func.func @other(%x: tensor<4x8xf32> {loom.input = "x"}, %w1: tensor<8x16xf32> {loom.param = "fc1.weight"}, %w3: tensor<16x8xf32> {loom.param = "w3"}) -> (tensor<4x8xf32> {loom.output = "y"}) {
+    %0 = loom.matmul %x, %w1 : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+    %1 = loom.matmul %0, %w3 : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+    return %1 : tensor<4x8xf32>
+  }
+  func.func @forward(%x: tensor<4x8xf32> {loom.input = "x"}, %w1: tensor<8x16xf32> {loom.param = "fc1.weight"}, %w2: tensor<16x8xf32> {loom.param = "fc2.weight"}, %w3: tensor<16x8xf32> {loom.param = "w3"}) -> (tensor<f32> {loom.output = "loss"}) {
+    %0 = loom.matmul %x, %w1 : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+    %1 = loom.matmul %0, %w2 : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+    %2 = loom.reduce_sum %1 dims = [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %3 = loom.reduce_sum %w3 dims = [0, 1] : tensor<16x8xf32> -> tensor<f32>
+    %4 = loom.add %2, %3 : tensor<f32>
+    return %4 : tensor<f32>
+  }
+}
