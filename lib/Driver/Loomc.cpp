@@ -211,12 +211,12 @@ std::string shapeString(Type type) {
 /// scale); it is stored beside the parameters, whole where the step holds
 /// a shard of it.
 void addOptimizerState(ModuleOp module, loom::ParameterStore &params) {
-  auto apply = module.lookupSymbol<func::FuncOp>("apply_optimizer");
-  if (!apply)
-    return;
+  // @apply_optimizer, or each pipeline stage's @stage<s>_apply_gradients.
+  llvm::StringSet<> seen;
+  for (auto apply : module.getOps<func::FuncOp>())
   for (unsigned i = 0; i < apply.getNumArguments(); ++i) {
     auto name = apply.getArgAttrOfType<StringAttr>(i, loom::kOptStateAttr);
-    if (!name)
+    if (!name || !seen.insert(name.getValue()).second)
       continue;
     auto type = cast<RankedTensorType>(apply.getArgumentTypes()[i]);
     // A rank's shard (loomc --zero) is stored whole: the runtime takes its

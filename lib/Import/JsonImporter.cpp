@@ -596,6 +596,7 @@ struct NodeDecl {
   std::string pointer;         // "/nodes/<index>"
   bool checkpoint = false;     // recomputed in the backward (loom-remat)
   std::string tp;              // "split" or "whole" (loom-tensor-parallel)
+  bool stageStart = false;     // a pipeline stage starts here (--pp)
 };
 
 /// A diagnostic held back to be re-emitted with the node's name in front.
@@ -1431,7 +1432,8 @@ void Importer::readNodes() {
     return;
   }
   static const StringRef kNodeKeys[] = {"id",    "op",  "inputs",    "outputs",
-                                        "attrs", "doc", "checkpoint", "tp"};
+                                        "attrs", "doc", "checkpoint", "tp",
+                                        "pp_stage_start"};
   std::vector<StringRef> opNames;
   for (const auto &entry : opTable())
     opNames.push_back(entry.getKey());
@@ -1580,6 +1582,17 @@ void Importer::readNodes() {
         ok = false;
       } else {
         node.tp = tp->get<std::string>();
+      }
+    }
+
+    if (auto pp = entry.find("pp_stage_start"); pp != entry.end()) {
+      if (!pp->is_boolean()) {
+        error(namedLoc(node.id, ptr + "/pp_stage_start"))
+            << what << ": field 'pp_stage_start': expected true or false, got "
+            << describe(*pp);
+        ok = false;
+      } else {
+        node.stageStart = pp->get<bool>();
       }
     }
 
@@ -1917,6 +1930,10 @@ void Importer::buildNode(const NodeDecl &node) {
       if (Operation *op = v.getDefiningOp())
         op->setAttr(kTensorParallelChoiceAttr,
                     StringAttr::get(op->getContext(), node.tp));
+  if (node.stageStart)
+    for (Value v : c.results)
+      if (Operation *op = v.getDefiningOp())
+        op->setAttr(kPipelineStageStartAttr, UnitAttr::get(op->getContext()));
 }
 
 /// Sets loom.checkpoint (loom-remat recomputes it in the backward) on the

@@ -72,6 +72,7 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
   AutodiffPassOptions Autodiff;
   TensorParallelPassOptions TensorParallel;
   OptimizerPassOptions Optimizer;
+  PipelineStagesPassOptions PipelineStages;
 #define LOOM_TRAINING_OPTION(PASS, TYPE, FIELD, FLAG, DEFAULT, DESC)          \
   PASS.FIELD = options.FIELD;
 #include "loom/Pipelines/TrainingOptions.def"
@@ -89,6 +90,7 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
   if (stopAfter == Phase::Autodiff)
     return;
   pm.addPass(createOptimizerPass(Optimizer));
+  pm.addPass(createPipelineStagesPass(PipelineStages));
 }
 
 void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,

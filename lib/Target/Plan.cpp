@@ -44,6 +44,36 @@ std::string dtypeName(Type t) {
   return "";
 }
 
+/// The JSON of an attribute made of dictionaries, arrays, strings, integers,
+/// booleans and i64 arrays (null for anything else).
+llvm::json::Value attrToJson(Attribute attr) {
+  if (auto d = dyn_cast<DictionaryAttr>(attr)) {
+    llvm::json::Object o;
+    for (NamedAttribute n : d)
+      o[n.getName().getValue()] = attrToJson(n.getValue());
+    return o;
+  }
+  if (auto a = dyn_cast<ArrayAttr>(attr)) {
+    llvm::json::Array out;
+    for (Attribute e : a)
+      out.push_back(attrToJson(e));
+    return out;
+  }
+  if (auto a = dyn_cast<DenseI64ArrayAttr>(attr)) {
+    llvm::json::Array out;
+    for (int64_t e : a.asArrayRef())
+      out.push_back(e);
+    return out;
+  }
+  if (auto str = dyn_cast<StringAttr>(attr))
+    return str.getValue();
+  if (auto b = dyn_cast<BoolAttr>(attr))
+    return b.getValue();
+  if (auto i = dyn_cast<IntegerAttr>(attr))
+    return i.getInt();
+  return nullptr;
+}
+
 struct EntryWriter {
   func::FuncOp func;
   const PlanTarget *target;
@@ -379,6 +409,10 @@ LogicalResult loom::writePlan(ModuleOp module, const std::string &path,
     plan["mesh"] = llvm::json::Object{{"axes", std::move(axes)},
                                       {"shape", std::move(shape)}};
   }
+  // Pipeline stages: the boundaries and action lists loom-pipeline-stages
+  // recorded (docs/pipeline.md, "In plan.json").
+  if (auto pipeline = module->getAttrOfType<DictionaryAttr>("loom.pipeline"))
+    plan["pipeline"] = attrToJson(pipeline);
   auto fileOrNull = [](const std::string &f) {
     return f.empty() ? llvm::json::Value(nullptr) : llvm::json::Value(f);
   };

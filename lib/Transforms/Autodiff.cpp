@@ -38,6 +38,7 @@
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Import/Import.h"
+#include "loom/Transforms/Autodiff.h"
 #include "loom/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -62,12 +63,7 @@ bool isFloatTensor(Type type) {
   return tensor && isa<FloatType>(tensor.getElementType());
 }
 
-/// An argument to differentiate with respect to, and the name its gradient
-/// is returned under.
-struct Target {
-  BlockArgument arg;
-  std::string name;
-};
+using Target = AutodiffTarget;
 
 struct AutodiffPass : loom::impl::AutodiffPassBase<AutodiffPass> {
   using AutodiffPassBase::AutodiffPassBase;
@@ -80,10 +76,6 @@ private:
   /// Whether the loss is scaled (option loss-scale; `auto`: when some value
   /// of `forward` is f16), or failure (reported).
   FailureOr<bool> scalesLoss(func::FuncOp forward);
-  /// Builds the backward pass inside `fb` (a clone of the forward function),
-  /// seeding the loss's cotangent with `seed` (a 0-D f32 value) or with 1.
-  LogicalResult differentiate(func::FuncOp fb, unsigned lossIndex,
-                              ArrayRef<Target> targets, Value seed);
 };
 
 FailureOr<unsigned> AutodiffPass::findLoss(func::FuncOp func) {
@@ -202,15 +194,20 @@ void AutodiffPass::runOnOperation() {
     seed = fb.getArgument(n);
   }
 
-  if (failed(differentiate(fb, *lossIndex, targets, seed))) {
+  unsigned rules = 0;
+  LogicalResult built = buildBackward(fb, *lossIndex, targets, seed, &rules);
+  numRules += rules;
+  if (failed(built)) {
     fb.erase();
     return signalPassFailure();
   }
 }
 
-LogicalResult AutodiffPass::differentiate(func::FuncOp fb, unsigned lossIndex,
-                                          ArrayRef<Target> targets,
-                                          Value seed) {
+} // namespace
+
+LogicalResult loom::buildBackward(func::FuncOp fb, unsigned lossIndex,
+                                  ArrayRef<AutodiffTarget> targets, Value seed,
+                                  unsigned *rulesApplied) {
   Block &block = fb.getBody().front();
   auto returnOp = cast<func::ReturnOp>(block.getTerminator());
   Value loss = returnOp.getOperand(lossIndex);
@@ -298,7 +295,8 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp fb, unsigned lossIndex,
                                << op->getOperand(i).getType();
       accumulate(op->getOperand(i), c, op->getLoc());
     }
-    ++numRules;
+    if (rulesApplied)
+      ++*rulesApplied;
   }
 
   // Results: the loss, then one gradient per target (zeros if the loss does
@@ -342,4 +340,3 @@ LogicalResult AutodiffPass::differentiate(func::FuncOp fb, unsigned lossIndex,
   return success();
 }
 
-} // namespace

@@ -11,6 +11,7 @@
 
 #include "loomrt/Plan.h"
 
+#include "PlanPipeline.h"
 #include "Support.h"
 
 #include <nlohmann/json.hpp>
@@ -1188,6 +1189,12 @@ Plan parse(std::string_view text, const std::string &what) {
                  bindingKindName(it->second->kind) + " " +
                  describeBinding(*it->second));
     }
+  if (auto it = root.find("pipeline"); it != root.end() && !it->is_null()) {
+    std::string message;
+    ErrorCode code = ErrorCode::Format;
+    if (!detail::parsePipeline(*it, plan, what, &message, &code))
+      throw PlanError{code, message};
+  }
   return plan;
 }
 

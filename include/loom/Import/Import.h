@@ -78,6 +78,10 @@ inline constexpr llvm::StringLiteral kShardAttr = "loom.shard";
 /// On a model's matmul or gather (JSON node field "tp"): "split" (tensor
 /// parallelism must split this layer) or "whole" (it must not).
 inline constexpr llvm::StringLiteral kTensorParallelChoiceAttr = "loom.tp";
+/// On the ops of a model node that starts a pipeline stage (JSON node field
+/// "pp_stage_start": true; loom-pipeline-stages cuts before the node).
+inline constexpr llvm::StringLiteral kPipelineStageStartAttr =
+    "loom.pp_stage_start";
 
 /// How the ONNX importer treats BatchNormalization's running statistics.
 enum class BatchNormMode {

@@ -314,6 +314,72 @@ def OptimizerPass : Pass<"loom-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
 }
 
+def PipelineStagesPass : Pass<"loom-pipeline-stages", "mlir::ModuleOp"> {
+  let summary = "Cuts the training step into pipeline stages and writes "
+                "their schedule.";
+  let description = [{
+    Pipeline parallelism (docs/pipeline.md), after `loom-optimizer`: cuts
+    `@forward` into S = pp x virtual-stages stages, stage s for pipeline
+    rank s mod pp, and replaces the module's entry points by each stage's
+    `@stage<s>_forward`, `@stage<s>_backward` (or `_backward_input` and
+    `_backward_weight`, for schedules that split the backward) and
+    `@stage<s>_apply_gradients`. The module's mesh gets axis `pp` (after
+    `dp`, before `tp`) and a `loom.pipeline` attribute: the boundaries
+    between stages, and every rank's list of actions for one step.
+
+    Cutting: ops that read only data inputs and constants (position ids,
+    masks) are copied into every stage that needs them. The others are
+    cut in program order into stages of about equal cost (FLOPs plus bytes
+    of `CostOpInterface`), each cut placed where the fewest bytes cross it
+    within a quarter of a stage's cost of the balanced place; or, with
+    `split`, before the first op whose model node name matches each of its
+    S - 1 comma-separated regular expressions. What a stage computes and a
+    later one reads crosses each boundary on the way (relayed). A
+    parameter belongs to the one stage that reads it (one read by two
+    stages is an error naming both).
+
+    A stage's backward recomputes its forward from the stage's inputs: the
+    function is the forward plus, for stages before the last, the pseudo
+    loss sum_i <output_i, gradient_i> of its float outputs and their
+    gradients (inputs `pp.b<s>.<i>.grad`), differentiated with respect to
+    the parameters and the float inputs; so its results are exactly the
+    vector-Jacobian products. The update is `@apply_gradients` (or
+    `@apply_optimizer`) restricted to the stage's parameters.
+
+    The schedule (`schedule`: gpipe, 1f1b, interleaved, zb-h1; or
+    `schedule-file`, the text form) for `microbatches` micro-batches is
+    checked by simulating every rank's list together; a schedule that
+    would deadlock, leave a send unreceived, receive another shape than
+    sent, or run an action before its inputs is refused with the rank,
+    step and action.
+
+    Not supported yet (errors): a parameter shared by two stages, buffers
+    (BatchNorm's running statistics), dynamic loss scaling (fp16),
+    global-norm clipping, ZeRO 3.
+  }];
+  let options = [
+    Option<"pp", "pp", "int64_t", "1", "Pipeline ranks (mesh axis pp)">,
+    Option<"microbatches", "microbatches", "int64_t", "0",
+           "Micro-batches per step (0: 2 x pp)">,
+    Option<"pipelineSchedule", "schedule", "std::string", "\"1f1b\"",
+           "gpipe, 1f1b, interleaved or zb-h1">,
+    Option<"virtualStages", "virtual-stages", "int64_t", "1",
+           "Stages per pipeline rank (interleaved)">,
+    Option<"scheduleFile", "schedule-file", "std::string", "\"\"",
+           "A schedule in the text form of docs/pipeline.md, instead of "
+           "a named one">,
+    Option<"stageSplit", "split", "std::string", "\"\"",
+           "Comma-separated regular expressions over node names: stage k "
+           "+ 1 starts at the first op matching the k-th">,
+  ];
+  let statistics = [
+    Statistic<"numStages", "num-stages", "Pipeline stages">,
+    Statistic<"numBoundaryTensors", "num-boundary-tensors",
+              "Tensors crossing the boundaries between stages">,
+  ];
+  let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Code generation preparation
 //===----------------------------------------------------------------------===//

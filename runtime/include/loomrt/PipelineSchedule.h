@@ -74,7 +74,8 @@ int64_t stageRank(const Schedule &schedule, int64_t stage) noexcept;
 /// Errors (false plus a message): an unknown name (listing the known ones),
 /// counts out of range, virtual stages other than 1 for schedules other
 /// than interleaved, interleaved with `microbatches` not a multiple of
-/// `ranks`.
+/// `ranks`. zb-h1 keeps 1F1B's bound (rank r holds at most P - r
+/// micro-batches between F and W); docs/pipeline.md says what that costs.
 bool generateSchedule(const std::string &name, int64_t ranks,
                       int64_t virtualStages, int64_t microbatches,
                       Schedule *out, std::string *error);
@@ -102,11 +103,14 @@ struct BoundaryTensor {
 /// What the simulation measured, with unit costs F = 1, B = 2, I = 1,
 /// W = 1 and free communication.
 struct ScheduleStats {
-  int64_t makespan = 0;            // time units of the whole step
-  std::vector<int64_t> busy;       // per rank: time spent computing
-  std::vector<int64_t> peakInFlight; // per rank: most micro-batches whose
-                                     // F ran and whose B (or W) has not
-  double bubble() const;           // idle share over ranks: 1 - sum busy / (ranks * makespan)
+  int64_t makespan = 0;              // time units of the whole step
+  std::vector<int64_t> busy;         // per rank: time spent computing
+  std::vector<int64_t> peakInFlight; // per rank: most (stage, micro-batch)
+                                     // pairs whose F ran and whose B (or W)
+                                     // has not; micro-batches when V = 1
+  /// The idle share over ranks: 1 - sum busy / (ranks * makespan); 0 when
+  /// nothing ran.
+  double bubble() const;
 };
 
 /// Checks `schedule` against the rules of docs/pipeline.md ("The checks"),
@@ -114,15 +118,20 @@ struct ScheduleStats {
 /// lists are allowed when only the order is checked). On success fills
 /// `stats` (when not null). On failure: false and one message naming the
 /// rank, the step (0-based position in its list), the action and the rule,
-/// e.g. "rank 1, step 4 (RF1.2): receives SF0.3 (rank 0, step 7): expected
-/// the activations of F0.2".
+/// e.g. "rank 1, step 4 (RF1.2): receives the activations SF0.3 sent by rank
+/// 0 at step 7, expected those of F0.2 (rule 6: wrong message)". The static
+/// rules are checked first (1, 2, 5, 3, then 4 in each rank's order), then
+/// the simulation's (6, 7, 8). Rule 2 holds sends and receives to their
+/// stage's rank too. Schedules of more than 2^20 stage-micro-batch pairs
+/// are refused (rule 1).
 bool checkSchedule(const Schedule &schedule,
                    const std::vector<std::vector<BoundaryTensor>> &boundaries,
                    ScheduleStats *stats, std::string *error);
 
 /// The ideal idle share of the named schedule (docs/pipeline.md's table):
 /// (P - 1) / (M + P - 1) for gpipe and 1f1b, (P - 1) / (V M + P - 1) for
-/// interleaved, (P - 1) / (3 M + P - 1) for zb-h1; -1 for other names.
+/// interleaved, (P - 1) / (3 M + P - 1) for zb-h1; -1 for other names and
+/// for counts below 1.
 double idealBubble(const std::string &name, int64_t ranks,
                    int64_t virtualStages, int64_t microbatches) noexcept;
 

@@ -15,6 +15,7 @@
 
 #include "loomrt/DType.h"
 #include "loomrt/ErrorCode.h"
+#include "loomrt/PipelineSchedule.h"
 
 #include <cstdint>
 #include <map>
@@ -277,6 +278,35 @@ struct PlanEntry {
   const Binding *findOutput(std::string_view name) const noexcept;
 };
 
+/// The top-level `pipeline` of a plan compiled with loomc --pp
+/// (docs/pipeline.md, "In plan.json"): the model cut into `stages` stages,
+/// stage s on coordinate s % ranks of mesh axis `axis`, each with its
+/// entries stage<s>_forward, stage<s>_backward (or _backward_input and
+/// _backward_weight) and stage<s>_apply_gradients, which parsePlan checked
+/// against the boundaries; and the action list of each coordinate, checked
+/// by pp::checkSchedule (it cannot deadlock).
+struct PlanPipeline {
+  std::string axis;          ///< a mesh axis ("pp")
+  uint32_t axisIndex = 0;    ///< its index in PlanMesh::axes
+  int64_t ranks = 1;         ///< P: the axis's size
+  int64_t stages = 1;        ///< S = virtualStages * ranks
+  int64_t virtualStages = 1; ///< V
+  int64_t microbatches = 1;  ///< M per training step (and dp row)
+  /// boundaries[b]: what stage b passes to stage b + 1 (S - 1 lists).
+  std::vector<std::vector<pp::BoundaryTensor>> boundaries;
+  /// The actions of each coordinate; `name` is the plan's `schedule`.
+  pp::Schedule schedule;
+  /// What the checker measured (unit costs): peak micro-batches in flight.
+  pp::ScheduleStats stats;
+  /// Per stage: whether its actions use B (stage<s>_backward), and I and W
+  /// (stage<s>_backward_input, stage<s>_backward_weight).
+  std::vector<bool> fullBackward, splitBackward;
+};
+
+/// "stage3_forward": the entry of stage `stage` for `what` ("forward",
+/// "backward", "backward_input", "backward_weight", "apply_gradients").
+std::string pipelineEntryName(int64_t stage, std::string_view what);
+
 struct Plan {
   int64_t version = kPlanVersion;
   std::string target; ///< "cpu" or "cuda"
@@ -291,6 +321,8 @@ struct Plan {
   std::string sourceModel; ///< "" when absent
   /// The mesh the plan was compiled for; absent: one device.
   std::optional<PlanMesh> mesh;
+  /// Pipeline parallelism (loomc --pp); absent: none.
+  std::optional<PlanPipeline> pipeline;
   std::vector<PlanEntry> entries;
   /// Every distinct kernel symbol, in order of first use; PlanStep::kernelIndex
   /// indexes it.

@@ -117,6 +117,11 @@ struct TrainOptions {
   /// whole over their axis for every checkpoint and at the end (every
   /// rank takes part); evaluation runs on every rank when its entries
   /// communicate.
+  ///
+  /// A plan with a `pipeline` (loomc --pp): size() equals the mesh's
+  /// ranks too; each rank runs its pipeline coordinate's action list every
+  /// step, `accumulate` being 1 or the plan's micro-batches
+  /// (docs/pipeline.md, "Running").
   Collectives *collectives = nullptr;
   /// Data parallelism with one micro-batch per rank and step, on the CPU:
   /// the gradients are summed in buckets of at least this many bytes, each
@@ -129,6 +134,35 @@ struct TrainOptions {
   /// line of it, without the newline). Returning false stops training:
   /// train() then fails with ErrorCode::Cancelled after the step.
   std::function<bool(const std::string &json)> onMetrics;
+  /// A plan with a `pipeline` (docs/pipeline.md): rank 0 writes every
+  /// rank's actions of every step here as JSON lines (loom-run
+  /// --pp-trace); "" writes none.
+  std::string pipelineTracePath;
+};
+
+/// Pipeline parallelism: what one rank of the pipeline axis measured.
+struct PipelineRankStats {
+  int64_t rank = 0;            ///< its coordinate on the pipeline axis
+  std::vector<int64_t> stages; ///< the stages it runs
+  /// The idle share of its steps: 1 - (time in F, B, I, W) / (the step's
+  /// wall time from its first action until every rank's list is done),
+  /// averaged over the steps after the first (over every step when only
+  /// one ran), and over the ranks of its coordinate (dp and tp).
+  double bubble = 0;
+  /// Per stage: the most bytes of stashed forward inputs (kept from F to
+  /// B, or to W) held at once, and the most micro-batches in flight.
+  std::vector<uint64_t> peakStashBytes;
+  std::vector<int64_t> peakInFlight;
+};
+
+/// Pipeline parallelism: the run's measurements, every pipeline rank's
+/// (on every process).
+struct PipelineStats {
+  std::string schedule; ///< the plan's `schedule`
+  int64_t ranks = 0, virtualStages = 0, microbatches = 0;
+  /// pp::idealBubble of the schedule; -1 for a schedule it does not know.
+  double idealBubble = -1;
+  std::vector<PipelineRankStats> ranksStats; ///< by coordinate
 };
 
 struct TrainResult {
@@ -153,9 +187,12 @@ struct TrainResult {
   /// A plan compiled for a mesh: what its collective steps that
   /// communicate cost during this training (Artifact::collectiveTimes).
   CollectiveTimes planCollectives;
+  /// A plan with a `pipeline`: bubbles and stashed activations.
+  PipelineStats pipeline;
 
   /// Final values of every param and state tensor, by name (whole, also
-  /// those the plan shards).
+  /// those the plan shards). A plan with a `pipeline`: every tensor on
+  /// world rank 0; on the other ranks those of their own stages.
   std::map<std::string, NpyArray> tensors;
   /// Where training stopped (step, seed, data position): with `tensors`,
   /// what a checkpoint written now would hold (TrainOptions::startTensors).

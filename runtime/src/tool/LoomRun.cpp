@@ -119,6 +119,16 @@ Data parallel (--train under an MPI launcher):
                           collective (another rank died or hangs); default
                           60, 0 waits forever; also NCCL's (--collectives)
 
+Pipeline parallel (an artifact compiled with loomc --pp; --train):
+  mpirun -np N loom-run ART --train ...   N: the product of the plan's mesh
+                          sizes; each rank runs its pipeline coordinate's
+                          action list every step; the summary gives each
+                          pipeline rank's measured bubble next to the
+                          schedule's ideal one, and its peak stashed
+                          activations per stage
+  --pp-trace FILE         rank 0 writes every rank's actions (rank, step,
+                          action, start and end in seconds) as JSON lines
+
 Plans compiled for several ranks (loomc --dp, --zero, --tp; --train, --entry):
   mpirun -np N loom-run ART ...   N: the product of the plan's mesh sizes
   --collectives=MODE      what the plan's collective steps communicate over:
@@ -223,7 +233,7 @@ const Flag kFlags[] = {
     {"profile", true},        {"check-numerics", false},
     {"ranks-per-node", true}, {"allreduce", true},
     {"collective-timeout", true}, {"bucket-mb", true},
-    {"collectives", true},
+    {"collectives", true},    {"pp-trace", true},
 };
 
 /// Flags that only make sense in some modes.
@@ -249,6 +259,7 @@ const std::map<std::string, std::set<Mode>> kFlagModes = {
     {"allreduce", {Mode::Train}},
     {"collective-timeout", {Mode::Train}},
     {"bucket-mb", {Mode::Train}},
+    {"pp-trace", {Mode::Train}},
     {"collectives", {Mode::Train, Mode::Entry}},
     {"profile", {Mode::Train, Mode::Entry}},
     {"check-numerics", {Mode::Train, Mode::Entry}},
@@ -410,6 +421,8 @@ Args parseArgs(int argc, const char *const *argv, bool &help, bool &version) {
       t.keepCheckpoints = parseCount(name, value);
     else if (name == "metrics")
       t.metricsPath = value;
+    else if (name == "pp-trace")
+      t.pipelineTracePath = value;
     else if (name == "save-params")
       t.saveParamsPath = value;
     else if (name == "progress") {
@@ -697,6 +710,14 @@ void runInfo(const Args &args, std::FILE *out) {
                  static_cast<long long>(plan.mesh->size()),
                  plan.mesh->size() == 1 ? "" : "s",
                  static_cast<long long>(plan.mesh->size()));
+  if (const auto &pp = plan.pipeline)
+    std::fprintf(out,
+                 "pipeline: axis %s, %lld stages (%lld per rank), %lld "
+                 "micro-batches per step, schedule %s\n",
+                 pp->axis.c_str(), static_cast<long long>(pp->stages),
+                 static_cast<long long>(pp->virtualStages),
+                 static_cast<long long>(pp->microbatches),
+                 pp->schedule.name.c_str());
   for (const PlanEntry &e : plan.entries) {
     std::fprintf(out, "entry %s: %zu steps, arena %llu bytes\n", e.name.c_str(),
                  e.steps.size(), static_cast<unsigned long long>(e.arenaBytes));
@@ -972,7 +993,16 @@ void runTrain(const Args &args, std::FILE *err) {
     for (size_t a = 0; mesh && a < mesh->axes.size(); ++a)
       otherAxes |= mesh->shape[a] > 1 && mesh->axes[a] != "dp";
     const char *over = stepCollectivesName(artifact->stepCollectives());
-    if (mesh && !otherAxes)
+    if (const auto &pp = artifact->plan().pipeline)
+      std::fprintf(err,
+                   "loom-run: pipeline parallel (mesh %s; schedule %s, %lld "
+                   "stages, %lld micro-batches per step) over %s; "
+                   "activations move point to point over %s\n",
+                   mesh->describe().c_str(), pp->schedule.name.c_str(),
+                   static_cast<long long>(pp->stages),
+                   static_cast<long long>(pp->microbatches),
+                   describeWorld(*comm).c_str(), comm->name());
+    else if (mesh && !otherAxes)
       std::fprintf(err,
                    "loom-run: compiled data parallel (mesh %s) over %s; the "
                    "plan reduces the gradients (collective steps over %s)\n",
