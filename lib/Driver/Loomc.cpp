@@ -209,11 +209,9 @@ std::string shapeString(Type type) {
 
 /// Optimizer state starts at zero, or at its `loom.init` value (the loss
 /// scale); it is stored beside the parameters, whole where the step holds
-/// a shard of it.
-void addOptimizerState(ModuleOp module, loom::ParameterStore &params) {
-  // @apply_optimizer, or each pipeline stage's @stage<s>_apply_gradients.
-  llvm::StringSet<> seen;
-  for (auto apply : module.getOps<func::FuncOp>())
+/// a shard of it. Adds the state `apply` takes, unless `seen` has it.
+void addStateOf(func::FuncOp apply, loom::ParameterStore &params,
+                llvm::StringSet<> &seen) {
   for (unsigned i = 0; i < apply.getNumArguments(); ++i) {
     auto name = apply.getArgAttrOfType<StringAttr>(i, loom::kOptStateAttr);
     if (!name || !seen.insert(name.getValue()).second)
@@ -235,6 +233,19 @@ void addOptimizerState(ModuleOp module, loom::ParameterStore &params) {
     }
     params.add(loom::ParameterTensor{name.getValue().str(), type,
                                      std::move(bytes)});
+  }
+}
+
+/// The optimizer state of the updates: @apply_optimizer, or each pipeline
+/// stage's @stage<s>_apply_gradients (not @forward_backward, whose
+/// loss_scale argument has no initial value).
+void addOptimizerState(ModuleOp module, loom::ParameterStore &params) {
+  llvm::StringSet<> seen;
+  for (auto apply : module.getOps<func::FuncOp>()) {
+    StringRef fn = apply.getSymName();
+    if (fn == "apply_optimizer" ||
+        (fn.starts_with("stage") && fn.ends_with("_apply_gradients")))
+      addStateOf(apply, params, seen);
   }
 }
 

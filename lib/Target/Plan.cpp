@@ -137,6 +137,8 @@ struct EntryWriter {
                             {"dst", ids.lookup(op->getResult(0))}};
     if (auto reduce = op->getAttrOfType<CollectiveReduceAttr>("reduce"))
       step["reduce"] = stringifyCollectiveReduce(reduce.getValue()).str();
+    if (auto param = op->getAttrOfType<StringAttr>(kGradientOfAttr))
+      step["grad"] = param.str();
     return step;
   }
 
@@ -413,6 +415,8 @@ LogicalResult loom::writePlan(ModuleOp module, const std::string &path,
   // recorded (docs/pipeline.md, "In plan.json").
   if (auto pipeline = module->getAttrOfType<DictionaryAttr>("loom.pipeline"))
     plan["pipeline"] = attrToJson(pipeline);
+  if (auto spec = module->getAttrOfType<StringAttr>(kGradCompressionAttr))
+    plan["grad_compression"] = spec.str();
   auto fileOrNull = [](const std::string &f) {
     return f.empty() ? llvm::json::Value(nullptr) : llvm::json::Value(f);
   };

@@ -105,6 +105,22 @@ struct Math {
   }
 };
 
+/// Marks the collective that reduces a gradient over the data-parallel
+/// ranks (`v` is it, or a slice or reshape of it) with kGradientOfAttr, so
+/// that the plan says which parameter's gradient each step moves (the
+/// runtime's gradient compression keeps its state per parameter).
+void tagGradientReduction(Value v, StringRef param) {
+  for (Operation *op = v.getDefiningOp(); op;) {
+    if (isa<AllReduceOp, ReduceScatterOp>(op)) {
+      op->setAttr(kGradientOfAttr, StringAttr::get(op->getContext(), param));
+      return;
+    }
+    if (op->getNumOperands() == 0)
+      return;
+    op = op->getOperand(0).getDefiningOp();
+  }
+}
+
 struct ParamInfo {
   std::string name;
   RankedTensorType type;
@@ -119,6 +135,38 @@ struct ParamInfo {
 
 struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
   using OptimizerPassBase::OptimizerPassBase;
+
+  /// Checks `grad-compression` (the grammar the runtime reads) and records
+  /// it on the module for the plan.
+  LogicalResult recordGradCompression(ModuleOp module) {
+    StringRef spec = gradCompression;
+    if (spec == "none")
+      return success();
+    auto bad = [&](StringRef why) {
+      return module.emitError() << "grad-compression '" << spec << "': " << why
+                                << " (expected none, powersgd:rank=R, "
+                                   "topk:FRACTION or int8)";
+    };
+    if (dp <= 1)
+      return bad("compresses the data-parallel gradient reduction: needs "
+                 "dp > 1");
+    auto [method, arg] = spec.split(':');
+    if (method == "powersgd") {
+      int64_t rank = 0;
+      if (!arg.consume_front("rank=") || arg.getAsInteger(10, rank) ||
+          rank < 1)
+        return bad("powersgd takes rank=R, R a positive integer");
+    } else if (method == "topk") {
+      double fraction = 0;
+      if (arg.getAsDouble(fraction) || !(fraction > 0 && fraction <= 1))
+        return bad("topk takes a fraction in (0, 1]");
+    } else if (spec != "int8") {
+      return bad("unknown method");
+    }
+    module->setAttr(kGradCompressionAttr,
+                    StringAttr::get(module.getContext(), spec));
+    return success();
+  }
 
   LogicalResult checkOptions(func::FuncOp fb) {
     static const char *known[] = {"sgd", "momentum", "nesterov", "adam",
@@ -311,6 +359,8 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
       return signalPassFailure();
     DataParallel dpPlan{dp, zero};
     if (failed(dpPlan.setUp(module, optimizer)))
+      return signalPassFailure();
+    if (failed(recordGradCompression(module)))
       return signalPassFailure();
     if (meshAxisSize(fb, kTensorParallelAxis) > 1 && dpPlan.shardsUpdate()) {
       module.emitError() << "zero=" << static_cast<int64_t>(zero) << " with tensor parallelism "
@@ -665,10 +715,13 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
         applyArgs.push_back(gatherParams ? dpPlan.localShard(b, loc, p) : p);
       ValueRange middle = gargs.drop_front(numParams).drop_back(numParams);
       applyArgs.append(middle.begin(), middle.end());
-      for (Value g : gargs.take_back(numParams))
-        applyArgs.push_back(shardUpdate       ? dpPlan.gradientShard(b, loc, g)
-                            : dpPlan.enabled() ? dpPlan.mean(b, loc, g)
-                                               : g);
+      for (auto [j, g] : llvm::enumerate(gargs.take_back(numParams))) {
+        Value reduced = shardUpdate       ? dpPlan.gradientShard(b, loc, g)
+                        : dpPlan.enabled() ? dpPlan.mean(b, loc, g)
+                                           : g;
+        tagGradientReduction(reduced, params[j].name);
+        applyArgs.push_back(reduced);
+      }
       auto applyCall = func::CallOp::create(b, loc, apply, applyArgs);
       SmallVector<Value> rets(applyCall.getResults());
       if (gatherParams)

@@ -59,6 +59,8 @@ struct Artifact::Impl {
   DeviceComms deviceComms;
   bool deviceCommsBuilt = false;
   CollectiveTimes collectiveTimes; // over every run
+  // setGradientCompression's: runs its steps with a `grad` compressed.
+  GradientCompression *gradCompression = nullptr;
   std::map<std::string, NpyArray> initial;
   // One arena per entry and mode (plain, resident), allocated by the
   // entry's first run in that mode. A resident-mode arena may also hold
@@ -530,6 +532,15 @@ const MeshComms *Artifact::meshComms(std::string *error,
 
 Collectives *Artifact::collectives() const noexcept { return impl->comm; }
 
+void Artifact::setGradientCompression(
+    GradientCompression *compression) noexcept {
+  impl->gradCompression = compression;
+}
+
+GradientCompression *Artifact::gradientCompression() const noexcept {
+  return impl->gradCompression;
+}
+
 StepCollectives Artifact::stepCollectives() const noexcept {
   return usesDeviceCollectives(impl->options.collectives, *impl->backend)
              ? StepCollectives::Device
@@ -834,7 +845,8 @@ bool Artifact::runImpl(std::string_view entryName,
     std::string failedAt;
     CollectiveSteps collectives(im.plan, *entry, backend, *arena, comms,
                                 im.options.profile || im.options.checkNumerics,
-                                &im.collectiveTimes, deviceComms);
+                                &im.collectiveTimes, deviceComms,
+                                im.gradCompression);
     bool firstRun = im.slots[index * 2 + (resident ? 1 : 0)].runs == 0;
     // The observer's outputs, by the step after which each is final (-1:
     // before the first). Resident outputs are not the observer's.

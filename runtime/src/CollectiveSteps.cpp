@@ -202,9 +202,11 @@ CollectiveSteps::CollectiveSteps(const Plan &plan, const PlanEntry &entry,
                                  Backend &backend, Arena &arena,
                                  const MeshComms *comms, bool blocking,
                                  CollectiveTimes *times,
-                                 const DeviceComms *device)
+                                 const DeviceComms *device,
+                                 GradientCompression *compression)
     : plan(plan), entry(entry), backend(backend), arena(arena), comms(comms),
-      deviceComms(device), blocking(blocking), times(times) {}
+      deviceComms(device), blocking(blocking), times(times),
+      compression(compression) {}
 
 CollectiveSteps::~CollectiveSteps() {
   std::string ignored;
@@ -344,6 +346,13 @@ bool CollectiveSteps::issue(const PlanStep &step, std::string *error) {
                "has no device collectives");
     return false;
   }
+  // A gradient's reduction under compression: compressed where the
+  // method applies, else exact (its bytes counted either way).
+  if (compression && !c.grad.empty() && stepCommunicates(step)) {
+    if (compression->compresses(step))
+      return compressedReduce(step, *comm, error);
+    compression->countExact(entry.buffers[c.src]);
+  }
   // Over an axis of one rank nothing communicates: each op is a copy.
   if (c.ranks == 1 && c.op != CollectiveOp::RankSlice)
     return localCopy(step, 0, error);
@@ -478,6 +487,32 @@ bool CollectiveSteps::deviceAllGather(const PlanStep &step, Collectives &comm,
                comm.allGather(device(c.src), device(c.dst), src.elements,
                               src.dtype, &why),
                &why, error, /*streamOrdered=*/true);
+}
+
+bool CollectiveSteps::compressedReduce(const PlanStep &step, Collectives &comm,
+                                       std::string *error) {
+  // Synchronous, after everything in flight: its own collectives go over
+  // the same communicators, and MPI's hierarchical all-reduce wants no
+  // other collective started while one of its stages is pending.
+  if (!finish(error) || !backend.synchronize(error))
+    return false;
+  const CollectiveStep &c = step.collective;
+  auto begin = std::chrono::steady_clock::now();
+  std::string why;
+  bool ok = compression->reduce(step, entry.buffers[c.src], host(c.src),
+                                host(c.dst), comm, &why);
+  if (times) {
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+            .count();
+    ++times->calls;
+    times->inFlightSeconds += seconds;
+    times->waitedSeconds += seconds;
+  }
+  if (!ok)
+    *error = describe(step) + ", compressed (" + compression->spec().text +
+             "): " + why;
+  return ok;
 }
 
 bool CollectiveSteps::rankSlice(const PlanStep &step, std::string *error) {

@@ -35,6 +35,8 @@
 #include "loomrt/Mesh.h"
 #include "loomrt/Plan.h"
 
+#include "GradCompression.h"
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -102,14 +104,17 @@ private:
 /// step communicates over its axis's; `device` (null: host collectives)
 /// holds the device ones, which steps then go through instead.
 /// `blocking`: each collective completes within its step (profiling,
-/// --check-numerics).
+/// --check-numerics). `compression` (null: none) runs the host steps with
+/// a `grad` that it compresses, synchronously, after everything in flight
+/// (GradCompression.h), and counts the bytes of the others.
 class CollectiveSteps {
 public:
   /// `times` (may be null) adds up what the communicating ones cost.
   CollectiveSteps(const Plan &plan, const PlanEntry &entry, Backend &backend,
                   Arena &arena, const MeshComms *comms, bool blocking,
                   CollectiveTimes *times = nullptr,
-                  const DeviceComms *device = nullptr);
+                  const DeviceComms *device = nullptr,
+                  GradientCompression *compression = nullptr);
   /// Waits for whatever is still in flight (a run that failed), so that
   /// no transfer outlives the run.
   ~CollectiveSteps();
@@ -157,6 +162,9 @@ private:
   bool deviceAllGather(const PlanStep &step, Collectives &comm,
                        std::string *error);
   bool rankSlice(const PlanStep &step, std::string *error);
+  /// A gradient reduction run by `compression`.
+  bool compressedReduce(const PlanStep &step, Collectives &comm,
+                        std::string *error);
   /// A step that moves nothing between ranks: `bytes` from src (at
   /// `srcSkip` bytes into it) to dst, on the backend.
   bool localCopy(const PlanStep &step, uint64_t srcSkip, std::string *error);
@@ -179,6 +187,7 @@ private:
   const DeviceComms *deviceComms;
   bool blocking;
   CollectiveTimes *times;
+  GradientCompression *compression;
   std::vector<Pending> pending;
 };
 

@@ -138,6 +138,8 @@ private:
   const int64_t P, S, M;
 
   Collectives *comm = nullptr; ///< the world; null: one process
+  /// Gradient compression of the stages' dp reductions (GradCompression.h).
+  std::unique_ptr<CompressionRun> compression;
   /// The world handed to the artifact for the run (its stages' collective
   /// steps and meshComms use it).
   std::optional<MeshCollectives> meshComm;
@@ -203,6 +205,9 @@ private:
                  const std::string &what,
                  std::vector<std::unique_ptr<Request>> &requests);
   std::map<std::string, NpyArray> gatherAll();
+  /// The gradient compression state of every stage (every dp rank's
+  /// residuals) on world rank 0; the others: empty. A collective.
+  std::map<std::string, NpyArray> gatherCompression();
   PipelineStats gatherStats();
   void writeTrace();
 };
@@ -654,6 +659,59 @@ void PipelineRun::act(const pp::Action &a) {
   }
 }
 
+/// Tensors as bytes (name, dtype, shape, data) to move between ranks.
+NpyArray packTensors(const std::map<std::string, NpyArray> &tensors) {
+  NpyArray out;
+  out.dtype = DType::U8;
+  auto put = [&](const void *p, size_t n) {
+    const uint8_t *b = static_cast<const uint8_t *>(p);
+    out.data.insert(out.data.end(), b, b + n);
+  };
+  auto putU64 = [&](uint64_t v) { put(&v, 8); };
+  putU64(tensors.size());
+  for (const auto &[name, a] : tensors) {
+    putU64(name.size());
+    put(name.data(), name.size());
+    putU64(uint64_t(a.dtype));
+    putU64(a.shape.size());
+    for (int64_t d : a.shape)
+      putU64(uint64_t(d));
+    putU64(a.data.size());
+    put(a.data.data(), a.data.size());
+  }
+  out.shape = {int64_t(out.data.size())};
+  return out;
+}
+
+void unpackTensors(const NpyArray &bytes,
+                   std::map<std::string, NpyArray> &into) {
+  size_t at = 0;
+  auto take = [&](void *p, size_t n) {
+    if (bytes.data.size() - at < n)
+      fail("gathering the gradient compression state: a truncated message",
+           ErrorCode::IO);
+    std::memcpy(p, bytes.data.data() + at, n);
+    at += n;
+  };
+  auto takeU64 = [&] {
+    uint64_t v;
+    take(&v, 8);
+    return v;
+  };
+  for (uint64_t count = takeU64(); count > 0; --count) {
+    std::string name(size_t(takeU64()), '\0');
+    take(name.data(), name.size());
+    NpyArray a;
+    a.dtype = DType(takeU64());
+    a.shape.resize(size_t(takeU64()));
+    for (int64_t &d : a.shape)
+      d = int64_t(takeU64());
+    a.data.resize(size_t(takeU64()));
+    take(a.data.data(), a.data.size());
+    into[name] = std::move(a);
+  }
+}
+
 /// Every tensor of every stage, whole, on world rank 0 (the others: their
 /// own stages' whole tensors). A collective: every rank calls it.
 std::map<std::string, NpyArray> PipelineRun::gatherAll() {
@@ -752,6 +810,49 @@ PipelineStats PipelineRun::gatherStats() {
   return stats;
 }
 
+std::map<std::string, NpyArray> PipelineRun::gatherCompression() {
+  if (!compression || !compression->on())
+    return {};
+  // Over dp first (every rank), then the rows' first ranks to rank 0.
+  std::map<std::string, NpyArray> mine = compression->checkpointTensors();
+  if (P == 1 || !rowZero)
+    return mine;
+  std::string error;
+  if (ppIndex != 0) {
+    auto keep = std::make_shared<std::vector<NpyArray>>();
+    keep->push_back(packTensors(mine));
+    keep->push_back(scalarI64(int64_t(keep->front().data.size())));
+    postBytes(*ppComm, keep, (*keep)[1], 0, tagOf(kReport, 2),
+              "sending the gradient compression state to pipeline rank 0");
+    postBytes(*ppComm, keep, (*keep)[0], 0, tagOf(kReport, 3),
+              "sending the gradient compression state to pipeline rank 0");
+    finishSends();
+    return {};
+  }
+  for (int64_t q = 1; q < P; ++q) {
+    std::string what = "receiving the gradient compression state of "
+                       "pipeline rank " +
+                       std::to_string(q);
+    NpyArray size = scalarI64(0);
+    std::vector<std::unique_ptr<Request>> requests;
+    recvBytes(*ppComm, size, int(q), tagOf(kReport, 2), what, requests);
+    for (std::unique_ptr<Request> &r : requests)
+      if (!r->wait(&error))
+        fail(what + ": " + error, ErrorCode::IO);
+    requests.clear();
+    NpyArray bytes;
+    bytes.dtype = DType::U8;
+    bytes.data.resize(size_t(readI64(size)));
+    bytes.shape = {int64_t(bytes.data.size())};
+    recvBytes(*ppComm, bytes, int(q), tagOf(kReport, 3), what, requests);
+    for (std::unique_ptr<Request> &r : requests)
+      if (!r->wait(&error))
+        fail(what + ": " + error, ErrorCode::IO);
+    unpackTensors(bytes, mine);
+  }
+  return mine;
+}
+
 /// Rank 0 writes every rank's action records as JSON lines, rank by rank.
 void PipelineRun::writeTrace() {
   std::string lines;
@@ -817,14 +918,23 @@ void PipelineRun::run() {
                     opt.log ? opt.log : stderr, 0, opt.steps);
   const std::set<std::string> &mine = owned[size_t(ppIndex)];
 
-  std::map<std::string, NpyArray> whole;
+  std::map<std::string, NpyArray> whole, compressionSaved;
   CheckpointInfo start;
   bool resumed = startingPoint(artifact, opt, batch, micros, progress, &mine,
-                               whole, start);
+                               whole, start, &compressionSaved);
   tensors = std::move(whole);
   step = start.step;
   result.startStep = step;
   const uint64_t seed = start.seed;
+  compression =
+      std::make_unique<CompressionRun>(artifact, opt, comms, seed, progress);
+  {
+    std::vector<const PlanEntry *> applies;
+    for (const StageState &st : stages)
+      applies.push_back(st.apply);
+    compression->addEntries(applies, progress);
+  }
+  compression->restore(resumed, start, compressionSaved, progress);
 
   // The data: every rank checks every stage's inputs (so that all fail
   // alike) and assembles its own stages'.
@@ -889,19 +999,20 @@ void PipelineRun::run() {
     info.dataSamples = data.samples;
     info.batchSize = batch;
     info.accumulate = micros;
+    compression->stamp(info);
     return info;
   };
   int64_t lastSaved = resumed ? step : -1;
+  // `all` from gatherAll; the compression state gathered here (every rank
+  // takes part).
   auto save = [&](const std::map<std::string, NpyArray> &all) {
+    std::map<std::string, NpyArray> residuals = gatherCompression();
     lastSaved = step;
     if (!lead)
       return;
     std::string name = checkpointFileName(step);
-    std::string error;
-    ErrorCode code = ErrorCode::Ok;
-    if (!saveCheckpoint(opt.checkpointDir + "/" + name, all, checkpointInfo(),
-                        &error, &code))
-      fail(error, code);
+    writeCheckpoint(opt.checkpointDir + "/" + name, all, &residuals,
+                    checkpointInfo());
     writeLatest(opt.checkpointDir, name);
     pruneCheckpoints(opt.checkpointDir, opt.keepCheckpoints);
   };
@@ -928,6 +1039,7 @@ void PipelineRun::run() {
   while (step < opt.steps) {
     auto stepBegin = Clock::now();
     stepArray = scalarI64(step);
+    compression->beginStep(step);
     batches.clear();
     seeds.clear();
     for (int64_t micro = 0; micro < micros; ++micro) {
@@ -1096,6 +1208,7 @@ void PipelineRun::run() {
   result.pipeline = gatherStats();
   if (tracing)
     writeTrace();
+  compression->report(result, ppComm);
 
   result.finalStep = step;
   result.stopped = stopRequested;
@@ -1128,6 +1241,9 @@ void PipelineRun::run() {
       body += "]}";
     }
     metrics.line(body + "]}");
+    if (compression->on())
+      metrics.line(
+          CompressionRun::metricsLine(result, step, step - result.startStep));
   }
   if (!progress.quiet()) {
     if (step == result.startStep)
@@ -1160,6 +1276,10 @@ void PipelineRun::run() {
     }
     if (tracing)
       progress.note("pipeline trace: " + opt.pipelineTracePath);
+    if (std::string c =
+            CompressionRun::summary(result, step - result.startStep);
+        !c.empty())
+      progress.note(c);
   }
   result.tensors = std::move(all);
 }

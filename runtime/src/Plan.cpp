@@ -11,6 +11,7 @@
 
 #include "loomrt/Plan.h"
 
+#include "GradCompression.h"
 #include "PlanPipeline.h"
 #include "Support.h"
 
@@ -660,6 +661,23 @@ void parseCollectiveStep(const json &value, const std::string &where,
   }
   c.axis = getAxis(value, "axis", where, plan, "a collective step");
   c.ranks = plan.mesh->shape[c.axis];
+  if (auto grad = value.find("grad"); grad != value.end() && !grad->is_null()) {
+    if (!grad->is_string())
+      fail(fieldWhere(where, "grad"),
+           std::string("expected a string, got ") + typeName(*grad));
+    c.grad = grad->get<std::string>();
+    if (c.grad.empty())
+      fail(fieldWhere(where, "grad"),
+           "empty (it names the parameter whose gradient the step reduces)");
+    // Compression replaces a mean over the ranks, nothing else.
+    if (!reduces || c.reduce != CollectiveReduce::Mean)
+      fail(fieldWhere(where, "grad"),
+           std::string("given on ") + (reduces ? "an " : "a ") + name +
+               (reduces ? std::string(" ") + collectiveReduceName(c.reduce)
+                        : std::string()) +
+               "; only a mean all_reduce or reduce_scatter (a gradient's "
+               "data-parallel reduction) names a gradient");
+  }
   c.src = getBufferId(value, "src", where, entry);
   c.dst = getBufferId(value, "dst", where, entry);
   const PlanBuffer &src = entry.buffers[c.src];
@@ -1147,6 +1165,16 @@ Plan parse(std::string_view text, const std::string &what) {
 
   if (auto it = root.find("mesh"); it != root.end() && !it->is_null())
     plan.mesh = parseMesh(*it, what);
+  if (auto it = root.find("grad_compression");
+      it != root.end() && !it->is_null()) {
+    if (!it->is_string())
+      fail(fieldWhere(what, "grad_compression"),
+           std::string("expected a string, got ") + typeName(*it));
+    std::string why;
+    if (!parseGradCompression(it->get<std::string>(), nullptr, &why))
+      fail(fieldWhere(what, "grad_compression"), why);
+    plan.gradCompression = it->get<std::string>();
+  }
 
   const json &entries = member(root, "entries", what);
   if (!entries.is_array())

@@ -435,13 +435,17 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
                     opt.steps);
 
   // Starting point: a checkpoint, a params file, or the artifact's params.
-  std::map<std::string, NpyArray> tensors;
+  std::map<std::string, NpyArray> tensors, compressionSaved;
   CheckpointInfo start;
   bool resumed = startingPoint(artifact, opt, batch, micros, progress, nullptr,
-                               tensors, start);
+                               tensors, start, &compressionSaved);
   int64_t step = start.step;
   result.startStep = step;
   uint64_t seed = start.seed;
+  // Gradient compression of the plan's dp reductions (GradCompression.h).
+  CompressionRun compression(artifact, opt, comms, seed, progress);
+  compression.addEntries({accumulating ? applyEntry : stepEntry}, progress);
+  compression.restore(resumed, start, compressionSaved, progress);
   int64_t skippedSteps = 0;
   if (auto it = tensors.find("loss_scale.skipped");
       skippedOut && it != tensors.end() && it->second.dtype == DType::I64 &&
@@ -552,30 +556,30 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     info.dataSamples = data.samples;
     info.batchSize = batch;
     info.accumulate = micros;
+    compression.stamp(info);
     return info;
   };
   int64_t lastSaved = resumed ? step : -1;
   // Checkpoints hold whole tensors: sharded ones are gathered first, by
-  // every rank (a collective), so every rank goes through every save.
+  // every rank (a collective), so every rank goes through every save; so
+  // are the compression residuals, every dp rank's.
   auto save = [&] {
-    if (!lead && !sharded) {
+    if (!lead && !sharded && !compression.on()) {
       lastSaved = step;
       return;
     }
-    refreshTensors();
+    if (lead || sharded)
+      refreshTensors();
     std::map<std::string, NpyArray> gathered;
     if (sharded)
       gathered = wholeTensors(plan, *comms, tensors);
+    std::map<std::string, NpyArray> residuals = compression.checkpointTensors();
     lastSaved = step;
     if (!lead)
       return;
     std::string name = checkpointFileName(step);
-    std::string error;
-    ErrorCode code = ErrorCode::Ok;
-    if (!saveCheckpoint(opt.checkpointDir + "/" + name,
-                        sharded ? gathered : tensors, checkpointInfo(), &error,
-                        &code))
-      fail(error, code);
+    writeCheckpoint(opt.checkpointDir + "/" + name,
+                    sharded ? gathered : tensors, &residuals, checkpointInfo());
     writeLatest(opt.checkpointDir, name);
     pruneCheckpoints(opt.checkpointDir, opt.keepCheckpoints);
   };
@@ -643,6 +647,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
     double scale = std::nan("");
     int64_t skippedNow = skippedSteps;
     stepArray = scalarI64(step);
+    compression.beginStep(step);
     std::string error;
     ErrorCode code = ErrorCode::Ok;
     if (!accumulating) {
@@ -856,6 +861,10 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       collectivesNow.inFlightSeconds - collectivesBefore.inFlightSeconds;
   result.planCollectives.waitedSeconds =
       collectivesNow.waitedSeconds - collectivesBefore.waitedSeconds;
+  compression.report(result, nullptr);
+  if (lead && step > result.startStep && compression.on())
+    metrics.line(
+        CompressionRun::metricsLine(result, step, step - result.startStep));
   if (!progress.quiet()) {
     std::string line;
     if (step == result.startStep)
@@ -885,6 +894,8 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
               " ms per step in flight, " +
               formatNumber(1000.0 * pc.waitedSeconds / double(ran)) +
               " ms waited for";
+    if (std::string c = CompressionRun::summary(result, ran); !c.empty())
+      line += "; " + c;
     if (lastEval == step) {
       if (lastEvalResult.haveLoss)
         line += ", eval loss " + formatNumber(lastEvalResult.loss);
@@ -980,28 +991,8 @@ bool saveCheckpoint(const std::string &path,
                     const CheckpointInfo &info, std::string *error,
                     ErrorCode *code) noexcept {
   ErrorSink sink{error, code};
-  return guarded(sink, path.c_str(), [&] {
-    SafetensorsWriter writer;
-    if (tensors.count("step"))
-      fail(path + ": a tensor is named 'step', which checkpoints reserve");
-    for (const auto &[name, a] : tensors)
-      writer.addBorrowed(name, a.dtype, a.shape, a.data.data(), a.data.size());
-    int64_t step = info.step;
-    writer.add("step", DType::I64, {}, &step, 8);
-    writer.setMetadata("format", "loom-checkpoint");
-    writer.setMetadata("version", "1");
-    writer.setMetadata("step", std::to_string(info.step));
-    writer.setMetadata("seed", std::to_string(info.seed));
-    writer.setMetadata("data_epoch", std::to_string(info.dataEpoch));
-    writer.setMetadata("data_batch", std::to_string(info.dataBatch));
-    writer.setMetadata("data_samples", std::to_string(info.dataSamples));
-    writer.setMetadata("batch_size", std::to_string(info.batchSize));
-    writer.setMetadata("accumulate", std::to_string(info.accumulate));
-    std::string message;
-    ErrorCode c = ErrorCode::Ok;
-    if (!writer.write(path, &message, &c))
-      fail(message, c);
-  });
+  return guarded(sink, path.c_str(),
+                 [&] { writeCheckpoint(path, tensors, nullptr, info); });
 }
 
 bool loadCheckpoint(const std::string &path, const Artifact &artifact,

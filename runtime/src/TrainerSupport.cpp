@@ -340,8 +340,8 @@ uint64_t metaUint(const SafetensorsFile &file, const char *key, bool required,
 
 void loadCheckpointImpl(const std::string &path, const Artifact &artifact,
                         std::map<std::string, NpyArray> &tensors,
-                        CheckpointInfo &info,
-                        const std::set<std::string> *only) {
+                        CheckpointInfo &info, const std::set<std::string> *only,
+                        std::map<std::string, NpyArray> *compression) {
   std::string error;
   ErrorCode code = ErrorCode::Ok;
   std::unique_ptr<SafetensorsFile> file =
@@ -368,6 +368,12 @@ void loadCheckpointImpl(const std::string &path, const Artifact &artifact,
       std::min<uint64_t>(metaUint(*file, "batch_size", false), 1u << 30));
   info.accumulate = static_cast<int64_t>(
       std::min<uint64_t>(metaUint(*file, "accumulate", false, 1), 1u << 30));
+  if (auto it = file->metadata().find("grad_compression");
+      it != file->metadata().end()) {
+    info.gradCompression = it->second;
+    info.gradCompressionRanks = static_cast<int64_t>(std::min<uint64_t>(
+        metaUint(*file, "grad_compression_ranks", false), 1u << 30));
+  }
 
   const TensorView *step = file->find("step");
   if (!step)
@@ -385,10 +391,18 @@ void loadCheckpointImpl(const std::string &path, const Artifact &artifact,
 
   std::map<std::string, const Binding *> expected =
       stateBindings(artifact.plan());
+  std::map<std::string, NpyArray> compressionState;
   for (const TensorView &t : file->tensors()) {
     if (t.name == "step")
       continue;
     auto it = expected.find(t.name);
+    // Gradient compression's residuals and Qs (CompressionRun): whoever
+    // asks takes them; they are no param or state of the artifact.
+    if (it == expected.end() && isGradCompressionTensorName(t.name)) {
+      if (compression)
+        compressionState.emplace(t.name, copyTensor(t));
+      continue;
+    }
     if (it == expected.end())
       fail(path + ": tensor " + quoteName(t.name) +
                " is not a param or state tensor of this artifact (a "
@@ -407,6 +421,48 @@ void loadCheckpointImpl(const std::string &path, const Artifact &artifact,
       result.emplace(name, copyTensor(*t));
   }
   tensors = std::move(result);
+  if (compression)
+    *compression = std::move(compressionState);
+}
+
+void writeCheckpoint(const std::string &path,
+                     const std::map<std::string, NpyArray> &tensors,
+                     const std::map<std::string, NpyArray> *extra,
+                     const CheckpointInfo &info) {
+  SafetensorsWriter writer;
+  if (tensors.count("step"))
+    fail(path + ": a tensor is named 'step', which checkpoints reserve");
+  for (const auto &[name, a] : tensors)
+    writer.addBorrowed(name, a.dtype, a.shape, a.data.data(), a.data.size());
+  if (extra)
+    for (const auto &[name, a] : *extra) {
+      if (tensors.count(name) || name == "step")
+        fail(path + ": gradient compression state " + quoteName(name) +
+             " has the name of a tensor of the artifact");
+      writer.addBorrowed(name, a.dtype, a.shape, a.data.data(), a.data.size());
+    }
+  int64_t step = info.step;
+  writer.add("step", DType::I64, {}, &step, 8);
+  writer.setMetadata("format", "loom-checkpoint");
+  writer.setMetadata("version", "1");
+  writer.setMetadata("step", std::to_string(info.step));
+  writer.setMetadata("seed", std::to_string(info.seed));
+  writer.setMetadata("data_epoch", std::to_string(info.dataEpoch));
+  writer.setMetadata("data_batch", std::to_string(info.dataBatch));
+  writer.setMetadata("data_samples", std::to_string(info.dataSamples));
+  writer.setMetadata("batch_size", std::to_string(info.batchSize));
+  writer.setMetadata("accumulate", std::to_string(info.accumulate));
+  // Only runs that compress say so: a plain run's checkpoint is what it
+  // always was.
+  if (!info.gradCompression.empty()) {
+    writer.setMetadata("grad_compression", info.gradCompression);
+    writer.setMetadata("grad_compression_ranks",
+                       std::to_string(info.gradCompressionRanks));
+  }
+  std::string message;
+  ErrorCode c = ErrorCode::Ok;
+  if (!writer.write(path, &message, &c))
+    fail(message, c);
 }
 
 /// Initial tensors: the artifact's params file, overridden by `paramsPath`.
@@ -482,7 +538,8 @@ bool startingPoint(const Artifact &artifact, const TrainOptions &opt,
                    int64_t batch, int64_t micros, Progress &progress,
                    const std::set<std::string> *only,
                    std::map<std::string, NpyArray> &tensors,
-                   CheckpointInfo &start) {
+                   CheckpointInfo &start,
+                   std::map<std::string, NpyArray> *compression) {
   tensors.clear();
   start = CheckpointInfo();
   start.seed = opt.seed;
@@ -496,7 +553,7 @@ bool startingPoint(const Artifact &artifact, const TrainOptions &opt,
       if (path.empty())
         fail(error, ErrorCode::IO);
     }
-    loadCheckpointImpl(path, artifact, tensors, start, only);
+    loadCheckpointImpl(path, artifact, tensors, start, only, compression);
     if (start.seed != opt.seed)
       progress.note("note: continuing with the checkpoint's seed " +
                     std::to_string(start.seed) + " (not " +
@@ -531,6 +588,9 @@ bool startingPoint(const Artifact &artifact, const TrainOptions &opt,
     }
     if (opt.startPosition.step > 0) {
       start = opt.startPosition;
+      // The caller's tensors carry no gradient compression state.
+      start.gradCompression.clear();
+      start.gradCompressionRanks = 0;
       resumed = true;
     }
   } else {
@@ -667,6 +727,207 @@ wholeTensors(const Plan &plan, const MeshComms &comms,
   if (!gatherTensors(plan, comms, whole, &error))
     fail(error, ErrorCode::IO);
   return whole;
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient compression
+//===----------------------------------------------------------------------===//
+
+CompressionRun::CompressionRun(Artifact &artifact, const TrainOptions &opt,
+                               const MeshComms *comms, uint64_t seed,
+                               Progress &progress)
+    : artifact(artifact), previous(artifact.gradientCompression()) {
+  const Plan &plan = artifact.plan();
+  const bool asked = !opt.gradCompression.empty();
+  const std::string &text = asked ? opt.gradCompression : plan.gradCompression;
+  if (text.empty())
+    return;
+  GradCompressionSpec spec;
+  std::string error;
+  if (!parseGradCompression(text, &spec, &error))
+    fail(error);
+  if (!spec.enabled())
+    return;
+  const std::string what = "gradient compression " + quoteName(spec.text) +
+                           (asked ? "" : " (the plan's grad_compression)");
+  if (plan.target != "cpu")
+    fail(what + " runs on cpu artifacts only; this artifact's target is " +
+             quoteName(plan.target) +
+             " (compressing on the GPU, between NCCL calls, is not "
+             "implemented): train without it (--grad-compression=none)",
+         ErrorCode::Unsupported);
+  int dpAxis = plan.mesh ? plan.mesh->axisIndex("dp") : -1;
+  if (plan.mesh)
+    for (uint32_t a = 0; a < plan.mesh->axes.size(); ++a)
+      if (plan.mesh->shape[a] > 1 && int(a) != dpAxis &&
+          !(plan.pipeline && plan.pipeline->axisIndex == a))
+        fail(what + " with mesh axis " + quoteName(plan.mesh->axes[a]) +
+                 " of " + std::to_string(plan.mesh->shape[a]) +
+                 " ranks (mesh " + plan.mesh->describe() +
+                 ") is not implemented: the residuals of gradients that "
+                 "differ across that axis would not be checkpointed; "
+                 "train without it (--grad-compression=none)",
+             ErrorCode::Unsupported);
+  if (dpAxis < 0 || plan.mesh->shape[size_t(dpAxis)] < 2) {
+    progress.note("note: " + what +
+                  ": the artifact has no data-parallel mesh axis 'dp' of "
+                  "several ranks (compile with loomc --dp=N): nothing to "
+                  "compress");
+    return;
+  }
+  dpRanks = plan.mesh->shape[size_t(dpAxis)];
+  if (comms) {
+    dpComm = comms->axis(uint32_t(dpAxis));
+    dpRank = comms->index(uint32_t(dpAxis));
+  }
+  compression = std::make_unique<GradientCompression>(spec, seed);
+  artifact.setGradientCompression(compression.get());
+}
+
+CompressionRun::~CompressionRun() {
+  if (compression)
+    artifact.setGradientCompression(previous);
+}
+
+void CompressionRun::addEntries(const std::vector<const PlanEntry *> &entries,
+                                Progress &progress) {
+  if (!compression)
+    return;
+  for (const PlanEntry *entry : entries) {
+    std::string error;
+    if (entry && !compression->addEntry(artifact.plan(), *entry, &error))
+      fail(error, ErrorCode::Format);
+  }
+  const std::string what = "gradient compression " + compression->spec().text;
+  if (compression->registeredCount() == 0) {
+    progress.note("warning: " + what +
+                  ": the plan marks none of its gradient reductions (no "
+                  "collective step has a 'grad': compiled by an older "
+                  "loomc?): every reduction stays exact");
+    return;
+  }
+  std::vector<std::string> other = compression->notF32();
+  if (!other.empty())
+    progress.note("note: " + what + ": " + std::to_string(other.size()) +
+                  " gradient(s) are not f32 (" + quoteName(other[0]) +
+                  (other.size() > 1 ? ", ..." : "") +
+                  "): their reductions stay exact (only f32 gradients are "
+                  "compressed)");
+  size_t compressed = compression->compressedCount();
+  progress.note(
+      what + ": " + std::to_string(compressed) + " of " +
+      std::to_string(compression->registeredCount()) +
+      " gradient reduction(s) compressed, over " + std::to_string(dpRanks) +
+      " data-parallel ranks" +
+      (compression->spec().method == GradCompressionSpec::Method::PowerSgd &&
+               compressed < compression->registeredCount()
+           ? " (PowerSGD leaves vectors, and matrices too small "
+             "for the rank, exact)"
+           : ""));
+}
+
+void CompressionRun::restore(bool resumed, const CheckpointInfo &start,
+                             const std::map<std::string, NpyArray> &saved,
+                             Progress &progress) {
+  if (!resumed)
+    return;
+  const std::string ckpt =
+      start.gradCompression.empty()
+          ? std::string()
+          : quoteName(start.gradCompression) + " over " +
+                std::to_string(start.gradCompressionRanks) +
+                " data-parallel ranks";
+  if (!compression) {
+    if (!ckpt.empty())
+      progress.note("note: the checkpoint holds gradient compression state "
+                    "(" +
+                    ckpt +
+                    "); this run compresses nothing and "
+                    "ignores it");
+    return;
+  }
+  const GradCompressionSpec &spec = compression->spec();
+  if (ckpt.empty()) {
+    progress.note("note: the checkpoint holds no gradient compression "
+                  "state: the residuals start at zero");
+    return;
+  }
+  if (start.gradCompression != spec.text ||
+      start.gradCompressionRanks != dpRanks) {
+    progress.note("warning: the checkpoint's gradient compression state is "
+                  "for " +
+                  ckpt + ", this run's " + quoteName(spec.text) + " over " +
+                  std::to_string(dpRanks) +
+                  ": it is not used, the residuals start at zero");
+    return;
+  }
+  std::vector<std::string> notes;
+  compression->restore(saved, dpRank, &notes);
+  for (const std::string &n : notes)
+    progress.note("warning: " + n);
+}
+
+void CompressionRun::beginStep(int64_t step) const {
+  if (compression)
+    compression->beginStep(step);
+}
+
+std::map<std::string, NpyArray> CompressionRun::checkpointTensors() const {
+  std::map<std::string, NpyArray> out;
+  std::string error;
+  if (compression && !compression->gatherState(dpComm, dpRank, &out, &error))
+    fail(error, ErrorCode::IO);
+  return out;
+}
+
+void CompressionRun::stamp(CheckpointInfo &info) const {
+  if (!compression)
+    return;
+  info.gradCompression = compression->spec().text;
+  info.gradCompressionRanks = dpRanks;
+}
+
+void CompressionRun::report(TrainResult &result, Collectives *sumOver) const {
+  if (!compression)
+    return;
+  GradCompressionBytes b = compression->bytes();
+  int64_t sums[2] = {int64_t(b.sent), int64_t(b.exact)};
+  std::string error;
+  if (sumOver && sumOver->size() > 1 &&
+      !waitFor(sumOver->allReduce(sums, 2, DType::I64, ReduceOp::Sum, &error),
+               &error))
+    fail("summing the gradient bytes over the pipeline: " + error,
+         ErrorCode::IO);
+  result.gradCompression = compression->spec().text;
+  result.gradBytesSent = uint64_t(sums[0]);
+  result.gradBytesExact = uint64_t(sums[1]);
+}
+
+std::string CompressionRun::summary(const TrainResult &r, int64_t steps) {
+  if (r.gradCompression.empty() || steps <= 0 || r.gradBytesSent == 0)
+    return std::string();
+  return "gradient compression " + r.gradCompression + ": " +
+         formatNumber(double(r.gradBytesSent) / double(steps)) + " of " +
+         formatNumber(double(r.gradBytesExact) / double(steps)) +
+         " bytes per step sent (" +
+         formatNumber(double(r.gradBytesExact) / double(r.gradBytesSent)) +
+         "x less)";
+}
+
+std::string CompressionRun::metricsLine(const TrainResult &r, int64_t step,
+                                        int64_t steps) {
+  if (r.gradCompression.empty() || steps <= 0)
+    return std::string();
+  return "\"step\": " + std::to_string(step) +
+         ", \"grad_compression\": {\"spec\": \"" + r.gradCompression +
+         "\", \"steps\": " + std::to_string(steps) +
+         ", \"bytes_sent\": " + std::to_string(r.gradBytesSent) +
+         ", \"bytes_exact\": " + std::to_string(r.gradBytesExact) +
+         ", \"ratio\": " +
+         jsonNumber(r.gradBytesSent
+                        ? double(r.gradBytesExact) / double(r.gradBytesSent)
+                        : std::nan("")) +
+         "}";
 }
 
 } // namespace loomrt::training

@@ -17,6 +17,7 @@
 #include "loomrt/Safetensors.h"
 #include "loomrt/Trainer.h"
 
+#include "GradCompression.h"
 #include "Support.h"
 
 #include <chrono>
@@ -26,6 +27,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <set>
@@ -378,11 +380,19 @@ void checkTensor(const std::string &file, const std::string &name, DType dtype,
 NpyArray copyTensor(const TensorView &view);
 /// Every param and state tensor of the artifact from the checkpoint at
 /// `path` (whole; all checked, only those of `only` kept when it is not
-/// null), and its position.
+/// null), and its position. The gradient compression state it holds
+/// (isGradCompressionTensorName) goes to `compression` (when not null).
 void loadCheckpointImpl(const std::string &path, const Artifact &artifact,
                         std::map<std::string, NpyArray> &tensors,
                         CheckpointInfo &info,
-                        const std::set<std::string> *only = nullptr);
+                        const std::set<std::string> *only = nullptr,
+                        std::map<std::string, NpyArray> *compression = nullptr);
+/// Writes a checkpoint (saveCheckpoint): `tensors`, and `extra` (the
+/// gradient compression state) when not null.
+void writeCheckpoint(const std::string &path,
+                     const std::map<std::string, NpyArray> &tensors,
+                     const std::map<std::string, NpyArray> *extra,
+                     const CheckpointInfo &info);
 /// Initial tensors: the artifact's params file, overridden by `paramsPath`
 /// (those of `only` when it is not null).
 std::map<std::string, NpyArray>
@@ -392,12 +402,14 @@ initialTensors(const Artifact &artifact, const std::string &paramsPath,
 /// where its seed, batch size or micro-batches per step differ from this
 /// run's `batch` and `micros`), the caller's startTensors, or the params
 /// file and the artifact's params (whole tensors; only those of `only`
-/// when it is not null). True when the run resumes.
+/// when it is not null). True when the run resumes. A checkpoint's
+/// gradient compression state goes to `compression`.
 bool startingPoint(const Artifact &artifact, const TrainOptions &opt,
                    int64_t batch, int64_t micros, Progress &progress,
                    const std::set<std::string> *only,
                    std::map<std::string, NpyArray> &tensors,
-                   CheckpointInfo &start);
+                   CheckpointInfo &start,
+                   std::map<std::string, NpyArray> *compression = nullptr);
 /// Which scalars an entry takes besides data and tensors.
 void addScalarInputs(const PlanEntry &entry, const NpyArray &step,
                      const NpyArray &seed, std::vector<TensorRef> &refs);
@@ -445,6 +457,59 @@ public:
 private:
   Artifact &artifact;
   Collectives *previous;
+};
+
+/// Gradient compression for one train() (GradCompression.h): the spec
+/// (TrainOptions::gradCompression over the plan's), the compressor handed
+/// to the artifact for the run, its state in checkpoints and its report.
+/// Every method is a no-op while it is off.
+class CompressionRun {
+public:
+  /// Off unless the options or the plan ask for it; fails (Unsupported)
+  /// where it cannot run: a cuda artifact, a mesh with another axis than
+  /// dp and the pipeline's larger than 1. Notes on `progress` where it
+  /// asks for compression but there is nothing to compress (no dp axis of
+  /// several ranks). `comms`: the artifact's (MeshComms), null without a
+  /// mesh; `seed`: the run's (int8's draws).
+  CompressionRun(Artifact &artifact, const TrainOptions &opt,
+                 const MeshComms *comms, uint64_t seed, Progress &progress);
+  ~CompressionRun();
+  CompressionRun(const CompressionRun &) = delete;
+  CompressionRun &operator=(const CompressionRun &) = delete;
+
+  bool on() const { return compression != nullptr; }
+  /// Registers the gradient reductions of `entries` (those this rank
+  /// runs), then says on `progress` what stays exact.
+  void addEntries(const std::vector<const PlanEntry *> &entries,
+                  Progress &progress);
+  /// Restores a resumed run's state from the checkpoint's (`saved`) when
+  /// its spec and data-parallel ranks are this run's; otherwise (or
+  /// without a checkpoint's state) the residuals start at zero, with a
+  /// note.
+  void restore(bool resumed, const CheckpointInfo &start,
+               const std::map<std::string, NpyArray> &saved,
+               Progress &progress);
+  void beginStep(int64_t step) const;
+  /// A checkpoint's tensors of the state, every data-parallel rank's
+  /// residual: a collective over the dp axis (every rank calls it).
+  std::map<std::string, NpyArray> checkpointTensors() const;
+  /// Records the spec and ranks in a checkpoint's position.
+  void stamp(CheckpointInfo &info) const;
+  /// The bytes into `result`, summed over `sumOver` (a pipeline's axis:
+  /// the stages of one replica; null: this rank's) — a collective over it.
+  void report(TrainResult &result, Collectives *sumOver) const;
+  /// "gradient compression int8: 1028 of 4096 bytes per step (3.98x
+  /// less)", and the metrics line's object, from `result`.
+  static std::string summary(const TrainResult &result, int64_t steps);
+  static std::string metricsLine(const TrainResult &result, int64_t step,
+                                 int64_t steps);
+
+private:
+  Artifact &artifact;
+  GradientCompression *previous;
+  std::unique_ptr<GradientCompression> compression;
+  Collectives *dpComm = nullptr;
+  int64_t dpRank = 0, dpRanks = 1;
 };
 
 /// Whether any state tensor of the plan is sharded: then checkpoints and

@@ -515,6 +515,29 @@ protected:
   std::string dataPath;
 };
 
+TEST_F(CudaFakeTraining, RefusesGradientCompression) {
+  // Compression runs on host memory: a cuda artifact is refused before the
+  // first step, naming what to do.
+  std::string error;
+  std::unique_ptr<Artifact> artifact = load(dir.path(), &error);
+  ASSERT_TRUE(artifact) << error;
+  TrainOptions o;
+  o.dataPath = dataPath;
+  o.steps = 1;
+  o.progress = ProgressMode::None;
+  o.gradCompression = "int8";
+  TrainResult result;
+  ErrorCode code = ErrorCode::Ok;
+  EXPECT_FALSE(loomrt::train(*artifact, o, &result, &error, &code));
+  EXPECT_EQ(code, ErrorCode::Unsupported);
+  EXPECT_EQ(error, "gradient compression 'int8' runs on cpu artifacts only; "
+                   "this artifact's target is 'cuda' (compressing on the "
+                   "GPU, between NCCL calls, is not implemented): train "
+                   "without it (--grad-compression=none)");
+  o.gradCompression = "none";
+  EXPECT_TRUE(loomrt::train(*artifact, o, &result, &error)) << error;
+}
+
 TEST_F(CudaFakeTraining, KeepsParamsOnTheDeviceBetweenSteps) {
   TrainResult r = train(dir.path(), 20);
   FakeCudaStats &s = fake.stats();

@@ -64,14 +64,16 @@ public:
               const std::string &shard = "") {
     outputs.push_back(binding(n, kind, id, shard));
   }
-  /// A collective step; `reduce` "" leaves the field out.
+  /// A collective step; `reduce` "" leaves the field out, and so does
+  /// `grad` (the parameter whose gradient the step reduces).
   void collective(const std::string &op, const std::string &reduce,
-                  const std::string &axis, int src, int dst) {
+                  const std::string &axis, int src, int dst,
+                  const std::string &grad = "") {
     steps.push_back("{\"kind\": \"collective\", \"op\": \"" + op + "\"" +
                     (reduce.empty() ? "" : ", \"reduce\": \"" + reduce + "\"") +
-                    ", \"axis\": \"" + axis +
-                    "\", \"src\": " + std::to_string(src) +
-                    ", \"dst\": " + std::to_string(dst) + "}");
+                    ", \"axis\": \"" + axis + "\", \"src\": " +
+                    std::to_string(src) + ", \"dst\": " + std::to_string(dst) +
+                    (grad.empty() ? "" : ", \"grad\": \"" + grad + "\"") + "}");
   }
   /// A kernel step; `grid`, `block` and `shared_bytes` are what a cuda plan
   /// needs (a cpu plan ignores them).

@@ -123,7 +123,8 @@ inline EntryBuilder chainBackward(int s, int S, BackwardKind kind) {
 /// Momentum on `w` (and on b for the last stage), the step counter and the
 /// learning rate; with `dpRanks` > 1 the gradients are averaged over mesh
 /// axis dp first (in place), as loomc --dp's apply_gradients does.
-inline EntryBuilder chainApply(int s, int S, int dpRanks) {
+inline EntryBuilder chainApply(int s, int S, int dpRanks,
+                               bool gradFields = false) {
   EntryBuilder e("stage" + std::to_string(s) + "_apply_gradients");
   int64_t width = s == 0 ? kFeatures : 1;
   std::vector<std::pair<std::string, int64_t>> params = {
@@ -146,7 +147,8 @@ inline EntryBuilder chainApply(int s, int S, int dpRanks) {
   e.input("step", "input", step);
   for (size_t i = 0; i < params.size(); ++i) {
     if (dpRanks > 1)
-      e.collective("all_reduce", "mean", "dp", ids[i][2], ids[i][2]);
+      e.collective("all_reduce", "mean", "dp", ids[i][2], ids[i][2],
+                   gradFields ? params[i].first : "");
     e.kernel(params[i].second == kFeatures ? "lr_momentum_w" : "lr_momentum_b",
              {ids[i][0], ids[i][1], ids[i][2]});
   }
@@ -227,6 +229,10 @@ struct ChainPipeline {
   /// the same stages on the same micro-batches.
   int tp = 1;
   std::string schedule = "1f1b";
+  /// The dp reductions name their gradients (`grad`: gradient
+  /// compression's), and the plan's top level carries `extraTop`.
+  bool gradFields = false;
+  std::string extraTop;
   /// The action lists; empty: pp::generateSchedule(schedule, ...).
   std::vector<std::vector<std::string>> actions;
 
@@ -267,7 +273,7 @@ struct ChainPipeline {
                     "\", \"dtype\": \"f32\", \"shape\": [8, 1], "
                     "\"grad\": true}]";
     boundaries += "]";
-    return mesh + ", \"pipeline\": {\"axis\": \"pp\", \"stages\": " +
+    return mesh + extraTop + ", \"pipeline\": {\"axis\": \"pp\", \"stages\": " +
            std::to_string(stages()) +
            ", \"virtual_stages\": " + std::to_string(virtualStages) +
            ", \"microbatches\": " + std::to_string(microbatches) +
@@ -301,7 +307,7 @@ struct ChainPipeline {
           out.push_back(chainBackward(s, S, BackwardKind::Input));
         out.push_back(chainBackward(s, S, BackwardKind::Weight));
       }
-      out.push_back(chainApply(s, S, dp));
+      out.push_back(chainApply(s, S, dp, gradFields));
     }
     return out;
   }

@@ -74,6 +74,51 @@ EXPORT void inc_step(void **b) {
 /* The learning rate as an output, as an in-graph schedule would report it. */
 EXPORT void lr_const(void **b) { *(float *)b[0] = 0.05f; }
 
+/* --- matrix regression (gradient compression): pred = x W + b ----------- */
+/* x [B, 8], W [8, 8], b [8], y [B, 8]; loss = sum((pred - y)^2) / B. */
+
+enum { MO = 8 };
+
+/* pred[B][8] += b[8] */
+EXPORT void mr_add_bias(void **b) {
+  float *pred = b[0];
+  const float *bias = b[1];
+  for (int i = 0; i < B; ++i)
+    for (int j = 0; j < MO; ++j)
+      pred[i * MO + j] += bias[j];
+}
+
+/* loss = sum((pred - y)^2) / B; dpred = 2 (pred - y) / B */
+EXPORT void mr_mse(void **b) {
+  const float *pred = b[0], *y = b[1];
+  float *loss = b[2], *dpred = b[3];
+  float sum = 0;
+  for (int i = 0; i < B * MO; ++i) {
+    float e = pred[i] - y[i];
+    sum += e * e;
+    dpred[i] = 2.0f * e / B;
+  }
+  *loss = sum / B;
+}
+
+/* db[j] = sum_i dpred[i][j] */
+EXPORT void mr_colsum(void **b) {
+  const float *dpred = b[0];
+  float *db = b[1];
+  for (int j = 0; j < MO; ++j) {
+    float s = 0;
+    for (int i = 0; i < B; ++i)
+      s += dpred[i * MO + j];
+    db[j] = s;
+  }
+}
+
+/* Momentum SGD on W (64), a shard of it over 2 or 4 ranks, and b (8). */
+EXPORT void mr_momentum64(void **b) { momentum(b[0], b[1], b[2], 64); }
+EXPORT void mr_momentum32(void **b) { momentum(b[0], b[1], b[2], 32); }
+EXPORT void mr_momentum16(void **b) { momentum(b[0], b[1], b[2], 16); }
+EXPORT void mr_momentum8(void **b) { momentum(b[0], b[1], b[2], 8); }
+
 /* --- classifier for evaluation: predict = x, loss = x[0][0] -------------- */
 
 EXPORT void first_elem(void **b) { *(float *)b[1] = *(const float *)b[0]; }

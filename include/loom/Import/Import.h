@@ -78,6 +78,14 @@ inline constexpr llvm::StringLiteral kShardAttr = "loom.shard";
 /// On a model's matmul or gather (JSON node field "tp"): "split" (tensor
 /// parallelism must split this layer) or "whole" (it must not).
 inline constexpr llvm::StringLiteral kTensorParallelChoiceAttr = "loom.tp";
+/// On a collective that reduces a parameter's gradient over the
+/// data-parallel ranks (loom-optimizer): the parameter's name. The plan's
+/// collective step carries it as "grad".
+inline constexpr llvm::StringLiteral kGradientOfAttr = "loom.grad_of";
+/// On the module: the gradient compression the runtime applies to those
+/// reductions (loomc --grad-compression; the plan's "grad_compression").
+inline constexpr llvm::StringLiteral kGradCompressionAttr =
+    "loom.grad_compression";
 /// On the ops of a model node that starts a pipeline stage (JSON node field
 /// "pp_stage_start": true; loom-pipeline-stages cuts before the node).
 inline constexpr llvm::StringLiteral kPipelineStageStartAttr =

@@ -276,6 +276,13 @@ def OptimizerPass : Pass<"loom-optimizer", "mlir::ModuleOp"> {
     parameters (`@forward`, `@predict`, `@forward_backward`) takes shards
     too and all-gathers them first, so that a tensor has one form in every
     entry of the plan.
+
+    Each collective that reduces a parameter's gradient over `dp` is marked
+    `loom.grad_of = "<param>"` (the plan's `grad` field). With
+    `grad-compression` other than `none`, the module gets
+    `loom.grad_compression` (the plan's `grad_compression`): the runtime
+    compresses those reductions, with error feedback
+    (docs/distributed.md).
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
@@ -310,6 +317,10 @@ def OptimizerPass : Pass<"loom-optimizer", "mlir::ModuleOp"> {
     Option<"zero", "zero", "int64_t", "0",
            "ZeRO stage: 0 (replicated), 1 (optimizer state sharded), 2 "
            "(and gradients), 3 (and parameters)">,
+    Option<"gradCompression", "grad-compression", "std::string", "\"none\"",
+           "With dp > 1: none, powersgd:rank=R, topk:FRACTION or int8 "
+           "(recorded in the module's loom.grad_compression for the plan; "
+           "the runtime compresses the gradient reductions)">,
   ];
   let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
 }

@@ -30,6 +30,7 @@ namespace loomrt {
 
 class Backend;
 class Collectives;
+class GradientCompression;
 class MeshComms;
 
 /// What the collective steps of a plan compiled for a mesh communicate
@@ -213,6 +214,14 @@ public:
   /// The collective steps' cost so far (see CollectiveTimes).
   CollectiveTimes collectiveTimes() const noexcept;
   Collectives *collectives() const noexcept;
+  /// Gradient compression (docs/plan-format.md, `grad_compression`): the
+  /// plan's collective steps with a `grad` run through `compression`
+  /// (runtime/src/GradCompression.h, internal to libloomrt), synchronously,
+  /// instead of their exact reduction. Borrowed; null (the default) runs
+  /// every step exactly. train() sets it for its length when compression
+  /// is on.
+  void setGradientCompression(GradientCompression *compression) noexcept;
+  GradientCompression *gradientCompression() const noexcept;
 
   /// Runs `entry`. `inputs` must hold every input of the entry exactly once
   /// by name, with the plan's dtype and shape (an error names the input and

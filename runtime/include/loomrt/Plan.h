@@ -228,6 +228,10 @@ struct CollectiveStep {
   uint32_t axis = 0; ///< index in PlanMesh::axes
   int64_t ranks = 1; ///< the axis's size
   uint32_t src = 0, dst = 0;
+  /// The parameter whose gradient a data-parallel mean reduces (the
+  /// optional `grad`; "" when absent): the steps gradient compression
+  /// (Plan::gradCompression) may run compressed.
+  std::string grad;
 };
 
 struct PlanStep {
@@ -323,6 +327,11 @@ struct Plan {
   std::optional<PlanMesh> mesh;
   /// Pipeline parallelism (loomc --pp); absent: none.
   std::optional<PlanPipeline> pipeline;
+  /// The optional `grad_compression` ("none", "powersgd:rank=R",
+  /// "topk:FRACTION", "int8"), as written (validated); "" when absent.
+  /// Training compresses the reductions of the steps with a `grad` by it
+  /// unless TrainOptions::gradCompression says otherwise.
+  std::string gradCompression;
   std::vector<PlanEntry> entries;
   /// Every distinct kernel symbol, in order of first use; PlanStep::kernelIndex
   /// indexes it.

@@ -59,6 +59,11 @@ struct CheckpointInfo {
   uint64_t dataSamples = 0; ///< samples in the training data set
   int64_t batchSize = 0;
   int64_t accumulate = 1;
+  /// Gradient compression (TrainOptions::gradCompression): the spec of
+  /// the run that wrote it and its data-parallel ranks; "" and 0 when it
+  /// compressed nothing (its checkpoints then hold no compression state).
+  std::string gradCompression;
+  int64_t gradCompressionRanks = 0;
 };
 
 struct TrainOptions {
@@ -138,6 +143,15 @@ struct TrainOptions {
   /// rank's actions of every step here as JSON lines (loom-run
   /// --pp-trace); "" writes none.
   std::string pipelineTracePath;
+  /// Gradient compression of a plan's data-parallel gradient reductions
+  /// (its collective steps with a `grad`; docs/plan-format.md): "none",
+  /// "powersgd:rank=R", "topk:FRACTION" or "int8" (loom-run
+  /// --grad-compression). "" (the default): the plan's
+  /// `grad_compression`, none without one. CPU artifacts only (a cuda
+  /// artifact with compression asked for is refused: Unsupported). The
+  /// residuals (every data-parallel rank's) and PowerSGD's Qs go into
+  /// checkpoints and resume bitwise with the same spec and ranks.
+  std::string gradCompression;
 };
 
 /// Pipeline parallelism: what one rank of the pipeline axis measured.
@@ -189,6 +203,13 @@ struct TrainResult {
   CollectiveTimes planCollectives;
   /// A plan with a `pipeline`: bubbles and stashed activations.
   PipelineStats pipeline;
+  /// Gradient compression ("" when off): its spec, and the bytes one
+  /// data-parallel replica (a rank; with a pipeline, the ranks of its
+  /// stages together) sent for its gradient reductions during this
+  /// training, against what the exact collectives would have sent (the
+  /// payload model of docs/loom-run.md).
+  std::string gradCompression;
+  uint64_t gradBytesSent = 0, gradBytesExact = 0;
 
   /// Final values of every param and state tensor, by name (whole, also
   /// those the plan shards). A plan with a `pipeline`: every tensor on

@@ -16,6 +16,7 @@
 #include "loomrt/Trainer.h"
 #include "loomrt/loomrt.h"
 
+#include "../GradCompression.h"
 #include "../Half.h"
 #include "../Support.h"
 #include "MpiCollectives.h"
@@ -145,6 +146,20 @@ Plans compiled for several ranks (loomc --dp, --zero, --tp; --train, --entry):
                           shards for checkpoints, and the runtime's data
                           parallelism (an artifact without a mesh), use MPI
                           whatever this says
+  --grad-compression=SPEC with --train: compress the plan's data-parallel
+                          gradient reductions (its collective steps over dp
+                          that name a `grad`) with error feedback: none,
+                          powersgd:rank=R, topk:FRACTION (0 < FRACTION <= 1:
+                          the share of entries sent) or int8. Default: the
+                          plan's grad_compression (loomc
+                          --grad-compression), else none. cpu artifacts
+                          only (a cuda one is refused, and so is a mesh
+                          with a tp axis); each compressed reduction runs
+                          synchronously at its step. Checkpoints keep every
+                          rank's residuals (restored with the same SPEC and
+                          dp ranks, else zero); the summary and the last
+                          metrics line give the bytes sent per step against
+                          the exact reductions'
 
 CPU (--entry, --train):
   --threads N             threads for the kernels (OpenMP) and the GEMMs
@@ -234,6 +249,7 @@ const Flag kFlags[] = {
     {"ranks-per-node", true}, {"allreduce", true},
     {"collective-timeout", true}, {"bucket-mb", true},
     {"collectives", true},    {"pp-trace", true},
+    {"grad-compression", true},
 };
 
 /// Flags that only make sense in some modes.
@@ -260,6 +276,7 @@ const std::map<std::string, std::set<Mode>> kFlagModes = {
     {"collective-timeout", {Mode::Train}},
     {"bucket-mb", {Mode::Train}},
     {"pp-trace", {Mode::Train}},
+    {"grad-compression", {Mode::Train}},
     {"collectives", {Mode::Train, Mode::Entry}},
     {"profile", {Mode::Train, Mode::Entry}},
     {"check-numerics", {Mode::Train, Mode::Entry}},
@@ -407,6 +424,11 @@ Args parseArgs(int argc, const char *const *argv, bool &help, bool &version) {
       t.accumulate = parseCount(name, value);
       if (t.accumulate == 0)
         usage("--accumulate must be at least 1");
+    } else if (name == "grad-compression") {
+      std::string why;
+      if (!parseGradCompression(value, nullptr, &why))
+        usage("--grad-compression: " + why);
+      t.gradCompression = value;
     } else if (name == "eval-data")
       t.evalDataPath = value;
     else if (name == "eval-every")
@@ -718,6 +740,12 @@ void runInfo(const Args &args, std::FILE *out) {
                  static_cast<long long>(pp->virtualStages),
                  static_cast<long long>(pp->microbatches),
                  pp->schedule.name.c_str());
+  if (!plan.gradCompression.empty())
+    std::fprintf(out,
+                 "gradient compression: %s (the plan's grad_compression: "
+                 "--train compresses the gradient reductions by it unless "
+                 "--grad-compression says otherwise)\n",
+                 plan.gradCompression.c_str());
   for (const PlanEntry &e : plan.entries) {
     std::fprintf(out, "entry %s: %zu steps, arena %llu bytes\n", e.name.c_str(),
                  e.steps.size(), static_cast<unsigned long long>(e.arenaBytes));
@@ -739,6 +767,15 @@ void runInfo(const Args &args, std::FILE *out) {
       }
     for (const auto &[what, n] : collectives)
       std::fprintf(out, "  collective %s: %zu step(s)\n", what.c_str(), n);
+    size_t grads = 0;
+    for (const PlanStep &step : e.steps)
+      grads += step.kind == PlanStep::Kind::Collective &&
+               !step.collective.grad.empty();
+    if (grads)
+      std::fprintf(out,
+                   "  gradient reductions (collective steps with a grad): "
+                   "%zu\n",
+                   grads);
   }
 }
 
