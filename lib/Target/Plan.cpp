@@ -24,25 +24,6 @@ using namespace loom;
 
 
 namespace {
-std::string dtypeName(Type t) {
-  if (t.isF32())
-    return "f32";
-  if (t.isF64())
-    return "f64";
-  if (t.isF16())
-    return "f16";
-  if (t.isBF16())
-    return "bf16";
-  if (t.isInteger(64))
-    return "i64";
-  if (t.isInteger(32))
-    return "i32";
-  if (t.isInteger(8))
-    return "i8";
-  if (t.isInteger(1))
-    return "bool";
-  return "";
-}
 
 /// The JSON of an attribute made of dictionaries, arrays, strings, integers,
 /// booleans and i64 arrays (null for anything else).

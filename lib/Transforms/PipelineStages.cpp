@@ -56,21 +56,6 @@ int64_t byteSize(Type type) {
          std::max<int64_t>(1, (t.getElementTypeBitWidth() + 7) / 8);
 }
 
-std::string dtypeName(Type t) {
-  if (t.isF32())
-    return "f32";
-  if (t.isF64())
-    return "f64";
-  if (t.isF16())
-    return "f16";
-  if (t.isBF16())
-    return "bf16";
-  if (t.isInteger(1))
-    return "bool";
-  if (auto i = dyn_cast<IntegerType>(t))
-    return "i" + std::to_string(i.getWidth());
-  return "?";
-}
 
 std::string boundaryName(int64_t b, size_t i) {
   return "pp.b" + std::to_string(b) + "." + std::to_string(i);
@@ -90,8 +75,12 @@ struct PipelineCut {
   SmallVector<Operation *> ops;
   SmallVector<int64_t> stageOf;
   DenseMap<Operation *, size_t> position;
-  /// Each stage's parameter arguments, in argument order.
-  std::vector<SmallVector<unsigned>> params;
+  /// Each stage's parameter arguments (those it reads), in argument order,
+  /// and those it updates (owns).
+  std::vector<SmallVector<unsigned>> params, owned;
+  /// Parameters read by several stages (argument, stages in order; the
+  /// first owns it).
+  SmallVector<std::pair<unsigned, SmallVector<int64_t>>> shared;
   /// Boundary b's values, in program order.
   std::vector<SmallVector<Value>> boundaries;
   Value loss;
@@ -210,31 +199,29 @@ LogicalResult PipelineStagesPass::cut(PipelineCut &c) {
       c.stageOf[i] = first;
   }
 
-  // Parameters: the one stage that reads each.
+  // Parameters: the stages that read each. A parameter read by several
+  // (a head tied to the embedding) is taken by each of them and updated by
+  // the first, its owner; the runtime sums the stages' gradients there and
+  // sends the new value back (docs/pipeline.md, "shared").
   c.params.assign(c.stages, {});
-  DenseMap<unsigned, std::pair<int64_t, Operation *>> owner;
+  c.owned.assign(c.stages, {});
+  std::map<unsigned, std::set<int64_t>> readers;
   for (auto [i, op] : llvm::enumerate(c.ops))
-    for (Value v : op->getOperands()) {
-      if (!isParam(f, v))
-        continue;
-      unsigned arg = cast<BlockArgument>(v).getArgNumber();
-      auto [it, inserted] = owner.try_emplace(arg, c.stageOf[i], op);
-      if (!inserted && it->second.first != c.stageOf[i])
-        return op->emitError()
-               << "loom-pipeline-stages: parameter '"
-               << f.getArgAttrOfType<StringAttr>(arg, kParamAttr).getValue()
-               << "' is read by stage " << it->second.first << " (node '"
-               << nodeName(it->second.second->getLoc()) << "') and stage "
-               << c.stageOf[i] << " (node '" << nodeName(op->getLoc())
-               << "'): a parameter shared by two stages (a head tied to "
-               << "the embedding) is not supported yet; choose other cuts "
-               << "with --pp-split, or untie it";
-    }
-  for (unsigned i = 0; i < f.getNumArguments(); ++i)
-    if (f.getArgAttr(i, kParamAttr)) {
-      auto it = owner.find(i);
-      c.params[it == owner.end() ? 0 : it->second.first].push_back(i);
-    }
+    for (Value v : op->getOperands())
+      if (isParam(f, v))
+        readers[cast<BlockArgument>(v).getArgNumber()].insert(c.stageOf[i]);
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    if (!f.getArgAttr(i, kParamAttr))
+      continue;
+    std::set<int64_t> &stages = readers[i];
+    if (stages.empty())
+      stages.insert(0); // read by no op: stage 0 keeps (and updates) it
+    for (int64_t s : stages)
+      c.params[s].push_back(i);
+    c.owned[*stages.begin()].push_back(i);
+    if (stages.size() > 1)
+      c.shared.push_back({i, SmallVector<int64_t>(stages.begin(), stages.end())});
+  }
 
   // Boundaries: a value crosses every boundary between its stage and the
   // last stage that reads it (the return is read by the last stage).
@@ -630,7 +617,7 @@ FailureOr<func::FuncOp> PipelineStagesPass::buildUpdate(OpBuilder &b,
                                                         func::FuncOp update) {
   func::FuncOp f = c.forward;
   llvm::StringSet<> mine;
-  for (unsigned i : c.params[s])
+  for (unsigned i : c.owned[s])
     mine.insert(f.getArgAttrOfType<StringAttr>(i, kParamAttr).getValue());
   // The parameter a binding of the update belongs to, "" for shared ones
   // (step, lr).
@@ -710,6 +697,11 @@ LogicalResult PipelineStagesPass::buildSchedule(
       loomrt::pp::BoundaryTensor bt;
       bt.name = boundaryName(bi, i);
       bt.dtype = dtypeName(t.getElementType());
+      if (bt.dtype.empty())
+        return v.getDefiningOp()->emitError()
+               << "loom-pipeline-stages: a value of type " << t
+               << " crosses boundary " << bi
+               << ", and the runtime cannot send that element type";
       bt.shape.assign(t.getShape().begin(), t.getShape().end());
       bt.grad = isFloatTensor(t);
       list.push_back(std::move(bt));
@@ -752,6 +744,17 @@ LogicalResult PipelineStagesPass::buildSchedule(
            b.getNamedAttr("schedule", b.getStringAttr(schedule.name)),
            b.getNamedAttr("boundaries", b.getArrayAttr(bounds)),
            b.getNamedAttr("actions", b.getArrayAttr(actions))}));
+  if (!c.shared.empty()) {
+    SmallVector<Attribute> shared;
+    for (auto &[arg, stages] : c.shared)
+      shared.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("name", c.forward.getArgAttrOfType<StringAttr>(
+                                      arg, kParamAttr)),
+           b.getNamedAttr("stages", b.getDenseI64ArrayAttr(stages))}));
+    NamedAttrList attrs(module->getAttrOfType<DictionaryAttr>(kPipelineAttr));
+    attrs.set("shared", b.getArrayAttr(shared));
+    module->setAttr(kPipelineAttr, attrs.getDictionary(&getContext()));
+  }
   return success();
 }
 

@@ -346,8 +346,10 @@ def PipelineStagesPass : Pass<"loom-pipeline-stages", "mlir::ModuleOp"> {
     `split`, before the first op whose model node name matches each of its
     S - 1 comma-separated regular expressions. What a stage computes and a
     later one reads crosses each boundary on the way (relayed). A
-    parameter belongs to the one stage that reads it (one read by two
-    stages is an error naming both).
+    parameter belongs to the stage that reads it; one read by several (a
+    head tied to the embedding) is taken by each and updated by the
+    first, and the pipeline attribute lists it under `shared` (the runtime
+    sums its gradients in the first and sends its new value back).
 
     A stage's backward recomputes its forward from the stage's inputs: the
     function is the forward plus, for stages before the last, the pseudo
@@ -364,7 +366,7 @@ def PipelineStagesPass : Pass<"loom-pipeline-stages", "mlir::ModuleOp"> {
     sent, or run an action before its inputs is refused with the rank,
     step and action.
 
-    Not supported yet (errors): a parameter shared by two stages, buffers
+    Not supported yet (errors): buffers
     (BatchNorm's running statistics), dynamic loss scaling (fp16),
     global-norm clipping, ZeRO 3.
   }];

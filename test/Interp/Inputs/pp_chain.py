@@ -8,7 +8,8 @@ ONE.mlir is `loomc --emit=optimizer` without --pp, PP.mlir the same with
 stage's forward takes the data inputs it names and the boundary tensors
 the stage before it wrote; the backwards run from the last stage to the
 first, each taking its forward's inputs and the gradients the stage after
-it wrote (`pp.b<s>.<i>.grad`). Stages whose backward is split
+it wrote (`pp.b<s>.<i>.grad`); a parameter several stages read (tied)
+gets the sum of their gradients. Stages whose backward is split
 (`_backward_input`, `_backward_weight`) run both halves. The loss and
 every parameter gradient are compared with ONE's: one line per tensor
 whose max |difference| / max |ONE| exceeds TOL, then a summary.
@@ -54,7 +55,10 @@ for s in reversed(range(stages)):
         d = run(pp, entry, {n: files[n] for n in inputs_of(entry)}, os.path.join(out, entry))
         for f in os.listdir(d):
             name = f[:-4]
-            (files if name.startswith("pp.b") else grads)[name] = os.path.join(d, f)
+            if name.startswith("pp.b"):
+                files[name] = os.path.join(d, f)
+            else:  # a parameter's gradient; a shared one's summed over stages
+                grads.setdefault(name, []).append(os.path.join(d, f))
 
 ref = run(one, "forward_backward", data, os.path.join(out, "one"))
 bad = count = 0
@@ -68,7 +72,7 @@ for f in sorted(os.listdir(ref)):
         bad += 1
         continue
     want = np.load(os.path.join(ref, f)).astype(np.float64)
-    have = np.load(got).astype(np.float64)
+    have = sum(np.load(g).astype(np.float64) for g in ([got] if name == "loss" else got))
     rel = np.abs(have - want).max() / max(np.abs(want).max(), 1e-30)
     worst = max(worst, rel)
     if rel > tol:

@@ -928,6 +928,26 @@ LogicalResult MaxPool2DGradOp::verify() {
 #define GET_OP_CLASSES
 #include "loom/Dialect/Loom/IR/LoomOps.cpp.inc"
 
+std::string loom::dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isF64())
+    return "f64";
+  if (t.isF16())
+    return "f16";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isInteger(64))
+    return "i64";
+  if (t.isInteger(32))
+    return "i32";
+  if (t.isInteger(8))
+    return "i8";
+  if (t.isInteger(1))
+    return "bool";
+  return "";
+}
+
 std::string loom::nodeName(Location loc) {
   if (auto name = dyn_cast<NameLoc>(loc))
     return name.getName().str();

@@ -61,6 +61,10 @@ void setMesh(mlir::ModuleOp module, llvm::ArrayRef<MeshAxis> mesh);
 /// `op`, or 0 when there is no such module, mesh or axis.
 int64_t meshAxisSize(mlir::Operation *op, llvm::StringRef axis);
 
+/// The runtime's name of a tensor element type as plan.json writes it
+/// (f32, f64, f16, bf16, i64, i32, i8, bool), or "" for any other.
+std::string dtypeName(mlir::Type elementType);
+
 /// The name of the model node `loc` comes from (the ONNX node's or the JSON
 /// node's id: a NameLoc, or the first one in a FusedLoc or call site), or
 /// "" when it has none.
