@@ -18,7 +18,11 @@
 // move between a pipelined run and one process (--accumulate M * n_dp).
 // A rank holds the params and state of its own stages only; checkpoints,
 // --save-params and the final tensors are gathered to world rank 0 over
-// the pipeline axis (from the row whose other coordinates are 0).
+// the pipeline axis (from the row whose other coordinates are 0). A
+// param several stages read (the plan's `shared`) has a copy on each of
+// their ranks: after the list the other stages' gradient sums are added
+// into its owner's (the first stage's), and after the updates the owner's
+// new value replaces the copies, so they stay the same bits.
 //
 //===----------------------------------------------------------------------===//
 
@@ -154,6 +158,9 @@ private:
   std::vector<StageState> stages; ///< this rank's, by stage
   std::vector<int> localOf;       ///< stage -> index in `stages`, or -1
   std::vector<std::set<std::string>> owned;     ///< tensors per coordinate
+  /// What each coordinate sends to world rank 0 for a checkpoint: `owned`
+  /// less the copies of shared params whose owner stage is elsewhere.
+  std::vector<std::set<std::string>> gathered;
   std::map<std::string, NpyArray> tensors;      ///< this rank's (shards)
   std::vector<DataInput> localInputs;           ///< what its stages read
   std::vector<DataInput> allInputs;             ///< what every stage reads
@@ -199,6 +206,13 @@ private:
                TagKind kind, int64_t fromStage);
   void progressSends();
   void finishSends();
+  void waitAll(std::vector<std::unique_ptr<Request>> &requests,
+               const std::vector<std::string> &whats);
+  /// Shared params: the non-owner stages' gradient sums added into the
+  /// owner's (before the updates), and the owner's new value copied to
+  /// the other stages (after them).
+  void reduceSharedGradients();
+  void copySharedParams();
   void postBytes(Collectives &c, std::shared_ptr<const std::vector<NpyArray>>,
                  const NpyArray &a, int to, int tag, const std::string &what);
   void recvBytes(Collectives &c, NpyArray &a, int from, int tag,
@@ -367,6 +381,11 @@ void PipelineRun::setUp() {
     if (s % P == ppIndex)
       addInputs(localInputs, inputsOf[size_t(s)], fwd.name);
   }
+  gathered = owned;
+  for (const PlanPipeline::SharedParam &p : pipe.shared)
+    for (int64_t s : p.stages)
+      if (s % P != p.owner() % P)
+        gathered[size_t(s % P)].erase(p.name);
   if (batch == 0)
     compiledBatch(*plan.findEntry(pipelineEntryName(0, "forward")), {});
   if (opt.batchSize != 0 && opt.batchSize != batch)
@@ -606,6 +625,113 @@ void PipelineRun::finishSends() {
   pending.clear();
 }
 
+void PipelineRun::waitAll(std::vector<std::unique_ptr<Request>> &requests,
+                          const std::vector<std::string> &whats) {
+  for (size_t k = 0; k < requests.size(); ++k) {
+    std::string error;
+    if (!requests[k]->wait(&error))
+      fail(whats[k] + ": " + error, ErrorCode::IO);
+  }
+  requests.clear();
+}
+
+// The shared params' messages: tag kind kGather (whole tensors moved
+// between steps), (param, stage) modulo 8192. Both sides post them in the
+// same order (params in the plan's order, stages increasing) and finish
+// them before the next phase, so they pair up in order even where the
+// tags wrap or meet a checkpoint's gather.
+void PipelineRun::reduceSharedGradients() {
+  std::vector<std::unique_ptr<Request>> requests;
+  std::vector<std::string> whats;
+  // others[i][j]: the sum of param i's j-th stage, from that stage's rank.
+  std::vector<std::vector<NpyArray>> others(pipe.shared.size());
+  auto sumOf = [&](int64_t s, const std::string &name) -> NpyArray & {
+    auto it = local(s).grads.find(name);
+    if (it == local(s).grads.end())
+      fail("step " + std::to_string(step) + ": stage " + std::to_string(s) +
+           " computed no gradient of the shared param " + quoteName(name));
+    return it->second;
+  };
+  for (size_t i = 0; i < pipe.shared.size(); ++i) {
+    const PlanPipeline::SharedParam &p = pipe.shared[i];
+    const int64_t ownerRank = p.owner() % P;
+    others[i].resize(p.stages.size());
+    for (size_t j = 1; j < p.stages.size(); ++j) {
+      const int64_t s = p.stages[j], rank = s % P;
+      if (rank == ownerRank)
+        continue; // the same rank: added below
+      const int tag = tagOf(kGather, uint64_t(i) * uint64_t(S) + uint64_t(s));
+      if (ppIndex == rank) {
+        postBytes(*ppComm, nullptr, sumOf(s, p.name), int(ownerRank), tag,
+                  "step " + std::to_string(step) + ": sending stage " +
+                      std::to_string(s) + "'s gradient of the shared param " +
+                      quoteName(p.name) + " to pipeline rank " +
+                      std::to_string(ownerRank));
+      } else if (ppIndex == ownerRank) {
+        const NpyArray &own = sumOf(p.owner(), p.name);
+        NpyArray &x = others[i][j];
+        x.dtype = own.dtype;
+        x.shape = own.shape;
+        x.data.resize(own.data.size());
+        std::string what =
+            "step " + std::to_string(step) + ": receiving stage " +
+            std::to_string(s) + "'s gradient of the shared param " +
+            quoteName(p.name) + " from pipeline rank " + std::to_string(rank);
+        recvBytes(*ppComm, x, int(rank), tag, what, requests);
+        whats.resize(requests.size(), what);
+      }
+    }
+  }
+  waitAll(requests, whats);
+  finishSends();
+  // The owner's total: its own sum, then the others' in stage order.
+  for (size_t i = 0; i < pipe.shared.size(); ++i) {
+    const PlanPipeline::SharedParam &p = pipe.shared[i];
+    const int64_t ownerRank = p.owner() % P;
+    if (ppIndex != ownerRank)
+      continue;
+    NpyArray &total = sumOf(p.owner(), p.name);
+    for (size_t j = 1; j < p.stages.size(); ++j) {
+      const int64_t s = p.stages[j];
+      addInto(total, s % P == ownerRank ? sumOf(s, p.name) : others[i][j]);
+    }
+  }
+}
+
+void PipelineRun::copySharedParams() {
+  std::vector<std::unique_ptr<Request>> requests;
+  std::vector<std::string> whats;
+  for (size_t i = 0; i < pipe.shared.size(); ++i) {
+    const PlanPipeline::SharedParam &p = pipe.shared[i];
+    const int64_t ownerRank = p.owner() % P;
+    std::set<int64_t> ranks; // the other ranks that hold a copy
+    for (int64_t s : p.stages)
+      if (s % P != ownerRank)
+        ranks.insert(s % P);
+    if (ppIndex != ownerRank && !ranks.count(ppIndex))
+      continue;
+    NpyArray &value = tensors.at(p.name);
+    for (int64_t rank : ranks) {
+      const int tag =
+          tagOf(kGather, uint64_t(i) * uint64_t(S) + uint64_t(rank));
+      if (ppIndex == ownerRank) {
+        postBytes(*ppComm, nullptr, value, int(rank), tag,
+                  "step " + std::to_string(step) +
+                      ": sending the shared param " + quoteName(p.name) +
+                      " to pipeline rank " + std::to_string(rank));
+      } else if (ppIndex == rank) {
+        std::string what = "step " + std::to_string(step) +
+                           ": receiving the shared param " + quoteName(p.name) +
+                           " from pipeline rank " + std::to_string(ownerRank);
+        recvBytes(*ppComm, value, int(ownerRank), tag, what, requests);
+        whats.resize(requests.size(), what);
+      }
+    }
+  }
+  waitAll(requests, whats);
+  finishSends();
+}
+
 void PipelineRun::act(const pp::Action &a) {
   const int64_t s = a.stage, m = a.microbatch;
   StageState &st = local(s);
@@ -725,7 +851,7 @@ std::map<std::string, NpyArray> PipelineRun::gatherAll() {
     std::vector<std::unique_ptr<Request>> requests;
     for (int64_t q = 1; q < P; ++q) {
       uint64_t index = 0;
-      for (const std::string &name : owned[size_t(q)]) {
+      for (const std::string &name : gathered[size_t(q)]) {
         const Binding &b = *bindings.at(name);
         NpyArray &a = whole[name];
         a.dtype = b.dtype;
@@ -744,7 +870,7 @@ std::map<std::string, NpyArray> PipelineRun::gatherAll() {
   } else {
     auto keep = std::make_shared<const std::vector<NpyArray>>();
     uint64_t index = 0;
-    for (const std::string &name : owned[size_t(ppIndex)])
+    for (const std::string &name : gathered[size_t(ppIndex)])
       postBytes(*ppComm, keep, whole.at(name), 0, tagOf(kGather, index++),
                 "sending " + quoteName(name) + " to pipeline rank 0");
     finishSends();
@@ -959,15 +1085,8 @@ void PipelineRun::run() {
                   " has " + std::to_string(data.samples) +
                   "; the data order will differ from the original run");
 
-  if (!opt.checkpointDir.empty() && lead) {
-    std::error_code ec;
-    fs::create_directories(opt.checkpointDir, ec);
-    if (ec || !fs::is_directory(opt.checkpointDir, ec))
-      fail(opt.checkpointDir +
-               ": cannot create checkpoint directory: " + ec.message(),
-           ErrorCode::IO);
-    removeStaleTemporaries(opt.checkpointDir);
-  }
+  if (!opt.checkpointDir.empty() && lead)
+    prepareCheckpointDir(opt.checkpointDir);
   Metrics metrics;
   if (lead)
     metrics.open(opt.metricsPath, resumed);
@@ -1088,6 +1207,7 @@ void PipelineRun::run() {
       ++bubbleSteps;
     }
     double loss = total / double(micros);
+    reduceSharedGradients();
 
     // The updates, stage by stage: each sum divided by M, as --accumulate
     // divides it (a dp row's; apply_gradients averages over the rows).
@@ -1128,6 +1248,7 @@ void PipelineRun::run() {
       }
       st.grads.clear();
     }
+    copySharedParams();
 
     ++step;
     double stepSeconds = secondsSince(stepBegin);

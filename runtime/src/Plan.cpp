@@ -25,7 +25,21 @@
 
 namespace loomrt {
 
+std::string detail::fieldWhere(const std::string &where, const char *key) {
+  return where + ": field '" + key + "'";
+}
+
+const char *detail::typeName(const nlohmann::json &value) {
+  if (value.is_number_integer())
+    return "integer";
+  if (value.is_number_float())
+    return "non-integer number";
+  return value.type_name();
+}
+
 using detail::ErrorSink;
+using detail::fieldWhere;
+using detail::typeName;
 using detail::quoteName;
 using json = nlohmann::json;
 
@@ -39,18 +53,6 @@ struct PlanError {
 [[noreturn]] void fail(const std::string &where, const std::string &message,
                        ErrorCode code = ErrorCode::Format) {
   throw PlanError{code, where + ": " + message};
-}
-
-std::string fieldWhere(const std::string &where, const char *key) {
-  return where + ": field '" + key + "'";
-}
-
-const char *typeName(const json &value) {
-  if (value.is_number_integer())
-    return "integer";
-  if (value.is_number_float())
-    return "non-integer number";
-  return value.type_name();
 }
 
 const json &requireObject(const json &value, const std::string &where) {

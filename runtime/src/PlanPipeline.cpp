@@ -6,8 +6,10 @@
 // naming the rank, the step and the action), and each stage's entries are
 // checked against the boundaries the actions move, so that the trainer
 // (PipelineTrainer.cpp) can feed every input and place every output by
-// name without further checks. docs/pipeline.md, "In plan.json", lists
-// the rules.
+// name without further checks. A param that several stages read is
+// listed in `shared`: exactly those stages' forwards take it, and only
+// the first's (its owner's) apply_gradients. docs/pipeline.md, "In
+// plan.json", lists the rules.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,18 +40,6 @@ struct PipelineError {
 
 [[noreturn]] void fail(const std::string &where, const std::string &message) {
   throw PipelineError{where + ": " + message};
-}
-
-std::string fieldWhere(const std::string &where, const char *key) {
-  return where + ": field '" + key + "'";
-}
-
-const char *typeName(const json &value) {
-  if (value.is_number_integer())
-    return "integer";
-  if (value.is_number_float())
-    return "non-integer number";
-  return value.type_name();
 }
 
 const json &member(const json &obj, const char *key, const std::string &where) {
@@ -130,6 +120,8 @@ struct Checker {
   PlanPipeline &pipe;
   const std::string &what;
   std::string where; ///< what + ": pipeline"
+  /// The params of every stage's forward (for paramOfState).
+  std::set<std::string> allParams;
 
   std::string entryWhere(const PlanEntry &e) const {
     return what + ": entry " + quoteName(e.name);
@@ -357,6 +349,42 @@ struct Checker {
                                     quoteName(in.name) + " (a grad output)");
   }
 
+  /// "[0, 3]"
+  static std::string stageList(const std::vector<int64_t> &stages) {
+    std::string text = "[";
+    for (size_t i = 0; i < stages.size(); ++i)
+      text += (i ? ", " : "") + std::to_string(stages[i]);
+    return text + "]";
+  }
+
+  /// The entry of `shared` that names `param` when stage s reads it but
+  /// does not own it (its apply leaves the param alone), else null.
+  const PlanPipeline::SharedParam *
+  sharedNotOwned(int64_t s, std::string_view param) const {
+    const PlanPipeline::SharedParam *p = pipe.findShared(param);
+    return p && p->owner() != s ? p : nullptr;
+  }
+
+  /// The param whose optimizer state `state` is (`<param>.<suffix>`, the
+  /// longest param name that fits), or "".
+  std::string paramOfState(const std::string &state) const {
+    std::string best;
+    for (const std::string &param : allParams)
+      if (param.size() > best.size() && state.size() > param.size() + 1 &&
+          state.compare(0, param.size(), param) == 0 &&
+          state[param.size()] == '.')
+        best = param;
+    return best;
+  }
+
+  [[noreturn]] void failNotOwner(const std::string &at, const std::string &what,
+                                 const PlanPipeline::SharedParam &p) const {
+    fail(at, what + " param " + quoteName(p.name) + ", shared by stages " +
+                 stageList(p.stages) + ": only the owner's (stage " +
+                 std::to_string(p.owner()) +
+                 ") apply_gradients takes it, its gradient and its state");
+  }
+
   void checkApply(int64_t s, const PlanEntry &fwd,
                   const PlanEntry &apply) const {
     std::set<std::string> grads;
@@ -368,6 +396,15 @@ struct Checker {
         if (!p || p->kind != BindingKind::Param)
           fail(at, "param " + quoteName(in.name) + " is not a param of " +
                        quoteName(fwd.name));
+        if (const PlanPipeline::SharedParam *sp = sharedNotOwned(s, in.name))
+          failNotOwner(at, "takes the", *sp);
+        continue;
+      }
+      if (in.kind == BindingKind::State) {
+        if (const PlanPipeline::SharedParam *sp =
+                sharedNotOwned(s, paramOfState(in.name)))
+          failNotOwner(at, "takes state " + quoteName(in.name) + " of the",
+                       *sp);
         continue;
       }
       if (in.kind != BindingKind::Input || in.name == "step" ||
@@ -386,6 +423,9 @@ struct Checker {
                      " is neither step, seed nor "
                      "'<param>.grad' for a param of " +
                      quoteName(fwd.name));
+      if (const PlanPipeline::SharedParam *sp = sharedNotOwned(s, param))
+        failNotOwner(
+            at, "takes " + quoteName(in.name) + ", the gradient of the", *sp);
       // Whole, or (tensor parallelism) split along a dimension as the
       // param is.
       bool sameSplit = !in.shard ||
@@ -402,7 +442,7 @@ struct Checker {
       grads.insert(param);
     }
     for (const Binding &in : fwd.inputs)
-      if (in.kind == BindingKind::Param) {
+      if (in.kind == BindingKind::Param && !sharedNotOwned(s, in.name)) {
         const Binding *p = apply.findInput(in.name);
         if (!p || p->kind != BindingKind::Param)
           fail(entryWhere(apply), "takes no param " + quoteName(in.name) +
@@ -411,6 +451,144 @@ struct Checker {
           fail(entryWhere(apply),
                "takes no input " + quoteName(in.name + ".grad") +
                    " (the gradient of param " + quoteName(in.name) + ")");
+      }
+  }
+
+  /// The optional `shared`: its syntax; what the stages' entries do with
+  /// each param is checkShared's.
+  void parseShared(const json &value) {
+    auto it = value.find("shared");
+    if (it == value.end() || it->is_null())
+      return;
+    const std::string at = fieldWhere(where, "shared");
+    if (!it->is_array())
+      fail(at, std::string("expected an array, got ") + typeName(*it));
+    std::map<std::string, size_t> seen;
+    for (size_t k = 0; k < it->size(); ++k) {
+      const json &item = (*it)[k];
+      std::string iat = at + ": item " + std::to_string(k);
+      if (!item.is_object())
+        fail(iat, std::string("expected an object, got ") + typeName(item));
+      PlanPipeline::SharedParam p;
+      const json &name = member(item, "name", iat);
+      if (!name.is_string() || name.get<std::string>().empty())
+        fail(fieldWhere(iat, "name"),
+             "expected a param's name, got " + name.dump());
+      p.name = name.get<std::string>();
+      if (auto [prior, inserted] = seen.emplace(p.name, k); !inserted)
+        fail(fieldWhere(iat, "name"), quoteName(p.name) +
+                                          " is listed twice (items " +
+                                          std::to_string(prior->second) +
+                                          " and " + std::to_string(k) + ")");
+      const json &stages = getArray(item, "stages", iat);
+      std::string sat = fieldWhere(iat, "stages");
+      for (size_t i = 0; i < stages.size(); ++i) {
+        const json &v = stages[i];
+        bool ok =
+            v.is_number_integer() &&
+            (v.is_number_unsigned()
+                 ? v.get<uint64_t>() < uint64_t(pipe.stages)
+                 : v.get<int64_t>() >= 0 && v.get<int64_t>() < pipe.stages);
+        if (!ok)
+          fail(sat, "item " + std::to_string(i) +
+                        ": expected a stage from 0 to " +
+                        std::to_string(pipe.stages - 1) + ", got " + v.dump());
+        p.stages.push_back(v.get<int64_t>());
+        // (Checked here, so that a long list stops at its first repeat.)
+        if (i > 0 && p.stages[i] <= p.stages[i - 1])
+          fail(sat, quoteName(p.name) +
+                        ": expected strictly increasing stages (the first "
+                        "owns the param), got " +
+                        stageList(p.stages) +
+                        (i + 1 < stages.size() ? " ..." : ""));
+      }
+      if (p.stages.size() < 2)
+        fail(sat, quoteName(p.name) + ": expected at least 2 stages, got " +
+                      stageList(p.stages));
+      pipe.shared.push_back(std::move(p));
+    }
+  }
+
+  /// Each shared param is a param of exactly the listed stages' forwards,
+  /// and their backwards return gradients that can be added (one dtype,
+  /// shape and shard); no other param is read by two stages' forwards.
+  /// Which applies take a shared param is checkApply's.
+  void checkShared() {
+    for (int64_t s = 0; s < pipe.stages; ++s)
+      for (const Binding &in : need(s, "forward", "every stage has one").inputs)
+        if (in.kind == BindingKind::Param)
+          allParams.insert(in.name);
+    const std::string at = fieldWhere(where, "shared");
+    for (const PlanPipeline::SharedParam &p : pipe.shared) {
+      if (!allParams.count(p.name))
+        fail(at, quoteName(p.name) + " is not a param of any stage's forward");
+      std::set<int64_t> listed(p.stages.begin(), p.stages.end());
+      for (int64_t s = 0; s < pipe.stages; ++s) {
+        const PlanEntry &fwd = *plan.findEntry(pipelineEntryName(s, "forward"));
+        const Binding *in = fwd.findInput(p.name);
+        bool reads = in && in->kind == BindingKind::Param;
+        if (reads && !listed.count(s))
+          fail(at, quoteName(p.name) + " is read by stage " +
+                       std::to_string(s) + " (entry " + quoteName(fwd.name) +
+                       "), which its stages " + stageList(p.stages) +
+                       " do not list");
+        if (!reads && listed.count(s))
+          fail(at, quoteName(p.name) + " lists stage " + std::to_string(s) +
+                       ", whose entry " + quoteName(fwd.name) +
+                       " takes no param " + quoteName(p.name));
+      }
+      // The sums of the stages' gradients are added on the owner's rank.
+      const Binding *first = nullptr;
+      std::string firstEntry;
+      for (int64_t s : p.stages)
+        for (const char *kind : {"backward", "backward_weight"}) {
+          const PlanEntry *e = plan.findEntry(pipelineEntryName(s, kind));
+          if (!e)
+            continue;
+          for (size_t k = 0; k < e->outputs.size(); ++k) {
+            const Binding &out = e->outputs[k];
+            if (out.kind != BindingKind::Grad || out.name != p.name)
+              continue;
+            if (!first) {
+              first = &out;
+              firstEntry = e->name;
+              continue;
+            }
+            bool sameShard =
+                bool(out.shard) == bool(first->shard) &&
+                (!out.shard || (out.shard->axis == first->shard->axis &&
+                                out.shard->dim == first->shard->dim &&
+                                out.shard->groups == first->shard->groups &&
+                                out.shard->shape == first->shard->shape));
+            if (out.dtype != first->dtype || out.shape != first->shape ||
+                !sameShard)
+              fail(entryWhere(*e) + ": output " + std::to_string(k),
+                   "grad output " + quoteName(p.name) + " is " +
+                       describeBinding(out) + ", but " + quoteName(firstEntry) +
+                       " returns it as " + describeBinding(*first) +
+                       " (the stages' gradients of a shared param are added)");
+          }
+        }
+    }
+    // A param that two stages' forwards read and `shared` does not list:
+    // refused here, before the stages' applies (which take it in one of
+    // them only, as loomc writes a shared param) could hide why.
+    std::map<std::string, int64_t> readBy;
+    for (int64_t s = 0; s < pipe.stages; ++s)
+      for (const Binding &in :
+           plan.findEntry(pipelineEntryName(s, "forward"))->inputs) {
+        if (in.kind != BindingKind::Param || pipe.findShared(in.name))
+          continue;
+        auto [it, inserted] = readBy.emplace(in.name, s);
+        if (!inserted)
+          fail(where, "param " + quoteName(in.name) + " is taken by stage " +
+                          std::to_string(it->second) + " (entry " +
+                          quoteName(pipelineEntryName(it->second, "forward")) +
+                          ") and stage " + std::to_string(s) + " (entry " +
+                          quoteName(pipelineEntryName(s, "forward")) +
+                          "): a tensor belongs to one stage (a param that "
+                          "several stages read is listed in the pipeline's "
+                          "'shared')");
       }
   }
 
@@ -551,7 +729,11 @@ struct Checker {
     if (!pp::checkSchedule(schedule, pipe.boundaries, &pipe.stats, &why))
       fail(fieldWhere(where, "actions"), why);
 
-    // The entries of each stage, and which stage owns each tensor.
+    parseShared(value);
+    checkShared();
+
+    // The entries of each stage, and which stage owns each tensor (a
+    // shared param: the stages `shared` lists, checked above).
     std::map<std::string, std::pair<int64_t, std::string>> owner;
     for (int64_t s = 0; s < pipe.stages; ++s) {
       const PlanEntry &fwd = need(s, "forward", "every stage has one");
@@ -586,6 +768,13 @@ struct Checker {
         for (const Binding &in : e->inputs) {
           if (!isStateKind(in.kind))
             continue;
+          if (pipe.findShared(in.name)) {
+            if (in.kind != BindingKind::Param)
+              fail(entryWhere(*e),
+                   "takes the shared param " + quoteName(in.name) + " as " +
+                       bindingKindName(in.kind) + ", not as a param");
+            continue;
+          }
           auto [it, inserted] = owner.emplace(in.name, std::pair(s, e->name));
           if (!inserted && it->second.first != s)
             fail(where, std::string(bindingKindName(in.kind)) + " " +
@@ -634,7 +823,7 @@ bool parsePipeline(const json &value, Plan &plan, const std::string &what,
                    std::string *error, ErrorCode *code) {
   try {
     PlanPipeline pipe;
-    Checker checker{plan, pipe, what, what + ": pipeline"};
+    Checker checker{plan, pipe, what, what + ": pipeline", {}};
     checker.parse(value);
     plan.pipeline = std::move(pipe);
     return true;

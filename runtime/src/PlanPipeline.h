@@ -27,6 +27,14 @@ bool parsePipeline(const nlohmann::json &value, Plan &plan,
                    const std::string &what, std::string *error,
                    ErrorCode *code);
 
+/// "<where>: field '<key>'", as plan errors name a field (shared with
+/// Plan.cpp).
+std::string fieldWhere(const std::string &where, const char *key);
+
+/// A JSON value's type for messages: "integer", "non-integer number",
+/// "string", ... (shared with Plan.cpp).
+const char *typeName(const nlohmann::json &value);
+
 /// Whether `name` is "pp.b<b>.<i>" (a boundary tensor) or
 /// "pp.b<b>.<i>.grad" (`*grad`: its gradient), and which.
 bool parseBoundaryName(const std::string &name, int64_t *b, int64_t *i,

@@ -474,15 +474,8 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
            ErrorCode::Unsupported);
   }
 
-  if (!opt.checkpointDir.empty() && lead) {
-    std::error_code ec;
-    fs::create_directories(opt.checkpointDir, ec);
-    if (ec || !fs::is_directory(opt.checkpointDir, ec))
-      fail(opt.checkpointDir +
-               ": cannot create checkpoint directory: " + ec.message(),
-           ErrorCode::IO);
-    removeStaleTemporaries(opt.checkpointDir);
-  }
+  if (!opt.checkpointDir.empty() && lead)
+    prepareCheckpointDir(opt.checkpointDir);
 
   Metrics metrics;
   if (lead)

@@ -619,6 +619,15 @@ int64_t checkpointStep(const std::string &name) {
   return std::stoll(digits);
 }
 
+void prepareCheckpointDir(const std::string &dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir, ec))
+    fail(dir + ": cannot create checkpoint directory: " + ec.message(),
+         ErrorCode::IO);
+  removeStaleTemporaries(dir);
+}
+
 /// Removes what a killed writer may have left: "<name>.tmp.<pid>" files of
 /// checkpoints and of the `latest` pointer whose writer is gone.
 void removeStaleTemporaries(const std::string &dir) {

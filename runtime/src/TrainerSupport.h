@@ -427,6 +427,9 @@ int64_t checkpointStep(const std::string &name);
 /// Removes what a killed writer may have left: "<name>.tmp.<pid>" files of
 /// checkpoints and of the `latest` pointer whose writer is gone.
 void removeStaleTemporaries(const std::string &dir);
+/// Creates the checkpoint directory `dir` (fails with IO when it cannot)
+/// and removes the temporaries a killed writer left there.
+void prepareCheckpointDir(const std::string &dir);
 void writeLatest(const std::string &dir, const std::string &fileName);
 void pruneCheckpoints(const std::string &dir, int64_t keep);
 

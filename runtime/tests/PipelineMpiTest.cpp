@@ -7,7 +7,10 @@
 // process with --accumulate M (M x n_dp with data-parallel rows): the
 // parameters and optimizer state bit for bit (without dp rows) or to 1e-6
 // (with them: each row's mean is averaged over the rows, the reference
-// sums all the micro-batches first); the stashed activations measured
+// sums all the micro-batches first; and with a param several stages
+// read, `tie`, whose stages' sums are added after the micro-batches',
+// every rank's copy of it checked against the owner's); the stashed
+// activations measured
 // against the lists; the trace every rank contributes to; checkpoints
 // that resume the pipeline, resume in one process with the plain
 // artifact, and the other way round.
@@ -70,12 +73,45 @@ double maxRelativeDifference(const std::map<std::string, NpyArray> &got,
   return worst;
 }
 
+/// Every rank whose stages read the shared `tie` holds it, with the bits
+/// of the owner's (world rank 0's gathered) value; the others do not.
+void checkSharedCopies(Collectives &comm, const ChainPipeline &p,
+                       const TrainResult &result, const std::string &name) {
+  const int world = comm.size();
+  auto it = result.tensors.find(kTie);
+  double mine[2] = {it != result.tensors.end() ? 1.0 : 0.0, 0.0};
+  if (it != result.tensors.end() && it->second.data.size() == 4)
+    mine[1] = double(f32Values(it->second)[0]);
+  std::vector<double> all(size_t(2 * world));
+  std::string error;
+  check(
+      waitFor(comm.allGather(mine, all.data(), 2, DType::F64, &error), &error),
+      name + ": gathering the copies of 'tie': " + error);
+  for (int r = 0; r < world; ++r) {
+    const int pp = r / p.tp % p.ranks;
+    bool reads = false;
+    for (int s : p.tied)
+      reads |= s % p.ranks == pp;
+    // World rank 0 gathers every tensor.
+    check(all[size_t(2 * r)] == ((reads || r == 0) ? 1.0 : 0.0),
+          name + ": rank " + std::to_string(r) +
+              (reads ? " holds no" : " holds a") + " copy of 'tie'");
+    if (all[size_t(2 * r)] == 1.0)
+      check(all[size_t(2 * r + 1)] == all[1],
+            name + ": rank " + std::to_string(r) + "'s copy of 'tie' " +
+                std::to_string(all[size_t(2 * r + 1)]) + ", rank 0's " +
+                std::to_string(all[1]));
+  }
+}
+
 /// `p` over the world against the plain artifact in this process.
 void pipelined(Collectives &comm, const std::string &dir, ChainPipeline p,
                const std::string &name) {
   const bool lead = comm.rank() == 0;
   const int S = p.stages(), M = p.microbatches;
-  const double tolerance = p.dp > 1 ? 1e-6 : 0;
+  // With dp rows, or a shared param (each stage's sum over the
+  // micro-batches is formed first), the sums are reassociated.
+  const double tolerance = p.dp > 1 || !p.tied.empty() ? 1e-6 : 0;
   std::string path = dir + "/" + name + ".loom";
   // Each case its own files: rewriting a kernels.so in place that another
   // rank (or an earlier case, not yet unmapped) has loaded crashes dlsym.
@@ -83,7 +119,8 @@ void pipelined(Collectives &comm, const std::string &dir, ChainPipeline p,
   std::string error;
   if (lead) {
     check(writeChainPipelineArtifact(path, p), name + ": write");
-    check(writeChainReferenceArtifact(plainPath, S), name + ": write plain");
+    check(writeChainReferenceArtifact(plainPath, S, p.tied),
+          name + ": write plain");
   }
   comm.barrier(&error);
   std::unique_ptr<Artifact> piped = loadOrFail(path);
@@ -117,6 +154,9 @@ void pipelined(Collectives &comm, const std::string &dir, ChainPipeline p,
     std::printf("%s: max relative difference to one process %g\n", name.c_str(),
                 maxRelativeDifference(result.tensors, reference.tensors));
   }
+
+  if (!p.tied.empty())
+    checkSharedCopies(comm, p, result, name);
 
   // What each pipeline rank held, as its list says: x (128 bytes) on stage
   // 0, the boundary (32) on the others, y (32) too on the last.
@@ -285,6 +325,16 @@ int main(int argc, char **argv) {
         tokens("F0.0 SF0.0 F0.1 SF0.1 RB0.0 I0.0 RB0.1 I0.1 W0.0 W0.1"),
         tokens("RF1.0 F1.0 I1.0 SB1.0 RF1.1 F1.1 I1.1 SB1.1 W1.0 W1.1")};
     pipelined(comm, job.dir, split, "split-by-hand");
+    // A param read by the first and the last stage (docs/pipeline.md,
+    // `shared`); interleaved: stage 2 on the owner's rank, 3 on the other.
+    for (const char *name : {"gpipe", "1f1b", "zb-h1"}) {
+      ChainPipeline tied = make(2, 1, 4, 1, name);
+      tied.tied = {0, 1};
+      pipelined(comm, job.dir, tied, std::string("tied-") + name);
+    }
+    ChainPipeline tied = make(2, 2, 4, 1, "interleaved");
+    tied.tied = {0, 2, 3};
+    pipelined(comm, job.dir, tied, "tied-interleaved");
   } else if (n == 4) {
     pipelined(comm, job.dir, make(4, 1, 4, 1, "1f1b"), "1f1b-4");
     pipelined(comm, job.dir, make(4, 2, 4, 1, "interleaved"), "interleaved-4");
@@ -294,6 +344,24 @@ int main(int argc, char **argv) {
     ChainPipeline tp = make(2, 1, 4, 1, "1f1b");
     tp.tp = 2;
     pipelined(comm, job.dir, tp, "pp2-tp2");
+    // Shared params over 4 ranks; one whose owner is not on world rank 0;
+    // with dp rows and with a tp axis.
+    ChainPipeline tied = make(4, 1, 4, 1, "1f1b");
+    tied.tied = {0, 3};
+    pipelined(comm, job.dir, tied, "tied-1f1b-4");
+    tied = make(4, 2, 4, 1, "interleaved");
+    tied.tied = {0, 4, 7};
+    pipelined(comm, job.dir, tied, "tied-interleaved-4");
+    tied = make(4, 1, 6, 1, "zb-h1");
+    tied.tied = {1, 2, 3};
+    pipelined(comm, job.dir, tied, "tied-zb-h1-4-owner1");
+    tied = make(2, 1, 3, 2, "1f1b");
+    tied.tied = {0, 1};
+    pipelined(comm, job.dir, tied, "tied-dp2-1f1b");
+    tied = make(2, 1, 4, 1, "gpipe");
+    tied.tp = 2;
+    tied.tied = {0, 1};
+    pipelined(comm, job.dir, tied, "tied-pp2-tp2");
   }
 
   int64_t failed = failuresInAll(comm);

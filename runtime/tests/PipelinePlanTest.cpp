@@ -3,11 +3,12 @@
 // docs/pipeline.md, "In plan.json" and "Running", in one process: what the
 // loader accepts, the message of each refusal (a schedule that would
 // deadlock, a missing or mismatched stage entry, a tensor of two stages,
-// a collective over the pipeline axis), and training a pipeline of one
-// rank with two stages (the local hand-off, B and I/W lists) against the
-// same model trained by one artifact with --accumulate M, bit for bit,
-// with checkpoints that move between the two. The runs over several
-// ranks are PipelineMpiTest.cpp's.
+// a collective over the pipeline axis, a malformed `shared`), and
+// training a pipeline of one rank with two stages (the local hand-off, B
+// and I/W lists) against the same model trained by one artifact with
+// --accumulate M, bit for bit (to rounding with a param both stages
+// read), with checkpoints that move between the two. The runs over
+// several ranks are PipelineMpiTest.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <tuple>
 
 namespace loomrt::test {
 namespace {
@@ -250,6 +252,131 @@ TEST(PipelinePlan, RefusesACollectiveOverThePipelineAxis) {
 }
 
 //===----------------------------------------------------------------------===//
+// A param shared by stages (`shared`)
+//===----------------------------------------------------------------------===//
+
+/// `entries` with the entry named `name` replaced by `with`.
+std::vector<EntryBuilder> withEntry(const std::vector<EntryBuilder> &entries,
+                                    const std::string &name,
+                                    const EntryBuilder &with) {
+  std::vector<EntryBuilder> out;
+  const std::string prefix = "{\"name\": \"" + name + "\"";
+  for (const EntryBuilder &e : entries)
+    out.push_back(e.json().compare(0, prefix.size(), prefix) == 0 ? with : e);
+  return out;
+}
+
+TEST(PipelinePlan, AcceptsASharedParam) {
+  ChainPipeline p; // 2 ranks: stages 0 and 1 read `tie`
+  p.tied = {0, 1};
+  std::optional<Plan> plan = accepted(p.plan());
+  ASSERT_TRUE(plan && plan->pipeline);
+  ASSERT_EQ(plan->pipeline->shared.size(), 1u);
+  EXPECT_EQ(plan->pipeline->shared[0].name, "tie");
+  EXPECT_EQ(plan->pipeline->shared[0].stages, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(plan->pipeline->shared[0].owner(), 0);
+  EXPECT_TRUE(plan->pipeline->findShared("tie"));
+  EXPECT_FALSE(plan->pipeline->findShared("w0"));
+  // Three readers over 4 stages, zb-h1's split backwards.
+  p.ranks = 4;
+  p.tied = {0, 2, 3};
+  p.schedule = "zb-h1";
+  plan = accepted(p.plan());
+  ASSERT_TRUE(plan && plan->pipeline);
+  EXPECT_EQ(plan->pipeline->shared[0].stages, (std::vector<int64_t>{0, 2, 3}));
+  // `shared` is optional: null is none.
+  plan = accepted(replaceEvery(ChainPipeline().plan(), "\"actions\": [",
+                               "\"shared\": null, \"actions\": ["));
+  ASSERT_TRUE(plan && plan->pipeline);
+  EXPECT_TRUE(plan->pipeline->shared.empty());
+}
+
+TEST(PipelinePlan, RefusesAMalformedShared) {
+  ChainPipeline p;
+  p.tied = {0, 1};
+  const std::string plan = p.plan(), list = "\"stages\": [0, 1]";
+  // Without `shared`, a param of two stages is refused as before.
+  EXPECT_EQ(
+      refusal(replaceEvery(
+          plan, ",\n\"shared\": [{\"name\": \"tie\", " + list + "}]", "")),
+      "plan.json: pipeline: param 'tie' is taken by stage 0 (entry "
+      "'stage0_forward') and stage 1 (entry 'stage1_forward'): a "
+      "tensor belongs to one stage (a param that several stages read "
+      "is listed in the pipeline's 'shared')");
+  EXPECT_EQ(refusal(replaceEvery(
+                plan, "\"shared\": [{\"name\": \"tie\", " + list + "}]",
+                "\"shared\": {\"name\": \"tie\", " + list + "}")),
+            "plan.json: pipeline: field 'shared': expected an array, got "
+            "object");
+  EXPECT_EQ(refusal(replaceEvery(plan, "\"name\": \"tie\", \"stages\"",
+                                 "\"name\": \"tye\", \"stages\"")),
+            "plan.json: pipeline: field 'shared': 'tye' is not a param of any "
+            "stage's forward");
+  EXPECT_EQ(refusal(replaceEvery(plan, list, "\"stages\": [1, 0]")),
+            "plan.json: pipeline: field 'shared': item 0: field 'stages': "
+            "'tie': expected strictly increasing stages (the first owns the "
+            "param), got [1, 0]");
+  EXPECT_EQ(refusal(replaceEvery(plan, list, "\"stages\": [0, 0]")),
+            "plan.json: pipeline: field 'shared': item 0: field 'stages': "
+            "'tie': expected strictly increasing stages (the first owns the "
+            "param), got [0, 0]");
+  EXPECT_EQ(refusal(replaceEvery(plan, list, "\"stages\": [0]")),
+            "plan.json: pipeline: field 'shared': item 0: field 'stages': "
+            "'tie': expected at least 2 stages, got [0]");
+  EXPECT_EQ(refusal(replaceEvery(plan, list, "\"stages\": [0, 2]")),
+            "plan.json: pipeline: field 'shared': item 0: field 'stages': "
+            "item 1: expected a stage from 0 to 1, got 2");
+  EXPECT_EQ(
+      refusal(replaceEvery(plan, list + "}]",
+                           list + "}, {\"name\": \"tie\", " + list + "}]")),
+      "plan.json: pipeline: field 'shared': item 1: field 'name': 'tie' is "
+      "listed twice (items 0 and 1)");
+
+  // A listed stage that does not read it; a reader not listed.
+  ChainPipeline three;
+  three.ranks = 3;
+  three.microbatches = 3;
+  three.tied = {0, 2};
+  EXPECT_EQ(refusal(replaceEvery(three.plan(), "\"stages\": [0, 2]",
+                                 "\"stages\": [0, 1, 2]")),
+            "plan.json: pipeline: field 'shared': 'tie' lists stage 1, whose "
+            "entry 'stage1_forward' takes no param 'tie'");
+  three.tied = {0, 1, 2};
+  EXPECT_EQ(refusal(replaceEvery(three.plan(), "\"stages\": [0, 1, 2]",
+                                 "\"stages\": [0, 1]")),
+            "plan.json: pipeline: field 'shared': 'tie' is read by stage 2 "
+            "(entry 'stage2_forward'), which its stages [0, 1] do not list");
+
+  // Only the owner's apply takes the param, its gradient and its state.
+  const std::string notOwner =
+      ", shared by stages [0, 1]: only the owner's (stage 0) "
+      "apply_gradients takes it, its gradient and its state";
+  for (const auto &[name, kind, message] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"tie", "param", "takes the param 'tie'"},
+           {"tie.grad", "input",
+            "takes 'tie.grad', the gradient of the param 'tie'"},
+           {"tie.momentum", "state",
+            "takes state 'tie.momentum' of the param 'tie'"}}) {
+    EntryBuilder apply = chainApply(1, 2, 1);
+    apply.input(name, kind, apply.buffer("f32", {1, 1}));
+    EXPECT_EQ(refusal(planJson(
+                  withEntry(p.entries(), "stage1_apply_gradients", apply),
+                  "\"kernels.so\"", "\"params.safetensors\"", p.extra())),
+              "plan.json: entry 'stage1_apply_gradients': input 7: " + message +
+                  notOwner)
+        << name;
+  }
+  // The owner's apply updates it.
+  EXPECT_EQ(
+      refusal(planJson(
+          withEntry(p.entries(), "stage0_apply_gradients", chainApply(0, 2, 1)),
+          "\"kernels.so\"", "\"params.safetensors\"", p.extra())),
+      "plan.json: entry 'stage0_apply_gradients': takes no param 'tie' "
+      "of stage 0");
+}
+
+//===----------------------------------------------------------------------===//
 // Training a pipeline of one rank
 //===----------------------------------------------------------------------===//
 
@@ -424,6 +551,135 @@ TEST_F(PipelineTraining, CheckpointsMoveBetweenPipelineAndOneArtifact) {
   ASSERT_TRUE(saved) << error;
   EXPECT_TRUE(saved->find("w0") && saved->find("w1") && saved->find("b"));
   EXPECT_FALSE(saved->find("w0.momentum"));
+}
+
+/// The largest |a - b| / max(1, |b|) over the f32 tensors of `want`
+/// (infinite where `got` lacks one or its size differs).
+double maxRelativeDifference(const std::map<std::string, NpyArray> &got,
+                             const std::map<std::string, NpyArray> &want) {
+  double worst = 0;
+  for (const auto &[name, t] : want) {
+    auto it = got.find(name);
+    if (it == got.end() || it->second.data.size() != t.data.size())
+      return INFINITY;
+    std::vector<float> a = f32Values(it->second), b = f32Values(t);
+    for (size_t i = 0; i < a.size(); ++i)
+      worst = std::max(worst, double(std::fabs(a[i] - b[i])) /
+                                  std::max(1.0, double(std::fabs(b[i]))));
+  }
+  return worst;
+}
+
+/// A tied pipeline against the tied one-artifact model: the pipeline sums
+/// each stage's gradient of `tie` over the micro-batches and then adds the
+/// stages' sums, the reference adds the stages' per micro-batch first, so
+/// they agree to rounding.
+constexpr double kTiedTolerance = 1e-6;
+
+TEST_F(PipelineTraining, OneRankSharedParamMatchesAccumulate) {
+  const int M = 3;
+  ASSERT_TRUE(
+      writeChainReferenceArtifact(dir.file("plain-tied.loom"), 2, {0, 1}));
+  std::unique_ptr<Artifact> plainTied = load(dir.file("plain-tied.loom"));
+  ASSERT_TRUE(plainTied && plain);
+  TrainResult reference = train(*plainTied, options(6, M));
+  ASSERT_EQ(reference.finalStep, 6);
+  ASSERT_TRUE(reference.tensors.count("tie"));
+  // `tie` matters: the untied model ends elsewhere.
+  EXPECT_GT(maxRelativeDifference(train(*plain, options(6, M)).tensors,
+                                  [&] {
+                                    auto t = reference.tensors;
+                                    t.erase("tie");
+                                    t.erase("tie.momentum");
+                                    return t;
+                                  }()),
+            1e-3);
+  std::vector<std::vector<std::vector<std::string>>> lists = {
+      {},
+      {tokens("F0.0 F1.0 F0.1 F1.1 B1.0 B0.0 F0.2 F1.2 B1.1 B0.1 B1.2 B0.2")},
+      {tokens("F0.0 F1.0 I1.0 I0.0 F0.1 F1.1 W1.0 I1.1 W0.0 I0.1 W1.1 W0.1 "
+              "F0.2 F1.2 I1.2 W1.2 I0.2 W0.2")}};
+  for (size_t i = 0; i < lists.size(); ++i) {
+    ChainPipeline p;
+    p.ranks = 1;
+    p.virtualStages = 2;
+    p.microbatches = M;
+    p.schedule = i == 0 ? "interleaved" : "file";
+    p.actions = lists[i];
+    p.tied = {0, 1};
+    std::string path = dir.file("pp-tied" + std::to_string(i) + ".loom");
+    ASSERT_TRUE(writeChainPipelineArtifact(path, p));
+    std::unique_ptr<Artifact> piped = load(path);
+    ASSERT_TRUE(piped);
+    TrainResult result = train(*piped, options(6));
+    std::string what = "tied list " + std::to_string(i);
+    EXPECT_EQ(result.finalStep, 6) << what;
+    EXPECT_EQ(result.tensors.size(), reference.tensors.size()) << what;
+    double worst = maxRelativeDifference(result.tensors, reference.tensors);
+    EXPECT_LE(worst, kTiedTolerance) << what;
+    EXPECT_NEAR(result.lastLoss, reference.lastLoss,
+                kTiedTolerance * std::max(1.0, std::fabs(reference.lastLoss)))
+        << what;
+    std::printf("%s: max relative difference to one process %g\n", what.c_str(),
+                worst);
+  }
+}
+
+TEST_F(PipelineTraining,
+       SharedParamCheckpointsMoveBetweenPipelineAndOneArtifact) {
+  const int M = 2;
+  ChainPipeline p;
+  p.ranks = 1;
+  p.virtualStages = 2;
+  p.microbatches = M;
+  p.schedule = "interleaved";
+  p.tied = {0, 1};
+  ASSERT_TRUE(writeChainPipelineArtifact(dir.file("pp-tied.loom"), p));
+  ASSERT_TRUE(
+      writeChainReferenceArtifact(dir.file("plain-tied.loom"), 2, p.tied));
+  std::unique_ptr<Artifact> piped = load(dir.file("pp-tied.loom"));
+  std::unique_ptr<Artifact> plainTied = load(dir.file("plain-tied.loom"));
+  ASSERT_TRUE(piped && plainTied);
+  TrainResult reference = train(*plainTied, options(6, M));
+
+  TrainOptions o = options(6);
+  o.checkpointDir = dir.file("ckpt-pp-tied");
+  o.saveEvery = 3;
+  o.saveParamsPath = dir.file("final-tied.safetensors");
+  TrainResult straight = train(*piped, o);
+  EXPECT_LE(maxRelativeDifference(straight.tensors, reference.tensors),
+            kTiedTolerance);
+  // The checkpoint holds `tie` and its state once, as one process's does.
+  std::string error;
+  const std::string ckpt = o.checkpointDir + "/" + checkpointFileName(3);
+  std::unique_ptr<SafetensorsFile> file = SafetensorsFile::open(ckpt, &error);
+  ASSERT_TRUE(file) << error;
+  EXPECT_TRUE(file->find("tie") && file->find("tie.momentum"));
+  // Resumed by the pipeline: the bits of the run straight through; by the
+  // plain artifact: the reference to rounding.
+  TrainOptions again = options(6);
+  again.resumePath = ckpt;
+  expectSameTensors(train(*piped, again).tensors, straight.tensors,
+                    "tied pipeline resumed");
+  TrainOptions alone = options(6, M);
+  alone.resumePath = ckpt;
+  EXPECT_LE(maxRelativeDifference(train(*plainTied, alone).tensors,
+                                  reference.tensors),
+            kTiedTolerance);
+  // One process's checkpoint into the pipeline.
+  TrainOptions half = options(3, M);
+  half.checkpointDir = dir.file("ckpt-plain-tied");
+  train(*plainTied, half);
+  TrainOptions into = options(6);
+  into.resumePath = dir.file("ckpt-plain-tied/") + checkpointFileName(3);
+  EXPECT_LE(
+      maxRelativeDifference(train(*piped, into).tensors, reference.tensors),
+      kTiedTolerance);
+  std::unique_ptr<SafetensorsFile> saved =
+      SafetensorsFile::open(o.saveParamsPath, &error);
+  ASSERT_TRUE(saved) << error;
+  EXPECT_TRUE(saved->find("tie") && saved->find("w0") && saved->find("w1"));
+  EXPECT_FALSE(saved->find("tie.momentum"));
 }
 
 TEST_F(PipelineTraining, RefusesACudaArtifact) {

@@ -54,6 +54,12 @@ EXPORT void lr_sum(void **b) {
   out[0] = s;
 }
 
+/* out[0] = a[0] + b[0] (the pipeline fixtures' tied param: the stages'
+ * gradients added per micro-batch in the one-artifact reference). */
+EXPORT void add_f32_1(void **b) {
+  *(float *)b[2] = *(const float *)b[0] + *(const float *)b[1];
+}
+
 /* Momentum SGD, in place: m = 0.9 m + g; w -= 0.05 m. */
 static void momentum(float *w, float *m, const float *g, int n) {
   for (int i = 0; i < n; ++i) {

@@ -305,6 +305,23 @@ struct PlanPipeline {
   /// Per stage: whether its actions use B (stage<s>_backward), and I and W
   /// (stage<s>_backward_input, stage<s>_backward_weight).
   std::vector<bool> fullBackward, splitBackward;
+  /// A parameter read by several stages (a head tied to the embedding):
+  /// `stages` strictly increasing, at least 2; the first owns it (only its
+  /// apply_gradients takes it and its state).
+  struct SharedParam {
+    std::string name;
+    std::vector<int64_t> stages;
+    int64_t owner() const { return stages.front(); }
+  };
+  /// The optional `shared`, in the plan's order.
+  std::vector<SharedParam> shared;
+  /// The entry of `shared` that names `param`, or null.
+  const SharedParam *findShared(std::string_view param) const {
+    for (const SharedParam &p : shared)
+      if (p.name == param)
+        return &p;
+    return nullptr;
+  }
 };
 
 /// "stage3_forward": the entry of stage `stage` for `what` ("forward",
