@@ -394,7 +394,7 @@ LogicalResult loom::writePlan(ModuleOp module, const std::string &path,
   }
   // Pipeline stages: the boundaries and action lists loom-pipeline-stages
   // recorded (docs/pipeline.md, "In plan.json").
-  if (auto pipeline = module->getAttrOfType<DictionaryAttr>("loom.pipeline"))
+  if (auto pipeline = module->getAttrOfType<DictionaryAttr>(kPipelineAttr))
     plan["pipeline"] = attrToJson(pipeline);
   if (auto spec = module->getAttrOfType<StringAttr>(kGradCompressionAttr))
     plan["grad_compression"] = spec.str();

@@ -77,13 +77,25 @@ Value DataParallel::flatten(OpBuilder &b, Location loc, Value x) const {
       b.getDenseI64ArrayAttr({0}));
 }
 
-Value DataParallel::gradientShard(OpBuilder &b, Location loc, Value g) const {
+Value DataParallel::gradientMean(OpBuilder &b, Location loc, Value g,
+                                 StringRef param) const {
+  Value reduced = mean(b, loc, g);
+  reduced.getDefiningOp()->setAttr(kGradientOfAttr, b.getStringAttr(param));
+  return reduced;
+}
+
+Value DataParallel::gradientShard(OpBuilder &b, Location loc, Value g,
+                                  StringRef param) const {
   auto type = cast<RankedTensorType>(g.getType());
   if (zero == 1)
     return RankSliceOp::create(b, loc, shardType(type),
-                               flatten(b, loc, mean(b, loc, g)), axis);
-  return ReduceScatterOp::create(b, loc, shardType(type), flatten(b, loc, g),
-                                 axis, CollectiveReduce::Mean);
+                               flatten(b, loc, gradientMean(b, loc, g, param)),
+                               axis);
+  auto scatter = ReduceScatterOp::create(b, loc, shardType(type),
+                                         flatten(b, loc, g), axis,
+                                         CollectiveReduce::Mean);
+  scatter->setAttr(kGradientOfAttr, b.getStringAttr(param));
+  return scatter;
 }
 
 Value DataParallel::localShard(OpBuilder &b, Location loc, Value x) const {

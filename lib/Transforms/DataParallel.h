@@ -46,10 +46,15 @@ struct DataParallel {
   mlir::Value mean(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x) const;
   /// A sum over the ranks of each rank's partial sums (0-D).
   mlir::Value sum(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x) const;
-  /// This rank's shard of the averaged gradient `g`: all-reduce then slice
-  /// (ZeRO 1), reduce-scatter (2 and 3).
+  /// The gradient `g` of parameter `param` averaged over the ranks, the
+  /// collective marked kGradientOfAttr = `param` (the plan's "grad", which
+  /// the runtime's gradient compression keys its state by).
+  mlir::Value gradientMean(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value g, llvm::StringRef param) const;
+  /// This rank's shard of the averaged gradient `g` of `param`: all-reduce
+  /// then slice (ZeRO 1), reduce-scatter (2 and 3), marked as above.
   mlir::Value gradientShard(mlir::OpBuilder &b, mlir::Location loc,
-                            mlir::Value g) const;
+                            mlir::Value g, llvm::StringRef param) const;
   /// This rank's shard of the whole `x`.
   mlir::Value localShard(mlir::OpBuilder &b, mlir::Location loc,
                          mlir::Value x) const;

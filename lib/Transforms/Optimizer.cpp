@@ -105,22 +105,6 @@ struct Math {
   }
 };
 
-/// Marks the collective that reduces a gradient over the data-parallel
-/// ranks (`v` is it, or a slice or reshape of it) with kGradientOfAttr, so
-/// that the plan says which parameter's gradient each step moves (the
-/// runtime's gradient compression keeps its state per parameter).
-void tagGradientReduction(Value v, StringRef param) {
-  for (Operation *op = v.getDefiningOp(); op;) {
-    if (isa<AllReduceOp, ReduceScatterOp>(op)) {
-      op->setAttr(kGradientOfAttr, StringAttr::get(op->getContext(), param));
-      return;
-    }
-    if (op->getNumOperands() == 0)
-      return;
-    op = op->getOperand(0).getDefiningOp();
-  }
-}
-
 struct ParamInfo {
   std::string name;
   RankedTensorType type;
@@ -716,11 +700,11 @@ struct OptimizerPass : loom::impl::OptimizerPassBase<OptimizerPass> {
       ValueRange middle = gargs.drop_front(numParams).drop_back(numParams);
       applyArgs.append(middle.begin(), middle.end());
       for (auto [j, g] : llvm::enumerate(gargs.take_back(numParams))) {
-        Value reduced = shardUpdate       ? dpPlan.gradientShard(b, loc, g)
-                        : dpPlan.enabled() ? dpPlan.mean(b, loc, g)
-                                           : g;
-        tagGradientReduction(reduced, params[j].name);
-        applyArgs.push_back(reduced);
+        StringRef name = params[j].name;
+        applyArgs.push_back(shardUpdate ? dpPlan.gradientShard(b, loc, g, name)
+                            : dpPlan.enabled()
+                                ? dpPlan.gradientMean(b, loc, g, name)
+                                : g);
       }
       auto applyCall = func::CallOp::create(b, loc, apply, applyArgs);
       SmallVector<Value> rets(applyCall.getResults());

@@ -43,7 +43,6 @@ using namespace loom;
 namespace {
 
 constexpr llvm::StringLiteral kPipelineAxis = "pp";
-constexpr llvm::StringLiteral kPipelineAttr = "loom.pipeline";
 
 bool isFloatTensor(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
@@ -733,17 +732,14 @@ LogicalResult PipelineStagesPass::buildSchedule(
       tokens.push_back(b.getStringAttr(loomrt::pp::formatAction(a)));
     actions.push_back(b.getArrayAttr(tokens));
   }
-  module->setAttr(
-      kPipelineAttr,
-      b.getDictionaryAttr(
-          {b.getNamedAttr("axis", b.getStringAttr(kPipelineAxis)),
-           b.getNamedAttr("stages", b.getI64IntegerAttr(c.stages)),
-           b.getNamedAttr("virtual_stages", b.getI64IntegerAttr(virt)),
-           b.getNamedAttr("microbatches",
-                          b.getI64IntegerAttr(schedule.microbatches)),
-           b.getNamedAttr("schedule", b.getStringAttr(schedule.name)),
-           b.getNamedAttr("boundaries", b.getArrayAttr(bounds)),
-           b.getNamedAttr("actions", b.getArrayAttr(actions))}));
+  NamedAttrList attrs;
+  attrs.set("axis", b.getStringAttr(kPipelineAxis));
+  attrs.set("stages", b.getI64IntegerAttr(c.stages));
+  attrs.set("virtual_stages", b.getI64IntegerAttr(virt));
+  attrs.set("microbatches", b.getI64IntegerAttr(schedule.microbatches));
+  attrs.set("schedule", b.getStringAttr(schedule.name));
+  attrs.set("boundaries", b.getArrayAttr(bounds));
+  attrs.set("actions", b.getArrayAttr(actions));
   if (!c.shared.empty()) {
     SmallVector<Attribute> shared;
     for (auto &[arg, stages] : c.shared)
@@ -751,10 +747,9 @@ LogicalResult PipelineStagesPass::buildSchedule(
           {b.getNamedAttr("name", c.forward.getArgAttrOfType<StringAttr>(
                                       arg, kParamAttr)),
            b.getNamedAttr("stages", b.getDenseI64ArrayAttr(stages))}));
-    NamedAttrList attrs(module->getAttrOfType<DictionaryAttr>(kPipelineAttr));
     attrs.set("shared", b.getArrayAttr(shared));
-    module->setAttr(kPipelineAttr, attrs.getDictionary(&getContext()));
   }
+  module->setAttr(kPipelineAttr, attrs.getDictionary(&getContext()));
   return success();
 }
 

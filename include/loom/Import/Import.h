@@ -86,6 +86,9 @@ inline constexpr llvm::StringLiteral kGradientOfAttr = "loom.grad_of";
 /// reductions (loomc --grad-compression; the plan's "grad_compression").
 inline constexpr llvm::StringLiteral kGradCompressionAttr =
     "loom.grad_compression";
+/// On the module: loom-pipeline-stages' stages, boundaries and action lists
+/// (the plan's "pipeline", docs/pipeline.md).
+inline constexpr llvm::StringLiteral kPipelineAttr = "loom.pipeline";
 /// On the ops of a model node that starts a pipeline stage (JSON node field
 /// "pp_stage_start": true; loom-pipeline-stages cuts before the node).
 inline constexpr llvm::StringLiteral kPipelineStageStartAttr =

@@ -130,7 +130,7 @@ Pipeline parallel (an artifact compiled with loomc --pp; --train):
   --pp-trace FILE         rank 0 writes every rank's actions (rank, step,
                           action, start and end in seconds) as JSON lines
 
-Plans compiled for several ranks (loomc --dp, --zero, --tp; --train, --entry):
+Plans compiled for several ranks (loomc --dp, --zero, --tp, --pp; --train, --entry):
   mpirun -np N loom-run ART ...   N: the product of the plan's mesh sizes
   --collectives=MODE      what the plan's collective steps communicate over:
                           auto (default): nccl for a cuda artifact, mpi for
