@@ -350,5 +350,14 @@ int main(int argc, char **argv) {
     std::printf("%s: %d checks per rank, %lld failed in all\n",
                 describeWorld(*comm).c_str(), checks,
                 static_cast<long long>(failed));
+  // Broken on purpose, to show that the tests catch it
+  // (LoomRT.CheckedTestCatchesRankExit): the last rank exits 1 after the
+  // summary said all was well.
+  const char *brk = std::getenv("LOOMRT_TEST_BREAK");
+  if (brk && std::string(brk) == "exit-after-summary" &&
+      r == comm->size() - 1) {
+    std::fflush(stdout);
+    return 1;
+  }
   return failed == 0 ? 0 : 1;
 }
