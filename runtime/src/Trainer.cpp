@@ -17,6 +17,7 @@
 
 #include "DataParallel.h"
 #include "GradientBuckets.h"
+#include "LeadHeartbeat.h"
 #include "PipelineTrainer.h"
 #include "Support.h"
 #include "TrainerSupport.h"
@@ -24,11 +25,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
+#include <optional>
 #include <set>
 #include <signal.h>
+#include <thread>
 #include <unistd.h>
 
 namespace loomrt {
@@ -107,9 +112,11 @@ bool labelValue(const DataArray &labels, size_t i, int64_t &out) {
   }
 }
 
+/// `afterBatch`, if any, is called after every batch (a heartbeat).
 void evaluateImpl(Artifact &artifact,
                   const std::map<std::string, NpyArray> &tensors,
-                  const DataSource &source, int64_t step, EvalResult &result) {
+                  const DataSource &source, int64_t step, EvalResult &result,
+                  const std::function<void()> &afterBatch = {}) {
   const PlanEntry *predict = artifact.entry("predict");
   const PlanEntry *forward = artifact.entry("forward");
   if (!predict && !forward)
@@ -218,6 +225,8 @@ void evaluateImpl(Artifact &artifact,
       ErrorCode code;
       if (!artifact.run("predict", refs, &outs, &error, &code))
         fail(error, code);
+      if (afterBatch)
+        afterBatch();
       const NpyArray &pr = outs[0];
       size_t esize = dtypeSize(pr.dtype);
       for (int64_t o = 0; o < outer; ++o)
@@ -274,6 +283,8 @@ void evaluateImpl(Artifact &artifact,
       ErrorCode code;
       if (!artifact.run("forward", refs, &outs, &error, &code))
         fail(error, code);
+      if (afterBatch)
+        afterBatch();
       sum += scalarValue(outs[lossIndex]);
     }
     if (batches > 0) {
@@ -578,12 +589,37 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   };
   int64_t lastEval = -1;
   EvalResult lastEvalResult;
+  // Evaluation on rank 0 alone: the others wait for it with a heartbeat
+  // (LeadHeartbeat.h), not in their next collective.
+  const bool evalAlone = comm && world > 1 && !evalEveryRank;
   auto runEval = [&] {
+    std::string beatError;
+    std::optional<LeadHeartbeat> heartbeat;
+    if (evalAlone)
+      heartbeat.emplace(*comm, opt.collectiveTimeoutSeconds,
+                        "its evaluation at step " + std::to_string(step));
+    if (evalAlone && !lead) {
+      if (!heartbeat->waitForLead(&beatError))
+        fail(beatError);
+      return;
+    }
     if (!lead && !evalEveryRank)
       return;
+    // Fault injection for the tests: seconds of delay per batch.
+    static const double testDelay = [] {
+      const char *v = std::getenv("LOOMRT_TEST_EVAL_BATCH_SECONDS");
+      return v ? std::atof(v) : 0.0;
+    }();
     EvalResult r;
     refreshTensors();
-    evaluateImpl(artifact, tensors, evalSource, step, r);
+    evaluateImpl(artifact, tensors, evalSource, step, r, [&] {
+      if (testDelay > 0)
+        std::this_thread::sleep_for(std::chrono::duration<double>(testDelay));
+      if (heartbeat && !heartbeat->beat(&beatError))
+        fail(beatError);
+    });
+    if (heartbeat && !heartbeat->finish(&beatError))
+      fail(beatError);
     std::string body = "\"step\": " + std::to_string(step) +
                        ", \"eval_samples\": " + std::to_string(r.samples);
     std::string text = "eval at step " + std::to_string(step) + ":";

@@ -128,6 +128,11 @@ struct TrainOptions {
   /// step, `accumulate` being 1 or the plan's micro-batches
   /// (docs/pipeline.md, "Running").
   Collectives *collectives = nullptr;
+  /// How long a rank waits for rank 0's sign of life while rank 0
+  /// evaluates alone (runtime data parallelism): rank 0 sends one at least
+  /// every quarter of it, so a long evaluation is not taken for a hang and
+  /// a hung rank 0 is (loom-run --collective-timeout). <= 0: no limit.
+  double collectiveTimeoutSeconds = 60;
   /// Data parallelism with one micro-batch per rank and step, on the CPU:
   /// the gradients are summed in buckets of at least this many bytes, each
   /// issued as soon as the backward has written its gradients, while the

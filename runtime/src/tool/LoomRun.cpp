@@ -838,36 +838,26 @@ void writeProfile(const Args &args, const Artifact &artifact,
 
 /// An entry that communicates over the plan's mesh runs on every rank of
 /// an MPI launch (`mpirun -np N loom-run ART --entry=...`): MPI is started
-/// and handed to the artifact. Null for any other entry, which runs on
-/// each process alone as always.
-std::unique_ptr<Collectives> startEntryRanks(Artifact &artifact,
-                                             const PlanEntry &entry,
-                                             const MpiOptions &options) {
+/// and handed to the artifact (`comm`). Any other entry runs on each
+/// process alone as always.
+void startEntryRanks(Artifact &artifact, const PlanEntry &entry,
+                     const MpiOptions &options,
+                     std::unique_ptr<Collectives> &comm) {
   const Plan &plan = artifact.plan();
   if (!entryUsesMesh(plan, entry) || !launchedByMpi())
-    return nullptr;
+    return;
   std::string error;
-  std::unique_ptr<Collectives> comm = startMpi(options, &error);
+  comm = startMpi(options, &error);
   if (!comm)
     failure("started by an MPI launcher, but " + error);
   artifact.setCollectives(comm.get());
-  return comm;
 }
 
-/// A rank's failure under mpirun: the others may wait for it in a
-/// collective, so the whole job ends.
-[[noreturn]] void failRank(Collectives *comm, const std::string &error,
-                           std::FILE *err) {
-  if (comm && comm->size() > 1) {
-    std::fprintf(err, "loom-run: error: rank %d: %s\n", comm->rank(),
-                 error.c_str());
-    std::fflush(err);
-    abortMpi(kExitFailure);
-  }
-  failure(error);
-}
-
-void runEntry(const Args &args, std::FILE *err) {
+/// `comm`: the job's MPI world once started, owned by loomRunMain so that
+/// a failure does not finalize MPI (which would wait for the other ranks)
+/// before the job is ended (endWithError).
+void runEntry(const Args &args, std::FILE *err,
+              std::unique_ptr<Collectives> &comm) {
   std::unique_ptr<Artifact> artifact =
       loadArtifact(args, launchedByMpi() ? launcherLocalRank() : -1);
   const PlanEntry *entry = artifact->entry(args.entry);
@@ -879,8 +869,7 @@ void runEntry(const Args &args, std::FILE *err) {
             names + ")");
   }
   // Before the artifact goes: it borrows them.
-  std::unique_ptr<Collectives> comm =
-      startEntryRanks(*artifact, *entry, args.mpi);
+  startEntryRanks(*artifact, *entry, args.mpi, comm);
   struct Release {
     Artifact &artifact;
     ~Release() { artifact.setCollectives(nullptr); }
@@ -890,7 +879,7 @@ void runEntry(const Args &args, std::FILE *err) {
   if (entryUsesMesh(artifact->plan(), *entry) &&
       !checkMeshWorld(artifact->plan(), comm.get(),
                       "entry '" + entry->name + "'", &meshError))
-    failRank(comm.get(), meshError, err);
+    failure(meshError);
   std::map<std::string, NpyArray> given;
   for (const auto &[name, path] : args.inputs) {
     if (!entry->findInput(name)) {
@@ -917,7 +906,7 @@ void runEntry(const Args &args, std::FILE *err) {
   // Whole tensors from the files; the entry takes this rank's shards.
   std::string shardError;
   if (!shardTensors(artifact->plan(), comm.get(), tensors, &shardError))
-    failRank(comm.get(), shardError, err);
+    failure(shardError);
   std::vector<TensorRef> refs;
   NpyArray stepArray, seedArray;
   int64_t stepValue = checkpointStep.value_or(0);
@@ -959,7 +948,7 @@ void runEntry(const Args &args, std::FILE *err) {
   std::vector<NpyArray> outputs;
   std::string error;
   if (!artifact->run(entry->name, refs, &outputs, &error))
-    failRank(comm.get(), error, err);
+    failure(error);
   // A sharded output is written whole (the ranks of its axis gather it;
   // rank 0 writes). An entry that does not communicate has shards of one
   // rank alone, joined without communicators.
@@ -967,11 +956,11 @@ void runEntry(const Args &args, std::FILE *err) {
   const MeshComms *comms = &alone;
   if (entryUsesMesh(artifact->plan(), *entry) &&
       !(comms = artifact->meshComms(&error)))
-    failRank(comm.get(), error, err);
+    failure(error);
   for (size_t i = 0; i < outputs.size(); ++i)
     if (!gatherShard(artifact->plan(), entry->outputs[i], *comms, outputs[i],
                      &error))
-      failRank(comm.get(), error, err);
+      failure(error);
   if (!lead)
     return;
 
@@ -1005,9 +994,10 @@ void runEntry(const Args &args, std::FILE *err) {
   writeProfile(args, *artifact, err);
 }
 
-void runTrain(const Args &args, std::FILE *err) {
+/// `comm`: as for runEntry.
+void runTrain(const Args &args, std::FILE *err,
+              std::unique_ptr<Collectives> &comm) {
   // Under mpirun: data parallelism over the launched ranks (rank 0 writes).
-  std::unique_ptr<Collectives> comm;
   std::string error;
   if (launchedByMpi()) {
     comm = startMpi(args.mpi, &error);
@@ -1021,6 +1011,7 @@ void runTrain(const Args &args, std::FILE *err) {
   std::unique_ptr<Artifact> artifact = loadArtifact(args, localRank);
   TrainOptions options = args.train;
   options.log = err;
+  options.collectiveTimeoutSeconds = args.mpi.timeoutSeconds;
   if (comm && comm->size() > 1)
     options.collectives = comm.get();
   const std::optional<PlanMesh> &mesh = artifact->plan().mesh;
@@ -1066,16 +1057,8 @@ void runTrain(const Args &args, std::FILE *err) {
                        : "");
   }
   TrainResult result;
-  if (!train(*artifact, options, &result, &error)) {
-    if (options.collectives) {
-      // The other ranks may be waiting in a collective: end the whole job.
-      std::fprintf(err, "loom-run: error: rank %d: %s\n", comm->rank(),
-                   error.c_str());
-      std::fflush(err);
-      abortMpi(kExitFailure);
-    }
+  if (!train(*artifact, options, &result, &error))
     failure(error);
-  }
   if (!lead)
     return;
   writeProfile(args, *artifact, err);
@@ -1104,6 +1087,33 @@ void runExport(const Args &args, std::FILE *err) {
   exportWeights(args, *artifact, tensors, err);
 }
 
+/// Reports a failure and returns its exit status. Under an MPI launcher
+/// with several ranks the message names this rank and the whole job ends
+/// at once (abortMpi): the other ranks may be waiting for this one in a
+/// collective, or about to start one, and would otherwise wait for their
+/// watchdog, their message hiding this rank's.
+int endWithError(const std::unique_ptr<Collectives> &comm, int status,
+                 const std::string &message, std::FILE *err) noexcept {
+  const int size = comm           ? comm->size()
+                   : launchedByMpi() ? launcherWorldSize()
+                                     : 1;
+  if (size > 1) {
+    const int rank = comm ? comm->rank() : launcherWorldRank();
+    std::fprintf(err, "loom-run: error: rank %d: %s\n", rank,
+                 message.c_str());
+  } else {
+    std::fprintf(err, "loom-run: error: %s\n", message.c_str());
+  }
+  if (status == kExitUsage)
+    std::fprintf(err, "usage: loom-run ARTIFACT.loom --entry=NAME | --train "
+                      "| --info | --export-onnx=OUT.onnx [options]; see "
+                      "--help\n");
+  std::fflush(err);
+  if (size > 1)
+    abortMpi(status);
+  return status;
+}
+
 } // namespace
 
 int loomRunMain(int argc, const char *const *argv, std::FILE *out,
@@ -1112,6 +1122,9 @@ int loomRunMain(int argc, const char *const *argv, std::FILE *out,
     out = stdout;
   if (!err)
     err = stderr;
+  // The MPI world, when a run starts one: it outlives the run's own objects
+  // so that a failure ends the job before MPI is finalized.
+  std::unique_ptr<Collectives> comm;
   try {
     bool help = false, version = false;
     Args args = parseArgs(argc, argv, help, version);
@@ -1129,10 +1142,10 @@ int loomRunMain(int argc, const char *const *argv, std::FILE *out,
       runInfo(args, out);
       break;
     case Mode::Entry:
-      runEntry(args, err);
+      runEntry(args, err, comm);
       break;
     case Mode::Train:
-      runTrain(args, err);
+      runTrain(args, err, comm);
       break;
     case Mode::Export:
       runExport(args, err);
@@ -1143,20 +1156,14 @@ int loomRunMain(int argc, const char *const *argv, std::FILE *out,
     std::fflush(out);
     return kExitOk;
   } catch (const Exit &e) {
-    std::fprintf(err, "loom-run: error: %s\n", e.message.c_str());
-    if (e.status == kExitUsage)
-      std::fprintf(err, "usage: loom-run ARTIFACT.loom --entry=NAME | --train "
-                        "| --info | --export-onnx=OUT.onnx [options]; see "
-                        "--help\n");
-    return e.status;
+    return endWithError(comm, e.status, e.message, err);
   } catch (const std::bad_alloc &) {
-    std::fprintf(err, "loom-run: error: out of memory\n");
+    return endWithError(comm, kExitFailure, "out of memory", err);
   } catch (const std::exception &e) {
-    std::fprintf(err, "loom-run: error: %s\n", e.what());
+    return endWithError(comm, kExitFailure, e.what(), err);
   } catch (...) {
-    std::fprintf(err, "loom-run: error: unexpected failure\n");
+    return endWithError(comm, kExitFailure, "unexpected failure", err);
   }
-  return kExitFailure;
 }
 
 } // namespace loomrt

@@ -27,6 +27,7 @@
 #include <cstring>
 #include <functional>
 #include <thread>
+#include <initializer_list>
 #include <vector>
 
 #if LOOMRT_HAVE_MPI
@@ -42,9 +43,11 @@ bool launchedByMpi() noexcept {
   return false;
 }
 
-int launcherLocalRank() noexcept {
-  for (const char *v :
-       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+namespace {
+/// The first of the environment variables `names` that holds a number in
+/// [0, 2^20), or -1.
+int launcherNumber(std::initializer_list<const char *> names) noexcept {
+  for (const char *v : names) {
     const char *text = std::getenv(v);
     if (!text || !*text)
       continue;
@@ -54,6 +57,21 @@ int launcherLocalRank() noexcept {
       return int(n);
   }
   return -1;
+}
+} // namespace
+
+int launcherLocalRank() noexcept {
+  return launcherNumber(
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"});
+}
+
+int launcherWorldRank() noexcept {
+  return launcherNumber(
+      {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"});
+}
+
+int launcherWorldSize() noexcept {
+  return launcherNumber({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
 }
 
 #if LOOMRT_HAVE_MPI
@@ -686,7 +704,14 @@ std::string describeWorld(const Collectives &comm) {
 }
 
 void abortMpi(int code) noexcept {
-  MPI_Abort(MPI_COMM_WORLD, code);
+  // MPI_Abort only between MPI_Init and MPI_Finalize; before (a rank that
+  // failed while starting) the launcher ends the job when this process
+  // exits non-zero.
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized)
+    MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
 #else

@@ -26,6 +26,12 @@ bool launchedByMpi() noexcept;
 /// whatever --ranks-per-node simulates).
 int launcherLocalRank() noexcept;
 
+/// This process's rank in the launched world and the world's size, from
+/// the launcher's environment (Open MPI, PMIx, PMI, Slurm), or -1: known
+/// before MPI starts, so that a rank failing before it can name itself.
+int launcherWorldRank() noexcept;
+int launcherWorldSize() noexcept;
+
 /// How the ranks are grouped into machines and how all-reduce uses that.
 struct MpiOptions {
   /// Ranks per machine; 0: as the launcher placed them
@@ -54,6 +60,7 @@ std::string describeWorld(const Collectives &comm);
 
 /// Ends every rank of the job with `code` (MPI_Abort): what a rank that
 /// fails does, since the others may be waiting for it in a collective.
+/// Before MPI starts, exits with `code` (the launcher then ends the job).
 [[noreturn]] void abortMpi(int code) noexcept;
 
 } // namespace loomrt
