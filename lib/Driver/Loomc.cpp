@@ -1,10 +1,12 @@
 //===- Loomc.cpp - The loomc compiler driver ------------------------------===//
 //
 // loomc takes a model (ONNX or Loom JSON) and runs Loom's pipeline on it:
-// import, the training pipeline (--train), and for --target=cpu the
-// code-generation phases (fuse, plan-memory, kernels) and the artifact
-// directory. `--emit=<phase>` prints the IR after a phase instead. Phases of
-// DESIGN.md that later issues build are refused rather than ignored.
+// import, the training pipeline (--train, with data, tensor and pipeline
+// parallelism), and for --target=cpu|cuda:sm_NN the code-generation phases
+// (fuse, plan-memory, kernels) and the artifact directory. `--emit=<phase>`
+// prints the IR after a phase instead. A phase name without a phase of its
+// own (shard, pipeline) is refused with where its work happens rather than
+// ignored.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,12 +31,15 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/PrettyStackTrace.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "mlir/Support/FileUtilities.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -66,7 +71,7 @@ struct Options {
       "params",
       cl::desc("Where to write the parameter values (safetensors). Default: "
                "beside -o as <output stem>.safetensors; nowhere when printing "
-               "to stdout"),
+               "to stdout or for a code-generation --emit phase"),
       cl::value_desc("file"), cl::cat(category)};
   cl::list<std::string> bindInputs{
       "bind-input",
@@ -108,9 +113,10 @@ struct Options {
       cl::desc("Compile for a target and write an artifact directory at -o: "
                "cpu (plan.json, kernels.so, params.safetensors, "
                "final.mlir) or cuda:sm_NN, e.g. cuda:sm_90 or cuda:sm_80 "
-               "(plan.json, kernels.cubin assembled by the CUDA toolkit's "
-               "ptxas, kernels.ptx, params.safetensors, final.mlir; "
-               "'cuda' alone means sm_90)"),
+               "(plan.json, kernels.ptx, kernels.cubin where the CUDA "
+               "toolkit's ptxas is found (else the driver compiles the PTX "
+               "when it loads), params.safetensors, final.mlir; 'cuda' "
+               "alone means sm_90)"),
       cl::value_desc("cpu|cuda:sm_NN"), cl::init(""), cl::cat(category)};
   cl::opt<int64_t> cpuParallelMinWork{
       "cpu-parallel-min-work",
@@ -181,8 +187,9 @@ struct Options {
                "plans; bench/remat_sweep.py --exhaustive)"),
       cl::value_desc("N"), cl::init(0), cl::cat(category)};
   cl::opt<bool> report{"report",
-                       cl::desc("With --target: print the kernels, steps and "
-                                "arena bytes of each entry point"),
+                       cl::desc("With --target, writing an artifact: print "
+                                "the kernels, steps and arena bytes of each "
+                                "entry point"),
                        cl::cat(category)};
   cl::opt<bool> onnxOps{"onnx-ops",
                         cl::desc("List the ONNX ops (default domain) Loom "
@@ -193,11 +200,30 @@ struct Options {
                                  "(inputs, outputs, parameters, ops) to "
                                  "stderr"),
                         cl::cat(category)};
+  // Only for tests of the callers' crash handling (the Python bindings
+  // turn a crashing compiler into loom.CompileError): hidden from --help.
+  cl::opt<std::string> debugCrash{
+      "debug-crash",
+      cl::desc("Crash at the start of compilation, to test how a caller "
+               "survives a crashing compiler: abort, segv, fatal "
+               "(reportFatalUsageError: exits with status 1), internal "
+               "(reportFatalInternalError: aborts) or unreachable "
+               "(llvm_unreachable's report, then abort)"),
+      cl::value_desc("kind"), cl::init(""), cl::Hidden, cl::cat(category)};
 };
 
-/// Phases DESIGN.md names that later issues implement: refused, not ignored.
-bool isPlannedPhase(StringRef phase) {
-  return llvm::is_contained({"shard", "pipeline"}, phase);
+/// Phase names that have no --emit phase of their own (their work is done
+/// inside other phases): refused, naming where, rather than ignored.
+const char *phaseWithoutEmit(StringRef phase) {
+  if (phase == "shard")
+    return "--emit=shard is not implemented yet as a phase of its own: "
+           "--tp splits the layers in the loss phase and --dp/--zero shard "
+           "the step in the optimizer phase (--emit=loss, --emit=optimizer)";
+  if (phase == "pipeline")
+    return "there is no --emit=pipeline phase: with --pp the pipeline "
+           "stages are cut at the end of the optimizer phase "
+           "(--emit=optimizer --pp=P shows them)";
+  return nullptr;
 }
 
 std::string shapeString(Type type) {
@@ -475,21 +501,52 @@ const char *const kOverview =
     "of every entry point fit, recomputing forward values in the backward\n"
     "(loom-remat); --precision=bf16|fp16 runs the GEMMs and convolutions\n"
     "in 16 bits (loom-mixed-precision; fp16 with dynamic loss scaling).\n"
-    "--dp=N (with --zero) and --tp=N compile the step for N ranks\n"
-    "(mpirun -np N loom-run; N = dp x tp with both): data parallelism\n"
-    "and Megatron-style tensor parallelism (docs/distributed.md).\n"
-    "Pipelining is not implemented yet.\n";
+    "--dp=N (with --zero), --tp=N and --pp=P compile the step for\n"
+    "several ranks (mpirun -np R loom-run, R = dp x tp x pp): data\n"
+    "parallelism, Megatron-style tensor parallelism and pipeline\n"
+    "parallelism (the model cut into stages on P ranks, run on\n"
+    "--microbatches by --pp-schedule=gpipe|1f1b|interleaved|zb-h1);\n"
+    "--grad-compression compresses the gradient reductions over the\n"
+    "data-parallel ranks (docs/distributed.md, docs/pipeline.md).\n";
 } // namespace
 
 int loom::loomcMain(int argc, char **argv,
                     const LoomcExtensions &extensions) {
   llvm::InitLLVM init(argc, argv);
+  llvm::setBugReportMsg("PLEASE report this crash of Loom's compiler with "
+                        "the command and the model that made it.\n");
   Options opts;
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
   cl::HideUnrelatedOptions({&opts.category});
   cl::ParseCommandLineOptions(argc, argv, kOverview);
   return runLoomc(opts, extensions);
+}
+
+bool loom::crashForTesting(StringRef kind) {
+  if (kind == "abort") {
+    llvm::errs() << "loom: crashing on purpose (abort)\n";
+    std::abort();
+  }
+  if (kind == "segv") {
+    llvm::errs() << "loom: crashing on purpose (a store through a null "
+                    "pointer)\n";
+    // Through a volatile pointer the compiler cannot see is null.
+    int *volatile nowhere = nullptr;
+    *nowhere = 1;
+    return true; // not reached
+  }
+  if (kind == "fatal")
+    llvm::reportFatalUsageError("crashing on purpose (--debug-crash=fatal)");
+  if (kind == "internal")
+    llvm::reportFatalInternalError(
+        "crashing on purpose (--debug-crash=internal)");
+  if (kind == "unreachable")
+    // What llvm_unreachable does in a build with assertions (in a release
+    // build it compiles to nothing defined).
+    llvm::llvm_unreachable_internal(
+        "crashing on purpose (--debug-crash=unreachable)", __FILE__, __LINE__);
+  return false;
 }
 
 int loom::loomcRunEmbedded(int argc, char **argv) {
@@ -516,6 +573,11 @@ int loom::loomcRunEmbedded(int argc, char **argv) {
 namespace {
 int runLoomc(Options &opts, const loom::LoomcExtensions &extensions) {
   llvm::raw_ostream &err = llvm::errs();
+  if (!opts.debugCrash.empty() && !loom::crashForTesting(opts.debugCrash)) {
+    err << "loomc: error: unknown --debug-crash kind '" << opts.debugCrash
+        << "' (expected abort, segv, fatal, internal or unreachable)\n";
+    return 2;
+  }
   if (opts.onnxOps) {
     for (StringRef op : loom::supportedOnnxOps())
       llvm::outs() << op << "\n";
@@ -528,9 +590,8 @@ int runLoomc(Options &opts, const loom::LoomcExtensions &extensions) {
   }
   std::optional<loom::Phase> emitPhase = loom::parsePhase(opts.emit);
   if (!emitPhase) {
-    if (isPlannedPhase(opts.emit))
-      err << "loomc: error: --emit=" << opts.emit
-          << " is not implemented yet (implemented: mlir, "
+    if (const char *where = phaseWithoutEmit(opts.emit))
+      err << "loomc: error: " << where << " (phases: mlir, "
           << loom::phaseList() << ")\n";
     else
       err << "loomc: error: unknown phase '" << opts.emit
@@ -656,6 +717,9 @@ int runLoomc(Options &opts, const loom::LoomcExtensions &extensions) {
     err << "loomc: error: failed to import '" << opts.input << "'\n";
     return 1;
   }
+  // The imported model's, whatever comes after (training, --target).
+  if (opts.summary)
+    printSummary(*module, err);
 
   if (runTraining) {
     loom::TrainingOptions t;
@@ -719,8 +783,6 @@ int runLoomc(Options &opts, const loom::LoomcExtensions &extensions) {
   module->print(out->os());
   out->os() << "\n";
   out->keep();
-  if (opts.summary)
-    printSummary(*module, err);
   return 0;
 }
 } // namespace

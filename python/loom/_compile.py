@@ -1,4 +1,8 @@
-"""loom.compile and loom.ir: run Loom's compiler (loomc) in this process.
+"""loom.compile and loom.ir: run Loom's compiler (loomc) from Python.
+
+loomc's driver runs in a forked child of this process, so that a crash in
+the compiler raises CompileError rather than ending Python
+(LOOM_NO_FORK=1: in this process).
 
 A model may be an ONNX file, an `onnx.ModelProto`, a JSON graph (a file or a
 dict, docs/json-format.md) or a `torch.nn.Module` with `example_inputs`
@@ -118,6 +122,13 @@ def _materialize(model, directory, example_inputs=None, input_names=None):
                     "dict, or a torch.nn.Module (with PyTorch installed)" % kind)
 
 
+def _isolated():
+    """Whether the compiler runs in a child process (the default), so that
+    a crash in it raises CompileError instead of ending this process.
+    LOOM_NO_FORK=1 runs it in this process (e.g. to debug it in gdb)."""
+    return os.environ.get("LOOM_NO_FORK", "") in ("", "0")
+
+
 def _run(args):
     """Runs loomc; returns its stdout, raises CompileError on failure."""
     for stream in (sys.stdout, sys.stderr):
@@ -125,13 +136,26 @@ def _run(args):
             stream.flush()
         except Exception:
             pass
-    code, out, err = _loom.run_loomc([str(a) for a in args])
+    args = [str(a) for a in args]
+    code, out, err, failure, signal, ran = _loom.run_loomc(
+        args, isolated=_isolated())
     out = out.decode("utf-8", "replace")
     err = err.decode("utf-8", "replace")
+    command = ["loomc"] + args
+    if not ran:
+        # No child process (fork failed): the compiler did not run.
+        raise CompileError(failure, exit_code=None, command=command)
+    if failure is not None:
+        # It crashed, or exited from inside (llvm::report_fatal_error): say
+        # so first, then everything it printed (the stack dump).
+        text = failure + ("\n" + err.rstrip() if err.strip() else "")
+        raise CompileError(text, diagnostics=err, exit_code=code,
+                           command=command, signal=signal or None,
+                           crashed=True, output=out)
     if code != 0:
         text = err.strip() or "loomc exited with status %d" % code
         raise CompileError(text, diagnostics=err, exit_code=code,
-                           command=["loomc"] + list(args))
+                           command=command, output=out)
     if err.strip():
         # Notes and warnings of a successful compilation: the user's to see.
         sys.stderr.write(err)
@@ -157,7 +181,8 @@ def compile(model, out_dir=None, train=True, loss=None, optimizer=None,
         kept as Artifact.report).
 
     Returns a loom.Artifact. Raises loom.CompileError carrying loomc's
-    diagnostics, which name the model node at fault.
+    diagnostics, which name the model node at fault; also when the
+    compiler crashes (it runs in a child process: `crashed`, `signal`).
     """
     from ._artifact import Artifact
 

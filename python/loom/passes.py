@@ -19,7 +19,14 @@ Types and attributes are their printed text. Upstream MLIR's Python
 bindings are not packaged for LLVM 22 here, so this is Loom's own small
 binding (docs/python.md); examples/python/fold_identities.py is a pass
 written with it.
+
+Pipelines on IR text run in a forked child process: a pass that crashes
+raises PassError (`crashed`, `signal`) instead of ending Python
+(LOOM_NO_FORK=1: in this process). Pipelines on a Module run in this
+process, on the module itself: a crash there ends the process.
 """
+
+import os
 
 from . import _loom
 from ._loom import Module, Operation, Value
@@ -36,6 +43,10 @@ def parse(ir):
     return _loom.parse_ir(ir)
 
 
+def _isolated():
+    return os.environ.get("LOOM_NO_FORK", "") in ("", "0")
+
+
 def run(ir, pipeline):
     """Runs `pipeline` on `ir`.
 
@@ -44,7 +55,12 @@ def run(ir, pipeline):
     function of a Module) or a list of both, run in order. Raises
     loom.PassError with the diagnostics (and their line and column in the
     text) when parsing or a pass fails; a Python pass's own exceptions
-    propagate."""
+    propagate.
+
+    Text with pipeline text only runs in a child process, each step
+    parsed, run and printed there: a crash raises loom.PassError (its
+    `crashed` True) and this process goes on. A Module, or a list with
+    Python passes, runs in this process."""
     steps = pipeline if isinstance(pipeline, (list, tuple)) else [pipeline]
     for step in steps:
         if not isinstance(step, str) and not callable(step):
@@ -52,8 +68,10 @@ def run(ir, pipeline):
                             "or a function of a Module, not %s"
                             % type(step).__name__)
     if isinstance(ir, str):
-        if len(steps) == 1 and isinstance(steps[0], str):
-            return _loom.run_passes(ir, steps[0])
+        if all(isinstance(step, str) for step in steps):
+            for step in steps:
+                ir = _loom.run_passes(ir, step, isolated=_isolated())
+            return ir
         return str(run(parse(ir), steps))
     if not isinstance(ir, Module):
         raise TypeError("loom.passes.run: ir must be IR text (str) or a "

@@ -13,6 +13,15 @@ void registerCompiler(pybind11::module_ &m);
 void registerPasses(pybind11::module_ &m);
 /// Artifacts and training through the runtime's C API (Runtime.cpp).
 void registerRuntime(pybind11::module_ &m);
+
+/// Called without the GIL (it takes it): runs Python's pending signal
+/// handlers and says whether one raised (Ctrl-C's KeyboardInterrupt); the
+/// exception is then set for this thread. runIsolated's `interrupted`.
+bool pythonSignalRaised();
+/// With the GIL, after a child process ended with `signal`: for SIGINT and
+/// SIGTERM, raises the exception a Python handler of it raises (Ctrl-C
+/// reaches the child as well as Python), if any. (Compiler.cpp)
+void raisePendingInterrupt(int signal);
 } // namespace loom::python
 
 #endif // LOOM_PYTHON_MODULE_H

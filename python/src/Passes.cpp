@@ -8,12 +8,19 @@
 // Diagnostics are collected with their source location and raised as
 // loom.PassError.
 //
+// loom.passes.run on text runs in a forked child process (runIsolated,
+// FdCapture.h): a pass that crashes, aborts or calls exit() ends the child,
+// and PassError says so with the output so far. A kept module
+// (parse_ir, run_passes_on) lives in this process and cannot come back
+// from a child, so its pipelines run here, unprotected (docs/python.md).
+//
 //===----------------------------------------------------------------------===//
 
 #include "FdCapture.h"
 #include "Ir.h"
 #include "Module.h"
 
+#include "loom/Driver/Loomc.h"
 #include "loom/InitAll.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -23,6 +30,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/PrettyStackTrace.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -41,10 +49,18 @@ void loom::python::raisePassError(const std::string &message) {
   throw py::error_already_set();
 }
 
-std::shared_ptr<loom::python::IrModule>
-loom::python::parseIr(const std::string &text, std::string &error) {
+namespace {
+/// Registers Loom's passes and pipelines with MLIR's registry, once (in
+/// this process, before a child is forked: the child inherits them).
+void registerPassesOnce() {
   static std::once_flag registered;
   std::call_once(registered, [] { loom::registerAllPasses(); });
+}
+} // namespace
+
+std::shared_ptr<loom::python::IrModule>
+loom::python::parseIr(const std::string &text, std::string &error) {
+  registerPassesOnce();
 
   auto m = std::make_shared<IrModule>();
   mlir::DialectRegistry registry;
@@ -113,18 +129,86 @@ void withCapturedErrors(const std::function<bool(std::string &)> &work) {
     loom::python::raisePassError(error);
 }
 
-std::string run(const std::string &ir, const std::string &pipeline) {
+/// Parses `ir`, runs `pipeline` on it and prints the result into `result`;
+/// false with the diagnostics in `error` when that fails.
+bool parseRunPrint(const std::string &ir, const std::string &pipeline,
+                   std::string &result, std::string &error) {
+  std::shared_ptr<loom::python::IrModule> m = loom::python::parseIr(ir, error);
+  if (!m || !loom::python::runPipelineOn(*m, pipeline, error))
+    return false;
+  llvm::raw_string_ostream out(result);
+  m->module->print(out);
+  return true;
+}
+
+/// Raises loom.PassError for a pipeline that did not finish: `message`
+/// says how it ended, then what it printed.
+[[noreturn]] void raisePassCrash(const std::string &message, int signal) {
+  py::object cls = py::module_::import("loom._errors").attr("PassError");
+  py::object error =
+      cls(py::str(message),
+          py::arg("signal") =
+              signal ? py::object(py::int_(signal)) : py::object(py::none()),
+          py::arg("crashed") = true);
+  PyErr_SetObject(cls.ptr(), error.ptr());
+  throw py::error_already_set();
+}
+
+std::string run(const std::string &ir, const std::string &pipeline,
+                bool isolated, const std::string &debugCrash) {
   std::string result;
-  withCapturedErrors([&](std::string &error) {
-    std::shared_ptr<loom::python::IrModule> m =
-        loom::python::parseIr(ir, error);
-    if (!m || !loom::python::runPipelineOn(*m, pipeline, error))
-      return false;
-    llvm::raw_string_ostream out(result);
-    m->module->print(out);
-    return true;
-  });
-  return result;
+  if (!isolated) {
+    if (!debugCrash.empty())
+      throw py::value_error("debug_crash needs isolated=True");
+    withCapturedErrors([&](std::string &error) {
+      return parseRunPrint(ir, pipeline, result, error);
+    });
+    return result;
+  }
+  loom::python::IsolatedRun run;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(loom::python::captureMutex());
+    // Here rather than in each child (and under the lock: LLVM work).
+    registerPassesOnce();
+    std::fflush(stdout);
+    std::fflush(stderr);
+    run = loom::python::runIsolated(
+        [&](std::string &out) {
+          llvm::PrettyStackTraceFormat stackTrace(
+              "loom.passes.run: running the pass pipeline '%s'",
+              pipeline.c_str());
+          if (!debugCrash.empty() && !loom::crashForTesting(debugCrash)) {
+            out = "unknown debug_crash kind '" + debugCrash +
+                  "' (expected abort, segv, fatal, internal or unreachable)";
+            return 1;
+          }
+          std::string error;
+          if (parseRunPrint(ir, pipeline, out, error))
+            return 0;
+          out = error;
+          return 1;
+        },
+        "loom.passes.run", loom::python::pythonSignalRaised);
+  }
+  if (run.interrupted)
+    throw py::error_already_set(); // what pythonSignalRaised raised
+  loom::python::raisePendingInterrupt(run.signal);
+  if (!run.finished) {
+    std::string message = run.failure("the pass pipeline '" + pipeline + "'");
+    if (!run.startError.empty()) // it did not run
+      loom::python::raisePassError(message);
+    llvm::StringRef printed = llvm::StringRef(run.err).rtrim();
+    if (!printed.empty())
+      message += "\n" + printed.str();
+    raisePassCrash(message, run.signal);
+  }
+  if (run.code != 0) {
+    // What MLIR printed on stderr (a bad pass option goes there), then the
+    // diagnostics.
+    loom::python::raisePassError(run.err + run.result);
+  }
+  return std::move(run.result);
 }
 
 std::shared_ptr<loom::python::IrModule> parse(const std::string &ir) {
@@ -147,8 +231,13 @@ void runInPlace(const std::shared_ptr<loom::python::IrModule> &m,
 
 void loom::python::registerPasses(py::module_ &m) {
   m.def("run_passes", &run, py::arg("ir"), py::arg("pipeline"),
-        "Runs the textual pass pipeline on the IR text; returns the new IR "
-        "text. Raises loom.PassError with the diagnostics.");
+        py::arg("isolated") = true, py::arg("debug_crash") = "",
+        "Runs the textual pass pipeline on the IR text, in a child process "
+        "(isolated=True) or in this one; returns the new IR text. Raises "
+        "loom.PassError with the diagnostics, or saying how the pipeline "
+        "crashed. debug_crash (abort, segv, fatal, internal, unreachable) "
+        "crashes the child that way before parsing: it exists to test the "
+        "crash handling.");
   registerIr(m);
   m.def("parse_ir", &parse, py::arg("ir"),
         "Parses IR text into a Module; raises loom.PassError.");

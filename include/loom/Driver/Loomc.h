@@ -4,6 +4,7 @@
 #define LOOM_DRIVER_LOOMC_H
 
 #include "loom/Target/Artifact.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <string>
 
@@ -28,6 +29,15 @@ int loomcMain(int argc, char **argv, const LoomcExtensions &extensions = {});
 /// and llvm::outs(), as loomcMain's do. Not thread-safe: LLVM's command-line
 /// parser is global, so one call at a time per process.
 int loomcRunEmbedded(int argc, char **argv);
+
+/// Crashes this process the way `kind` names, for tests of how a caller
+/// survives a crashing compiler (loomc --debug-crash; the Python bindings):
+/// abort (std::abort), segv (a store through a null pointer), fatal
+/// (llvm::reportFatalUsageError, which calls exit(1)), internal
+/// (llvm::reportFatalInternalError, which aborts) or unreachable
+/// (llvm_unreachable's report, then abort). Returns false, and does
+/// nothing, for any other `kind`.
+bool crashForTesting(llvm::StringRef kind);
 
 } // namespace loom
 
