@@ -84,6 +84,12 @@ if os.path.exists(_venv_python) and subprocess.run(
         [_venv_python, "-c", "import onnxruntime"],
         capture_output=True).returncode == 0:
     config.available_features.add("onnxruntime")
+# PyTorch with torchvision, transformers and onnxscript: the zoo exported and
+# trained afresh (test/e2e/zoo-live.test).
+if os.path.exists(_venv_python) and subprocess.run(
+        [_venv_python, "-c", "import torch, torchvision, transformers, onnxscript"],
+        capture_output=True).returncode == 0:
+    config.available_features.add("torch")
 
 if os.path.isdir("/usr/share/libonnx-testdata/data/node"):
     config.available_features.add("onnx-testdata")
@@ -96,3 +102,28 @@ if shutil.which("mpirun"):
     config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
     config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
 config.substitutions.append(("%mpirun", "mpirun --oversubscribe -np"))
+
+# The oracles and tools the tests compare against or run with. Under
+# scripts/test.sh (LOOM_REQUIRE_ORACLES=1, its default; CI) a missing one is
+# an error rather than tests quietly reported as unsupported; only a GPU
+# (cuda-gpu) may be absent. `scripts/test.sh --allow-missing-oracles` is the
+# opt-out for a quick local run.
+_ORACLES = {
+    "jax": "JAX in %s (scripts/setup.sh)" % _venv_python,
+    "onnxruntime": "onnxruntime in %s (scripts/setup.sh)" % _venv_python,
+    "onnx-node-tests": "onnx 1.23's node tests in %s (scripts/setup.sh)" % _venv_python,
+    "torch": "PyTorch, torchvision, transformers and onnxscript in %s "
+             "(scripts/setup.sh)" % _venv_python,
+    "onnx-testdata": "Debian's libonnx-testdata (/usr/share/libonnx-testdata)",
+    "mpi": "Open MPI's mpirun (Debian's openmpi-bin)",
+    "ptxas": "the CUDA toolkit's ptxas and libdevice (%s)" % _cuda_home,
+}
+if os.environ.get("LOOM_REQUIRE_ORACLES") == "1":
+    _missing = [why for f, why in sorted(_ORACLES.items())
+                if f not in config.available_features]
+    if _missing:
+        lit_config.fatal(
+            "LOOM_REQUIRE_ORACLES=1 and these are missing, so the tests that "
+            "need them would not run: " + "; ".join(_missing) +
+            ". Install them (scripts/setup.sh), or run scripts/test.sh "
+            "--allow-missing-oracles for a quick local run without them.")

@@ -19,7 +19,9 @@ then records, in `<name>.npz` beside `<name>.onnx`:
   meta.*               lr, weight decay, steps, class axis
 
 so that `test/e2e/zoo_vs_torch.py` can check Loom against PyTorch without
-PyTorch installed (CI does not install it: several GB). Regenerate with
+PyTorch installed (zoo-text.test and zoo-vision.test); zoo-live.test runs
+this script for two models with the PyTorch scripts/setup.sh installs and
+checks Loom against the numbers it records then. Regenerate with
 
   python utils/export_zoo.py --out test/e2e/zoo [--only NAME]
 
