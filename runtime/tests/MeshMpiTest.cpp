@@ -348,12 +348,14 @@ void tensorParallelTraining(Collectives &comm, const std::string &dir) {
 }
 
 /// For CTest's loom-run tests: the ZeRO-3 model for `ranks` ranks, the
-/// tensor-parallel one for a mesh [dp=2, tp=2], data, and the inputs of
-/// one forward.
+/// tensor-parallel one for a mesh [dp=2, tp=2], the plain model both must
+/// equal (with --accumulate dp), data, and the inputs of one forward.
 int writeFixtures(const std::string &dir, int ranks) {
   std::filesystem::create_directories(dir + "/zero3.loom");
   std::filesystem::create_directories(dir + "/tp2x2.loom");
-  if (!writeMeshRegressionArtifact(dir + "/zero3.loom", ranks, 3) ||
+  std::filesystem::create_directories(dir + "/plain.loom");
+  if (!writeRegressionArtifact(dir + "/plain.loom") ||
+      !writeMeshRegressionArtifact(dir + "/zero3.loom", ranks, 3) ||
       !writeTensorParallelRegressionArtifact(dir + "/tp2x2.loom", 2, 2) ||
       !writeRegressionData(dir + "/data.npz", 64))
     return 1;

@@ -246,9 +246,12 @@ void pipelined(Collectives &comm, const std::string &dir, ChainPipeline p,
   comm.barrier(&error);
 }
 
+/// For CTest's loom-run tests: a 2-rank 1f1b pipeline, the plain chain it
+/// must equal (with --accumulate 4), and data.
 int writeFixtures(const std::string &dir) {
   ChainPipeline p; // 2 ranks, 1f1b, 4 micro-batches
   if (!writeChainPipelineArtifact(dir + "/pp2.loom", p) ||
+      !writeChainReferenceArtifact(dir + "/plain.loom", p.stages(), p.tied) ||
       !writeRegressionData(dir + "/data.npz", 64))
     return 1;
   return 0;
