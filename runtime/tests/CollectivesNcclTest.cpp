@@ -10,6 +10,20 @@
 // refuses. Exit status 0 only if every check on every rank passed; rank 0
 // prints the total.
 //
+// With an argument, one of the waits that another rank never ends, each
+// with a 1 s timeout; the rank that stays away sleeps, and rank 0 prints
+// the verdict and ends the job (MPI_Abort: a non-zero exit either way):
+// - `init-timeout` (3 ranks): the last rank takes part in startNccl's
+//   bootstrap but never creates its NCCL communicator; the others'
+//   startNccl fails after the timeout, naming the rank and the timeout.
+// - `stream-timeout` (2 ranks): rank 1 never joins rank 0's all-reduces:
+//   one waited for as a request, one on the CUDA backend's stream, waited
+//   for by Backend::synchronize; both fail after the timeout (the second
+//   aborting the communicator), and freeing everything then returns.
+// - `mpi-start-timeout` (2 ranks): rank 1 starts MPI and makes startMpi's
+//   communicators, but never joins its first collective; rank 0's startMpi
+//   fails after the timeout.
+//
 //===----------------------------------------------------------------------===//
 
 #include "../src/Half.h"
@@ -19,12 +33,18 @@
 #include "cuda/NcclCollectives.h"
 #include "tool/MpiCollectives.h"
 
+#include "loomrt/Backend.h"
+
+#include <mpi.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace loomrt;
@@ -340,13 +360,231 @@ void misuseChecks(Collectives &mpi, Device &dev, const Fake &fake) {
   }
   check(mpi.barrier(&error), "MPI barrier");
 }
+// --- Waits that another rank never ends -------------------------------------
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// A rank that stays away: it sleeps until rank 0 ends the job.
+[[noreturn]] void stayAway(int rank, const char *why) {
+  std::fprintf(stderr, "rank %d: %s, then sleeps\n", rank, why);
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::seconds(50));
+  std::fprintf(stderr, "rank %d: was not ended by rank 0\n", rank);
+  std::_Exit(1);
+}
+
+/// The end of a mode: the failed checks of the ranks that waited, summed
+/// over `waiting` (the world split without the rank that stays away; null:
+/// rank 0 alone waited), in rank 0's verdict; then rank 0 ends the job (the
+/// others wait for that).
+[[noreturn]] void verdict(Collectives *waiting, const char *mode) {
+  int64_t failed = rankChecks.failures;
+  std::string error;
+  if (waiting && !waitFor(waiting->allReduce(&failed, 1, DType::I64,
+                                             ReduceOp::Sum, &error),
+                          &error))
+    failed = 1;
+  if (!waiting || waiting->rank() == 0) {
+    std::printf("%s: %d rank(s) waited, %d checks per rank, %lld failed in "
+                "all\n",
+                mode, waiting ? waiting->size() : 1, rankChecks.checks,
+                static_cast<long long>(failed));
+    std::fflush(stdout);
+    std::fflush(stderr);
+    // mpirun forwards the ranks' output asynchronously: let it, before
+    // MPI_Abort ends everything.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    abortMpi(1);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(50));
+  std::_Exit(1);
+}
+
+/// The last rank does what startNccl does over MPI before it creates the
+/// communicator (the status all-reduce, the broadcast of rank 0's unique
+/// id) and stops there; the others' startNccl must give up after 1 s.
+[[noreturn]] void initTimeout(Collectives &mpi) {
+  const int r = mpi.rank(), n = mpi.size();
+  const bool absent = r == n - 1;
+  std::string error;
+  std::unique_ptr<Collectives> waiting = mpi.split(absent ? 1 : 0, r, &error);
+  check(bool(waiting), "split: " + error);
+  if (absent) {
+    int32_t failed = 0;
+    std::vector<char> message(4 + nccl::kUniqueIdBytes, 0);
+    check(waitFor(mpi.allReduce(&failed, 1, DType::I32, ReduceOp::Max, &error),
+                  &error) &&
+              waitFor(mpi.broadcast(message.data(), message.size(), DType::U8,
+                                    0, &error),
+                      &error),
+          "the bootstrap: " + error);
+    stayAway(r, "took part in startNccl's bootstrap, never creates its NCCL "
+                "communicator");
+  }
+  NcclOptions options;
+  options.timeoutSeconds = 1;
+  Clock::time_point start = Clock::now();
+  std::unique_ptr<Collectives> comm = startNccl(mpi, options, &error);
+  double took = since(start);
+  check(!comm, "startNccl without the last rank fails");
+  std::string call = "ncclCommInitRankConfig (rank " + std::to_string(r) +
+                     " of " + std::to_string(n) + ", ";
+  check(error.rfind(call, 0) == 0 &&
+            error.find("): the communicator was not created within 1 s: one "
+                       "of its ranks did not join") != std::string::npos,
+        "the message names the call, the rank and the timeout: " + error);
+  check(took >= 1 && took < 10,
+        "it fails after the timeout: " + std::to_string(took) + " s");
+  std::printf("rank %d: startNccl failed after %.1f s: %s\n", r, took,
+              error.c_str());
+  std::fflush(stdout);
+  verdict(waiting.get(), "init-timeout");
+}
+
+/// Rank 1 never joins rank 0's all-reduces: one waited for as a request,
+/// one on the CUDA backend's stream, waited for by Backend::synchronize.
+[[noreturn]] void streamTimeout(Collectives &mpi) {
+  const int r = mpi.rank();
+  std::string error;
+  NcclOptions options;
+  options.timeoutSeconds = 1;
+  std::unique_ptr<Collectives> own = startNccl(mpi, options, &error);
+  check(bool(own), "startNccl: " + error);
+  std::unique_ptr<Backend> backend = createBackend("cuda", &error);
+  check(bool(backend), "the cuda backend: " + error);
+  if (!own || !backend)
+    verdict(nullptr, "stream-timeout");
+  std::unique_ptr<Arena> arena = backend->allocateArena(64, &error, nullptr);
+  check(bool(arena), "an arena: " + error);
+  std::unique_ptr<Collectives> onStream =
+      backend->startDeviceCollectives(mpi, 1, &error);
+  check(bool(onStream), "startDeviceCollectives: " + error);
+  if (!arena || !onStream)
+    verdict(nullptr, "stream-timeout");
+  if (r == 1)
+    stayAway(r, "started both communicators, joins no collective");
+
+  // A request: the watchdog polls its event.
+  CUdeviceptr p = 0;
+  const DriverApi *cu = loadDriver(&error);
+  check(cu && cu->cuMemAlloc(&p, 16) == CUDA_SUCCESS, "cuMemAlloc");
+  void *data = reinterpret_cast<void *>(p);
+  std::string why;
+  std::unique_ptr<Request> request =
+      own->allReduce(data, 4, DType::F32, ReduceOp::Sum, &why);
+  check(bool(request), "allReduce issued: " + why);
+  Clock::time_point start = Clock::now();
+  bool ok = request && request->wait(&why);
+  double took = since(start);
+  check(!ok && why.find("ncclAllReduce of 4 f32 elements (this rank's "
+                        "collective 1) did not complete within 1 s (another "
+                        "rank died or hangs)") != std::string::npos,
+        "the request fails naming the collective: " + why);
+  check(took >= 1 && took < 10,
+        "after the timeout: " + std::to_string(took) + " s");
+  std::printf("rank 0: the request failed after %.1f s: %s\n", took,
+              why.c_str());
+  std::fflush(stdout);
+
+  // The backend's stream, stuck behind a collective: synchronize() gives up
+  // after the timeout and aborts the communicator, whose requests then fail.
+  std::unique_ptr<Request> queued = onStream->allReduce(
+      backend->deviceAddress(*arena, 0), 4, DType::F32, ReduceOp::Sum, &why);
+  check(bool(queued), "allReduce on the backend's stream issued: " + why);
+  start = Clock::now();
+  ok = backend->synchronize(&why);
+  took = since(start);
+  check(!ok && why.find("synchronizing the CUDA stream: its work (kernels, "
+                        "copies and NCCL collectives) did not complete "
+                        "within 1 s: a collective waits for a rank that "
+                        "died or hangs; the NCCL communicators on the "
+                        "stream were aborted") != std::string::npos,
+        "synchronize fails: " + why);
+  check(took >= 1 && took < 10,
+        "after the timeout: " + std::to_string(took) + " s");
+  std::printf("rank 0: synchronize failed after %.1f s: %s\n", took,
+              why.c_str());
+  std::fflush(stdout);
+  check(queued && !queued->wait(&why) &&
+            why.find("the NCCL communicator was aborted: the CUDA stream "
+                     "they are queued on did not drain within 1 s") !=
+                std::string::npos,
+        "its request fails after the abort: " + why);
+  check(!onStream->allReduce(backend->deviceAddress(*arena, 0), 4, DType::F32,
+                             ReduceOp::Sum, &why) &&
+            why.find("aborted") != std::string::npos,
+        "and so does a new collective: " + why);
+
+  // Nothing is left waiting: every destructor returns at once.
+  start = Clock::now();
+  queued.reset();
+  request.reset();
+  onStream.reset();
+  arena.reset();
+  backend.reset();
+  own.reset();
+  cu->cuMemFree(p);
+  took = since(start);
+  check(took < 5, "freeing everything returns: " + std::to_string(took) + " s");
+  verdict(nullptr, "stream-timeout");
+}
+
+/// Rank 1 makes startMpi's communicators (MPI_Comm_split_type,
+/// MPI_Comm_split: they have no nonblocking form) but never joins its first
+/// collective; rank 0's startMpi must give up after 1 s. Before any
+/// Collectives exist: raw MPI for rank 1.
+[[noreturn]] void mpiStartTimeout() {
+  const int r = launcherWorldRank();
+  rankChecks.rank = r;
+  if (r == 1) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm node, cross;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, r, MPI_INFO_NULL,
+                        &node);
+    int localRank = 0;
+    MPI_Comm_rank(node, &localRank);
+    MPI_Comm_split(MPI_COMM_WORLD, localRank, r, &cross);
+    stayAway(r, "made startMpi's communicators, never joins its first "
+                "collective");
+  }
+  MpiOptions options;
+  options.timeoutSeconds = 1;
+  std::string error;
+  Clock::time_point start = Clock::now();
+  std::unique_ptr<Collectives> mpi = startMpi(options, &error);
+  double took = since(start);
+  check(!mpi, "startMpi without rank 1 fails");
+  check(error.find("starting MPI: the first collective of the 2 ranks "
+                   "(MPI_Iallreduce of the ranks per machine) did not "
+                   "complete within 1 s (another rank died or hangs; "
+                   "--collective-timeout)") != std::string::npos,
+        "the message: " + error);
+  // The splits waited for rank 1's start (up to a few seconds of mpirun
+  // starting it); the timeout counts from the collective.
+  check(took >= 1 && took < 20,
+        "after the timeout: " + std::to_string(took) + " s");
+  std::printf("rank 0: startMpi failed after %.1f s: %s\n", took,
+              error.c_str());
+  std::fflush(stdout);
+  verdict(nullptr, "mpi-start-timeout");
+}
+
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
   if (!launchedByMpi()) {
-    std::fprintf(stderr, "run me with mpirun -np N\n");
+    std::fprintf(stderr, "run me with mpirun -np N [init-timeout | "
+                         "stream-timeout | mpi-start-timeout]\n");
     return 2;
   }
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "mpi-start-timeout")
+    mpiStartTimeout();
   std::string error;
   std::unique_ptr<Collectives> mpi = startMpi(MpiOptions(), &error);
   if (!mpi) {
@@ -355,6 +593,14 @@ int main() {
   }
   rankChecks.rank = mpi->rank();
   const int rank = rankChecks.rank;
+  if (mode == "init-timeout")
+    initTimeout(*mpi);
+  if (mode == "stream-timeout")
+    streamTimeout(*mpi);
+  if (!mode.empty()) {
+    std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
+    abortMpi(2);
+  }
   Device dev;
   dev.cu = loadDriver(&error);
   int devices = 0;
@@ -392,6 +638,15 @@ int main() {
   if (!waitFor(mpi->allReduce(&failed, 1, DType::I64, ReduceOp::Sum, &error),
                &error))
     failed = 1;
+  // How the communicators were created: nonblocking, or (an NCCL older than
+  // 2.14) with the blocking ncclCommInitRank.
+  const nccl::NcclApi *api = nccl::loadNccl(&error);
+  if (rank == 0 && api)
+    std::printf("nccl communicators created by %s (NCCL %s)\n",
+                api->ncclCommInitRankConfig
+                    ? "ncclCommInitRankConfig, nonblocking"
+                    : "ncclCommInitRank, blocking: no ncclCommInitRankConfig",
+                api->versionString().c_str());
   if (rank == 0)
     std::printf("%d ranks (nccl, %s): %d checks per rank, %lld failed in "
                 "all\n",

@@ -1,8 +1,9 @@
 //===- CudaApiAbiCheck.cpp - Our CUDA declarations match the toolkit's ----===//
 //
 // Built only where the CUDA toolkit's headers are installed: every constant
-// src/cuda/CudaApi.h declares must equal cuda.h's / cublasLt.h's, and the
-// heuristic result struct must have the same size. Compiling is the test.
+// src/cuda/CudaApi.h declares must equal cuda.h's / cublasLt.h's, the
+// heuristic result struct must have the same size, and the stream calls the
+// watchdog uses have cuda.h's shapes. Compiling is the test.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +11,8 @@
 #include <cuda.h>
 
 #include "cuda/CudaApi.h"
+
+#include <type_traits>
 
 namespace c = loomrt::cuda;
 
@@ -72,5 +75,12 @@ static_assert(c::CUBLASLT_EPILOGUE_GELU_BIAS == CUBLASLT_EPILOGUE_GELU_BIAS);
 static_assert(sizeof(c::cublasLtMatmulHeuristicResult_t) ==
               sizeof(cublasLtMatmulHeuristicResult_t));
 static_assert(sizeof(c::cublasLtMatmulAlgo_t) == sizeof(cublasLtMatmulAlgo_t));
+
+// cuStreamQuery and cuStreamSynchronize take a stream, return a CUresult.
+static_assert(std::is_same_v<decltype(&cuStreamQuery), CUresult (*)(CUstream)>);
+static_assert(std::is_same_v<decltype(c::DriverApi::cuStreamQuery),
+                             c::CUresult (*)(c::CUstream)>);
+static_assert(
+    std::is_same_v<decltype(&cuStreamSynchronize), CUresult (*)(CUstream)>);
 
 int main() { return 0; }

@@ -14,6 +14,7 @@
 
 #include "CudaFixtures.h"
 #include "Fixtures.h"
+#include "cuda/CudaApi.h"
 #include "fakecuda/FakeCuda.h"
 
 #include "loomrt/Artifact.h"
@@ -23,6 +24,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <dlfcn.h>
@@ -160,6 +162,91 @@ TEST(CudaFakeDevice, NoDeviceSaysSo) {
   EXPECT_FALSE(createBackend("cuda", &error, &code));
   EXPECT_EQ(code, ErrorCode::Unsupported);
   EXPECT_NE(error.find("no CUDA device"), std::string::npos) << error;
+}
+
+// --- waits for the stream ----------------------------------------------------
+
+/// Stream work for fakecuda_enqueue: not ready (600) while `*left` counts
+/// down to 0.
+int countdown(void *arg) {
+  int &left = *static_cast<int *>(arg);
+  return left-- > 0 ? 600 : 0;
+}
+/// Stream work that is not ready until `*released`.
+int untilReleased(void *arg) { return *static_cast<bool *>(arg) ? 0 : 600; }
+void keep(void *) {}
+
+// cuda::waitForStream, the wait of a stream that may be stuck behind an
+// NCCL collective: it polls cuStreamQuery until the work is done, or gives
+// up after its limit with CUDA_ERROR_NOT_READY (the work still queued);
+// without a limit it is cuStreamSynchronize. And a backend without device
+// collectives, whose stream waits for no other rank, still synchronizes.
+TEST(CudaFakeDevice, StreamWaitsPollWithinTheirLimit) {
+  FakeCuda fake;
+  ASSERT_TRUE(fake.ok());
+  std::string error;
+  const cuda::DriverApi *cu = cuda::loadDriver(&error);
+  ASSERT_NE(cu, nullptr) << error;
+  void *lib = ::dlopen(LOOMRT_FAKE_CUDA_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr);
+  auto enqueue = reinterpret_cast<int (*)(void *, int (*)(void *), void *,
+                                          void (*)(void *))>(
+      ::dlsym(lib, "fakecuda_enqueue"));
+  ASSERT_NE(enqueue, nullptr);
+  cuda::CUstream stream = nullptr;
+  ASSERT_EQ(cu->cuStreamCreate(&stream, cuda::CU_STREAM_NON_BLOCKING),
+            cuda::CUDA_SUCCESS);
+
+  // Ready after 3 queries that find it busy: one wait, one synchronization.
+  int left = 3;
+  ASSERT_EQ(enqueue(stream, countdown, &left, keep), 0);
+  EXPECT_EQ(cuda::waitForStream(*cu, stream, 5), cuda::CUDA_SUCCESS);
+  EXPECT_EQ(left, -1);
+  EXPECT_EQ(fake.stats().streamQueries, 4);
+  EXPECT_EQ(fake.stats().synchronizations, 1);
+
+  // Never ready: the limit ends the wait, the work stays queued.
+  bool released = false;
+  ASSERT_EQ(enqueue(stream, untilReleased, &released, keep), 0);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(cuda::waitForStream(*cu, stream, 0.05), cuda::CUDA_ERROR_NOT_READY);
+  double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  EXPECT_GE(took, 0.05);
+  EXPECT_LT(took, 2.0);
+  EXPECT_EQ(fake.stats().synchronizations, 1);
+  released = true;
+  EXPECT_EQ(cuda::waitForStream(*cu, stream, 5), cuda::CUDA_SUCCESS);
+  EXPECT_EQ(fake.stats().synchronizations, 2);
+
+  // No limit: cuStreamSynchronize, no query.
+  int64_t queries = fake.stats().streamQueries;
+  left = 2;
+  ASSERT_EQ(enqueue(stream, countdown, &left, keep), 0);
+  EXPECT_EQ(cuda::waitForStream(*cu, stream, 0), cuda::CUDA_SUCCESS);
+  EXPECT_EQ(left, -1);
+  EXPECT_EQ(fake.stats().streamQueries, queries);
+  cu->cuStreamDestroy(stream);
+  ::dlclose(lib);
+
+  // The backend's stream carries no collective: synchronize() and freeing
+  // the arena block in cuStreamSynchronize, as before.
+  ErrorCode code = ErrorCode::Ok;
+  std::unique_ptr<Backend> backend = createBackend("cuda", &error, &code);
+  ASSERT_TRUE(backend) << error;
+  std::unique_ptr<Arena> arena = backend->allocateArena(64, &error, &code);
+  ASSERT_TRUE(arena) << error;
+  float x[4] = {1, 2, 3, 4}, y[4] = {0, 0, 0, 0};
+  ASSERT_TRUE(backend->upload(*arena, 0, x, sizeof x, &error)) << error;
+  ASSERT_TRUE(backend->download(*arena, 0, y, sizeof y, &error)) << error;
+  int64_t syncs = fake.stats().synchronizations;
+  ASSERT_TRUE(backend->synchronize(&error)) << error;
+  EXPECT_EQ(y[3], 4.0f);
+  arena.reset();
+  backend.reset();
+  EXPECT_EQ(fake.stats().streamQueries, queries);
+  EXPECT_EQ(fake.stats().synchronizations, syncs + 3);
 }
 
 // --- the fake driver --------------------------------------------------------

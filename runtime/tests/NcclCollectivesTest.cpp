@@ -114,6 +114,9 @@ TEST(NcclCollectives, FakeNcclResolves) {
   const nccl::NcclApi *api = nccl::loadNccl(&error);
   ASSERT_NE(api, nullptr) << error;
   EXPECT_EQ(api->versionString(), "2.28.0");
+  // What makes communicators nonblocking (2.14 and newer): resolved.
+  EXPECT_NE(api->ncclCommInitRankConfig, nullptr);
+  EXPECT_NE(api->ncclCommFinalize, nullptr);
   EXPECT_EQ(api->describe(nccl::ncclInvalidUsage, nullptr)
                 .rfind("ncclInvalidUsage (invalid usage)", 0),
             0u);
@@ -145,6 +148,10 @@ TEST(NcclCollectives, RealNcclHasEveryEntryPoint) {
   ASSERT_NE(api, nullptr) << error;
   EXPECT_GE(api->version, 21000);
   EXPECT_EQ(api->versionString().rfind("2.", 0), 0u) << api->versionString();
+  if (api->version >= 21400) {
+    EXPECT_NE(api->ncclCommInitRankConfig, nullptr) << api->versionString();
+    EXPECT_NE(api->ncclCommFinalize, nullptr) << api->versionString();
+  }
   EXPECT_NE(api->describe(nccl::ncclInvalidArgument, nullptr)
                 .find("ncclInvalidArgument"),
             std::string::npos);

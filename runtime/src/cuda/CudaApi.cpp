@@ -9,11 +9,14 @@
 #include "CudaApi.h"
 #include "DynamicLibrary.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <dlfcn.h>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace loomrt::cuda {
@@ -78,6 +81,7 @@ Loaded openDriver(const std::string &path, bool fromEnv) {
   resolve(handle, "cuStreamCreate", d.cuStreamCreate, missing);
   resolve(handle, "cuStreamDestroy_v2", d.cuStreamDestroy, missing);
   resolve(handle, "cuStreamSynchronize", d.cuStreamSynchronize, missing);
+  resolve(handle, "cuStreamQuery", d.cuStreamQuery, missing);
   resolve(handle, "cuStreamBeginCapture_v2", d.cuStreamBeginCapture, missing);
   resolve(handle, "cuStreamEndCapture", d.cuStreamEndCapture, missing);
   resolve(handle, "cuGraphInstantiateWithFlags", d.cuGraphInstantiateWithFlags,
@@ -186,6 +190,28 @@ std::string BlasLtApi::describe(cublasStatus_t status) const {
       cublasLtGetStatusString ? cublasLtGetStatusString(status) : nullptr;
   return text ? std::string(text) + " (" + std::to_string(status) + ")"
               : "cuBLAS status " + std::to_string(status);
+}
+
+CUresult waitForStream(const DriverApi &cu, CUstream stream,
+                       double timeoutSeconds) {
+  if (timeoutSeconds <= 0)
+    return cu.cuStreamSynchronize(stream);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  const auto limit = std::chrono::duration<double>(timeoutSeconds);
+  std::chrono::microseconds nap(0);
+  for (;;) {
+    CUresult r = cu.cuStreamQuery(stream);
+    if (r != CUDA_ERROR_NOT_READY)
+      return r;
+    if (Clock::now() - start > limit)
+      return CUDA_ERROR_NOT_READY;
+    // Short naps first (most waits end within microseconds), then 1 ms:
+    // a stuck wait costs the CPU nothing much.
+    nap = std::min(std::chrono::microseconds(1000),
+                   nap + std::chrono::microseconds(10));
+    std::this_thread::sleep_for(nap);
+  }
 }
 
 const DriverApi *loadDriver(std::string *error) {

@@ -97,6 +97,7 @@ struct DriverApi {
   CUresult (*cuStreamCreate)(CUstream *, unsigned);
   CUresult (*cuStreamDestroy)(CUstream); // _v2
   CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuStreamQuery)(CUstream); ///< polled where a wait may time out
   CUresult (*cuStreamBeginCapture)(CUstream, int); // _v2
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
   CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph,
@@ -117,6 +118,15 @@ struct DriverApi {
   /// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
   std::string describe(CUresult result) const;
 };
+
+/// Waits for everything queued on `stream` by polling cuStreamQuery (naps of
+/// up to 1 ms between polls), for at most `timeoutSeconds` (0: no limit,
+/// then cuStreamSynchronize). CUDA_SUCCESS, the error the stream reports,
+/// or CUDA_ERROR_NOT_READY when the time ran out with work still queued:
+/// for waits that can be stuck behind an NCCL collective whose peer died
+/// or hangs, where cuStreamSynchronize would wait forever.
+CUresult waitForStream(const DriverApi &cu, CUstream stream,
+                       double timeoutSeconds);
 
 /// Opens the driver once per process (per library path) and calls cuInit(0):
 /// LOOMRT_CUDA_DRIVER if set, else libcuda.so.1. On failure returns null and

@@ -15,7 +15,11 @@
 // stream capture into a CUDA graph. Device collectives are NCCL
 // (NcclCollectives) on this device's primary context and on the same
 // stream, so a plan's collective steps are ordered with its kernels by the
-// stream alone.
+// stream alone. Once they are, a wait for the stream may be stuck behind
+// a collective whose peer died or hangs: every such wait (synchronize(), and
+// freeing an arena or the backend) polls cuStreamQuery within the
+// collectives' timeout instead of blocking in cuStreamSynchronize, and past
+// it aborts the communicators queued on the stream (StreamWatch).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,7 +36,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
 #include <new>
 #include <vector>
 
@@ -54,21 +60,82 @@ void setError(std::string *error, const std::string &message) noexcept {
 
 std::string smName(int64_t sm) { return "sm_" + std::to_string(sm); }
 
+/// "60", "1.5": seconds as a message says them.
+std::string secondsText(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", s);
+  return text;
+}
+
 std::string envString(const char *name) {
   const char *v = std::getenv(name);
   return v ? v : "";
 }
 
+/// How a wait for the backend's stream ends, shared by the backend and its
+/// arenas. Until device collectives are started on
+/// the stream, nothing on it waits for another rank: cuStreamSynchronize.
+/// After, an NCCL collective on it may wait for a rank that died or hangs,
+/// so the stream is polled (cuStreamQuery) for at most the collectives'
+/// timeout; past it, every communicator started on the stream is aborted
+/// (their kernels end, which drains the stream) and the stream given as
+/// long again.
+struct StreamWatch {
+  StreamWatch(const DriverApi &cu, CUstream stream) : cu(cu), stream(stream) {}
+
+  const DriverApi &cu;
+  CUstream stream;
+  bool collectives = false;  ///< device collectives were started on it
+  double timeoutSeconds = 0; ///< theirs; 0: no limit
+  /// NcclOptions::abort of each communicator started on the stream.
+  std::vector<std::function<void(const std::string &)>> aborts;
+
+  /// Whether waits poll (else cuStreamSynchronize: no collective on the
+  /// stream, or a timeout of 0, none).
+  bool polled() const noexcept { return collectives && timeoutSeconds > 0; }
+  /// CUDA_SUCCESS, the stream's error, or CUDA_ERROR_NOT_READY: it timed
+  /// out (the communicators were then aborted; `*drained` says whether the
+  /// stream then drained within the limit).
+  CUresult wait(bool *drained) noexcept {
+    *drained = true;
+    if (!polled())
+      return cu.cuStreamSynchronize(stream);
+    CUresult r = waitForStream(cu, stream, timeoutSeconds);
+    if (r != CUDA_ERROR_NOT_READY)
+      return r;
+    try {
+      std::string why = "the CUDA stream they are queued on did not drain "
+                        "within " +
+                        secondsText(timeoutSeconds) +
+                        " s (a collective waits for a rank that died or "
+                        "hangs)";
+      for (auto &abort : aborts)
+        if (abort)
+          abort(why);
+    } catch (...) {
+    }
+    *drained =
+        waitForStream(cu, stream, timeoutSeconds) != CUDA_ERROR_NOT_READY;
+    return CUDA_ERROR_NOT_READY;
+  }
+};
+
 class CudaArena final : public Arena {
 public:
-  CudaArena(const DriverApi &cu, CUcontext ctx, CUstream stream,
-            CUdeviceptr base, uint64_t bytes)
-      : cu(cu), ctx(ctx), stream(stream), base(base), bytes(bytes) {}
+  CudaArena(const DriverApi &cu, CUcontext ctx,
+            std::shared_ptr<StreamWatch> watch, CUdeviceptr base,
+            uint64_t bytes)
+      : cu(cu), ctx(ctx), watch(std::move(watch)), base(base), bytes(bytes) {}
   ~CudaArena() override {
-    // Work still queued may read this memory: let it finish first.
+    // Work still queued may read this memory: let it finish first. Work
+    // that does not finish (a collective stuck past the timeout, even
+    // after its communicator was aborted) may still write it: the memory
+    // is then left allocated (the run has failed; the process ends).
     cu.cuCtxSetCurrent(ctx);
-    cu.cuStreamSynchronize(stream);
-    cu.cuMemFree(base);
+    bool drained = true;
+    watch->wait(&drained);
+    if (drained)
+      cu.cuMemFree(base);
   }
   uint64_t size() const noexcept override { return bytes; }
   CUdeviceptr data() const noexcept { return base; }
@@ -76,7 +143,7 @@ public:
 private:
   const DriverApi &cu;
   CUcontext ctx;
-  CUstream stream;
+  std::shared_ptr<StreamWatch> watch;
   CUdeviceptr base;
   uint64_t bytes;
 };
@@ -117,8 +184,14 @@ public:
     if (!ctx)
       return;
     cu.cuCtxSetCurrent(ctx);
-    if (stream)
-      cu.cuStreamSynchronize(stream);
+    // Within the collectives' timeout (StreamWatch); work that does not
+    // drain may still use the device memory, the staging buffer, the
+    // module and the context: they are left as they are (the run failed).
+    bool drained = true;
+    if (watch)
+      watch->wait(&drained);
+    if (!drained)
+      return;
     if (lt) {
       for (auto &[step, plan] : gemmPlans) {
         lt->cublasLtMatrixLayoutDestroy(plan.a);
@@ -193,6 +266,12 @@ public:
         !call(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
               "cuStreamCreate", error))
       return false;
+    try {
+      watch = std::make_shared<StreamWatch>(cu, stream);
+    } catch (...) {
+      setError(error, "out of memory");
+      return false;
+    }
     return true;
   }
 
@@ -249,7 +328,7 @@ public:
       }
       // 256-byte alignment from the driver covers the plan's 64.
       std::unique_ptr<CudaArena> arena(
-          new CudaArena(cu, ctx, stream, base, bytes));
+          new CudaArena(cu, ctx, watch, base, bytes));
       r = cu.cuMemsetD8Async(base, 0, static_cast<size_t>(wanted), stream);
       if (r != CUDA_SUCCESS) {
         sink.set(ErrorCode::IO, "cuMemsetD8Async: " + cu.describe(r));
@@ -422,8 +501,25 @@ public:
     options.device = deviceOrdinal;
     options.stream = stream;
     options.timeoutSeconds = timeoutSeconds;
+    std::function<void(const std::string &)> abort;
+    options.abort = &abort;
     std::unique_ptr<Collectives> comm = startNccl(bootstrap, options, error);
     bind(); // startNccl made the same context current; no harm
+    if (comm) {
+      // From now on a wait for the stream may be stuck behind one of its
+      // collectives: the stream's waits take the longest timeout (0, none,
+      // wins) and can abort it.
+      try {
+        watch->aborts.push_back(std::move(abort));
+      } catch (...) {
+        setError(error, "out of memory");
+        return nullptr;
+      }
+      if (!watch->collectives || timeoutSeconds <= 0 ||
+          (watch->timeoutSeconds > 0 && timeoutSeconds > watch->timeoutSeconds))
+        watch->timeoutSeconds = timeoutSeconds;
+      watch->collectives = true;
+    }
     return comm;
   }
 
@@ -509,11 +605,35 @@ private:
   /// Waits for the stream, hands pending downloads to their owners and frees
   /// the staging buffer for reuse.
   bool flush(std::string *error) noexcept {
-    CUresult r = cu.cuStreamSynchronize(stream);
+    bool drained = true;
+    CUresult r = watch->wait(&drained);
+    if (r == CUDA_ERROR_NOT_READY) {
+      pending.clear();
+      try {
+        setError(error,
+                 "synchronizing the CUDA stream: its work (kernels, copies "
+                 "and NCCL collectives) did not complete within " +
+                     secondsText(watch->timeoutSeconds) +
+                     " s: a collective waits for a rank that died or hangs; "
+                     "the NCCL communicators on the stream were aborted" +
+                     (drained ? "" : ", and the stream still did not drain"));
+      } catch (...) {
+      }
+      // The staging memory may still be written by a copy that never ran:
+      // not reused.
+      if (!drained) {
+        pinned = nullptr;
+        stagingSize = 0;
+      }
+      stagingUsed = 0;
+      return false;
+    }
     if (r != CUDA_SUCCESS) {
       pending.clear();
       stagingUsed = 0;
-      setError(error, "cuStreamSynchronize: " + cu.describe(r) +
+      setError(error, std::string(watch->polled() ? "cuStreamQuery"
+                                                  : "cuStreamSynchronize") +
+                          ": " + cu.describe(r) +
                           " (a kernel or copy of this run failed)");
       return false;
     }
@@ -852,6 +972,7 @@ private:
   CUdevice device = 0;
   CUcontext ctx = nullptr;
   CUstream stream = nullptr;
+  std::shared_ptr<StreamWatch> watch; ///< made with the stream
   std::string deviceName;
   int deviceSm = 0;
   int maxSharedOptin = 0;

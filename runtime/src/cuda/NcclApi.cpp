@@ -2,8 +2,9 @@
 //
 // NCCL is opened once per process and path and never closed (its proxy
 // threads may outlive a communicator), like the CUDA driver in CudaApi.cpp.
-// Every entry point but ncclGetLastError is required; NCCL older than 2.10
-// (no ncclAvg) is refused.
+// Every entry point but ncclGetLastError (2.13), ncclCommInitRankConfig and
+// ncclCommFinalize (2.14) is required; NCCL older than 2.10 (no ncclAvg) is
+// refused.
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,6 +70,8 @@ Loaded open(const std::vector<std::string> &paths, bool fromEnv) {
   }
   std::string optional;
   resolve(handle, "ncclGetLastError", n.ncclGetLastError, optional);
+  resolve(handle, "ncclCommInitRankConfig", n.ncclCommInitRankConfig, optional);
+  resolve(handle, "ncclCommFinalize", n.ncclCommFinalize, optional);
   if (n.ncclGetVersion(&n.version) != ncclSuccess)
     n.version = 0;
   if (n.version < 21000) {

@@ -6,6 +6,9 @@
 // values of nccl.h (NCCL 2.x keeps them stable; NcclApiAbiCheck.cpp compares
 // every one against the real header where one is installed). The functions
 // are resolved by dlopen/dlsym from libnccl.so.2, or LOOMRT_NCCL_LIBRARY.
+// ncclConfig_t grows with every NCCL release; we declare its NCCL 2.14
+// layout and say so in its version field, which NCCL reads to know which
+// fields the caller has (newer ones then take their defaults).
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,6 +62,22 @@ inline constexpr ncclRedOp_t ncclMax = 2;
 inline constexpr ncclRedOp_t ncclMin = 3;
 inline constexpr ncclRedOp_t ncclAvg = 4; // NCCL 2.10 and newer
 
+/// ncclConfig_t as NCCL 2.14 declared it (ncclConfig_v21400): the leading
+/// fields of every later version's, which NCCL copies up to `size` bytes and
+/// trusts up to `version` (NCCL_VERSION(2, 14, 0)). NCCL 2.14 and newer.
+struct ncclConfig {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking; ///< 0: calls on the communicator may return ncclInProgress
+};
+inline constexpr unsigned int kConfigMagic = 0xcafebeef;
+inline constexpr unsigned int kConfigVersion = 21400;   // NCCL_VERSION(2,14,0)
+inline constexpr int kConfigUndefInt = -2147483647 - 1; // INT_MIN
+/// NCCL_CONFIG_INITIALIZER for the fields we declare.
+inline constexpr ncclConfig kConfigInitializer = {
+    sizeof(ncclConfig), kConfigMagic, kConfigVersion, kConfigUndefInt};
+
 using cuda::CUstream; // nccl.h's cudaStream_t is the same CUstream_st *
 
 /// The NCCL entry points NcclCollectives calls, resolved from the library.
@@ -87,6 +106,15 @@ struct NcclApi {
   ncclResult_t (*ncclGroupEnd)();
   /// NCCL 2.13 and newer; null before.
   const char *(*ncclGetLastError)(ncclComm_t);
+  /// NCCL 2.14 and newer; null before (communicators are then created with
+  /// the blocking ncclCommInitRank, which cannot time out).
+  ncclResult_t (*ncclCommInitRankConfig)(ncclComm_t *, int, ncclUniqueId, int,
+                                         ncclConfig *);
+  /// NCCL 2.14 and newer; null before. Flushes a communicator's work and
+  /// leaves it to ncclCommDestroy to free locally: on a nonblocking
+  /// communicator it returns ncclInProgress instead of waiting for the other
+  /// ranks (ncclCommDestroy alone is a collective of a machine's ranks).
+  ncclResult_t (*ncclCommFinalize)(ncclComm_t);
 
   std::string path; ///< the library that was opened
   int version = 0;  ///< ncclGetVersion's code, e.g. 22809 for 2.28.9

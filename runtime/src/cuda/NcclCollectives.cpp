@@ -14,6 +14,17 @@
 // (send to the next rank, receive from the previous) must be one group.
 // A barrier is a one-element all-reduce, waited for.
 //
+// No wait is without the watchdog's limit (NcclOptions::timeoutSeconds):
+// the communicator is created nonblocking (ncclCommInitRankConfig with
+// blocking = 0, NCCL 2.14 and newer) and its creation polled with
+// ncclCommGetAsyncError, so a rank that never joins fails the others; on
+// such a communicator any call may return ncclInProgress (NCCL still
+// queueing it: connecting to peers, say), which is polled out the same way
+// before the event after it is recorded; and the communicator is finished
+// by polling the stream (cuStreamQuery) and ncclCommFinalize, aborted when
+// either times out. Only an NCCL older than 2.14 still creates with the
+// blocking ncclCommInitRank (a note on stderr says so).
+//
 //===----------------------------------------------------------------------===//
 
 #include "NcclCollectives.h"
@@ -21,6 +32,7 @@
 #include "CudaApi.h"
 #include "NcclApi.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -52,6 +64,31 @@ std::string seconds(double s) {
   return text;
 }
 
+/// Polls ncclCommGetAsyncError(comm) while it says ncclInProgress, for at
+/// most `timeoutSeconds` (0: no limit), with naps of up to 1 ms: the state
+/// it settled on, ncclInProgress when the time ran out, or the poll's own
+/// failure.
+ncclResult_t pollWhileInProgress(const NcclApi &nc, ncclComm_t comm,
+                                 double timeoutSeconds) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  const auto limit = std::chrono::duration<double>(timeoutSeconds);
+  std::chrono::microseconds nap(0);
+  for (;;) {
+    ncclResult_t state = ncclInProgress;
+    ncclResult_t r = nc.ncclCommGetAsyncError(comm, &state);
+    if (r != ncclSuccess)
+      return r;
+    if (state != ncclInProgress)
+      return state;
+    if (timeoutSeconds > 0 && Clock::now() - start > limit)
+      return ncclInProgress;
+    nap = std::min(std::chrono::microseconds(1000),
+                   nap + std::chrono::microseconds(10));
+    std::this_thread::sleep_for(nap);
+  }
+}
+
 /// Send/recv calls not yet issued, and the event that will follow them.
 struct Batch {
   struct Transfer {
@@ -76,8 +113,26 @@ struct Shared {
     if (batch)
       flush(nullptr);
     if (comm) {
-      cu.cuStreamSynchronize(stream);
-      nc.ncclCommDestroy(comm);
+      // The stream may hold a collective whose peer died or hangs (one
+      // whose request was never waited for, or another communicator's on
+      // a shared stream): waited for within the watchdog's limit, not with
+      // cuStreamSynchronize; past it, the communicator is aborted, which
+      // ends its kernels, rather than destroyed.
+      bool drained =
+          waitForStream(cu, stream, timeoutSeconds) != CUDA_ERROR_NOT_READY;
+      // ncclCommDestroy alone waits for the machine's other ranks: on a
+      // nonblocking communicator, ncclCommFinalize says ncclInProgress
+      // instead, polled within the limit too.
+      if (drained && nonblocking && nc.ncclCommFinalize) {
+        ncclResult_t r = nc.ncclCommFinalize(comm);
+        if (r == ncclInProgress)
+          r = pollWhileInProgress(nc, comm, timeoutSeconds);
+        drained = r == ncclSuccess;
+      }
+      if (drained)
+        nc.ncclCommDestroy(comm);
+      else
+        nc.ncclCommAbort(comm);
     }
     if (scratch)
       cu.cuMemFree(scratch);
@@ -95,6 +150,9 @@ struct Shared {
   CUstream stream = nullptr;
   bool ownStream = false;
   ncclComm_t comm = nullptr;
+  /// Made by ncclCommInitRankConfig with blocking = 0: calls on it may
+  /// return ncclInProgress.
+  bool nonblocking = false;
   CUdeviceptr scratch = 0; ///< 4 bytes for the barrier's all-reduce
   int rank = 0, size = 1, localRank = 0;
   double timeoutSeconds = 60;
@@ -127,6 +185,31 @@ struct Shared {
     return text + " (this rank's collective " + std::to_string(++issuedCount) +
            ")";
   }
+  /// The result of NCCL call `what`, `r`, once NCCL finished queueing it:
+  /// on a nonblocking communicator a call may return ncclInProgress, and
+  /// nothing (not even an event after it) may be queued before
+  /// ncclCommGetAsyncError says otherwise, which is polled within the
+  /// watchdog's limit. True on ncclSuccess; otherwise false with `*error`
+  /// ("what: ..."), the communicator aborted when it failed or timed out
+  /// after saying ncclInProgress (a call that failed outright, its
+  /// arguments refused, leaves it as it was).
+  bool settled(ncclResult_t r, const std::string &what, std::string *error) {
+    if (r == ncclSuccess)
+      return true;
+    if (r != ncclInProgress)
+      return fail(error, what + ": " + nc.describe(r, comm));
+    r = pollWhileInProgress(nc, comm, timeoutSeconds);
+    if (r == ncclSuccess)
+      return true;
+    std::string why =
+        r == ncclInProgress
+            ? what + ": NCCL had not finished queueing it after " +
+                  seconds(timeoutSeconds) + " s (another rank died or hangs)"
+            : what + " failed: " + nc.describe(r, comm);
+    abort(why);
+    return fail(error, why);
+  }
+
   /// An event recorded now on the stream, after what was queued.
   CUevent record(const std::string &what, std::string *error) {
     CUevent event = nullptr;
@@ -171,8 +254,8 @@ struct Shared {
                    std::to_string(t.peer) + ": " + nc.describe(r, comm);
     }
     r = nc.ncclGroupEnd();
-    if (r != ncclSuccess && b->error.empty())
-      b->error = what + ": ncclGroupEnd: " + nc.describe(r, comm);
+    if (b->error.empty())
+      settled(r, what + ": ncclGroupEnd", &b->error);
     if (!b->error.empty()) {
       // The group may be half queued: the communicator cannot be trusted.
       abort(b->error);
@@ -468,11 +551,8 @@ private:
       std::string text = s->name(what, elements, dtype);
       if (!s->usable(error) || !s->flush(error) || !s->bind(error))
         return nullptr;
-      ncclResult_t r = call();
-      if (r != ncclSuccess) {
-        fail(error, text + ": " + s->nc.describe(r, s->comm));
+      if (!s->settled(call(), text, error))
         return nullptr;
-      }
       CUevent event = s->record(text, error);
       if (!event)
         return nullptr;
@@ -556,6 +636,53 @@ bool openDevice(Shared &s, const NcclOptions &options, std::string *error) {
   return true;
 }
 
+/// Creates `s.comm` with rank 0's `id`: nonblocking (NCCL 2.14 and newer),
+/// its creation polled within the watchdog's limit, so that a rank of the
+/// communicator that never joins (it died, hangs, or never got this far)
+/// fails this one instead of hanging it; with an older NCCL, the blocking
+/// ncclCommInitRank, which has no limit.
+bool createCommunicator(Shared &s, const ncclUniqueId &id, std::string *error) {
+  const NcclApi &nc = s.nc;
+  const char *call =
+      nc.ncclCommInitRankConfig ? "ncclCommInitRankConfig" : "ncclCommInitRank";
+  std::string what = std::string(call) + " (rank " + std::to_string(s.rank) +
+                     " of " + std::to_string(s.size) + ", " + nc.path + " " +
+                     nc.versionString() + ")";
+  ncclResult_t r;
+  if (nc.ncclCommInitRankConfig) {
+    ncclConfig config = kConfigInitializer;
+    config.blocking = 0;
+    r = nc.ncclCommInitRankConfig(&s.comm, s.size, id, s.rank, &config);
+    s.nonblocking = true;
+  } else {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      std::fprintf(stderr,
+                   "loomrt: note: NCCL %s (%s) has no ncclCommInitRankConfig "
+                   "(NCCL 2.14 and newer): creating a communicator waits for "
+                   "its other ranks without a time limit\n",
+                   nc.versionString().c_str(), nc.path.c_str());
+    r = nc.ncclCommInitRank(&s.comm, s.size, id, s.rank);
+  }
+  if (r == ncclInProgress && s.comm)
+    r = pollWhileInProgress(nc, s.comm, s.timeoutSeconds);
+  if (r == ncclSuccess)
+    return true;
+  std::string why =
+      r == ncclInProgress
+          ? what + ": the communicator was not created within " +
+                seconds(s.timeoutSeconds) +
+                " s: one of its ranks did not join (it died, hangs, or "
+                "failed before creating it); aborted"
+          : what + ": " + nc.describe(r, s.comm);
+  // A nonblocking creation that failed or timed out still left a handle
+  // (a blocking one that failed did not).
+  if (s.comm && s.nonblocking)
+    nc.ncclCommAbort(s.comm);
+  s.comm = nullptr;
+  return fail(error, why);
+}
+
 /// A failed start: `message` in `*error`.
 std::unique_ptr<Collectives> none(std::string *error,
                                   const std::string &message) {
@@ -613,13 +740,14 @@ start(Collectives &bootstrap, const NcclOptions &options, std::string *error) {
                            nc->describe(status, nullptr));
   if (!s->bind(error))
     return nullptr;
-  ncclResult_t r = nc->ncclCommInitRank(&s->comm, s->size, id, s->rank);
-  if (r != ncclSuccess) {
-    s->comm = nullptr;
-    return none(error, "ncclCommInitRank (rank " + std::to_string(s->rank) +
-                           " of " + std::to_string(s->size) + ", " + nc->path +
-                           " " + nc->versionString() +
-                           "): " + nc->describe(r, nullptr));
+  if (!createCommunicator(*s, id, error))
+    return nullptr;
+  if (options.abort) {
+    std::weak_ptr<Shared> weak = s;
+    *options.abort = [weak](const std::string &why) {
+      if (std::shared_ptr<Shared> alive = weak.lock())
+        alive->abort(why);
+    };
   }
   return std::make_unique<NcclCollectives>(std::move(s));
 }

@@ -11,7 +11,11 @@
 // backend allocates its arenas in. Work is queued on one CUDA stream; a
 // Request waits for an event recorded after its operation, so it blocks for
 // that operation only, and gives up after NcclOptions::timeoutSeconds
-// (aborting the communicator: another rank died or hangs).
+// (aborting the communicator: another rank died or hangs). The same limit
+// holds for creating the communicator (a nonblocking one, NCCL 2.14 and
+// newer: a rank that never joins fails the others rather than hang them),
+// for NCCL finishing to queue a call, and for the stream's drain when the
+// communicator is destroyed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +24,7 @@
 
 #include "loomrt/Collectives.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,8 +39,16 @@ struct NcclOptions {
   /// null: a stream of their own, and the caller orders by synchronizing.
   void *stream = nullptr;
   /// Seconds a Request waits before it aborts the communicator and fails
-  /// naming the collective; 0 waits forever.
+  /// naming the collective; also the limit on creating the communicator,
+  /// on NCCL queueing a call, and on draining the stream at the end; 0
+  /// waits forever.
   double timeoutSeconds = 60;
+  /// Where set, startNccl stores here a function that aborts the
+  /// communicator (ncclCommAbort; every later call then fails naming
+  /// `why`), and does nothing once the communicator is gone: for the owner
+  /// of `stream` (the CUDA backend), whose own wait for the stream timed out
+  /// behind one of its collectives, so that the stream drains.
+  std::function<void(const std::string &why)> *abort = nullptr;
 };
 
 /// Loads NCCL (LOOMRT_NCCL_LIBRARY, else libnccl.so.2) and the CUDA driver
@@ -44,7 +57,13 @@ struct NcclOptions {
 /// (host memory, e.g. MPI) exchanges the start-up status and the unique id,
 /// and is not used afterwards. Null with `error` on every rank when any rank
 /// cannot start ("no NCCL (libnccl.so.2 not found): ...", or "rank 1 could
-/// not start NCCL" on the others).
+/// not start NCCL" on the others). The communicator is created nonblocking
+/// (ncclCommInitRankConfig, blocking = 0) and waited for at most
+/// NcclOptions::timeoutSeconds: a rank that never joins it makes the
+/// others fail ("ncclCommInitRankConfig (rank 0 of 2, ...): the
+/// communicator was not created within 60 s ..."). An NCCL older than 2.14
+/// has no such call: ncclCommInitRank then blocks without a limit (a note
+/// on stderr says so, once).
 ///
 /// Differences from the MPI collectives: every pointer is a device pointer;
 /// f16 and bf16 reduce (sum, max, avg) as well as f32, f64, i64, i32, i8, u8;

@@ -653,6 +653,11 @@ std::unique_ptr<Collectives> startMpi(const MpiOptions &options,
     MPI_Finalize();
     return nullptr;
   }
+  // MPI_Comm_split and MPI_Comm_split_type have no nonblocking form (not
+  // in MPI 4 either): a rank that never gets here leaves the others
+  // waiting in them, without a limit, until the launcher ends the job (it
+  // does when a rank exits; a rank that hangs before starting MPI is not
+  // caught). Everything after them is polled against the watchdog.
   MPI_Comm node, cross;
   if (options.ranksPerNode > 0)
     MPI_Comm_split(MPI_COMM_WORLD, rank / options.ranksPerNode, rank, &node);
@@ -666,10 +671,45 @@ std::unique_ptr<Collectives> startMpi(const MpiOptions &options,
   int nodes = 1;
   MPI_Comm_size(cross, &nodes);
   // Every machine must have as many ranks for the cross communicators to
-  // pair the shards up.
-  int minLocal = localSize, maxLocal = localSize;
-  MPI_Allreduce(MPI_IN_PLACE, &minLocal, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &maxLocal, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  // pair the shards up: the fewest and the most ranks of a machine, as the
+  // maximum of (-ranks, ranks), in one MPI_Iallreduce polled (MPI_Test)
+  // against options.timeoutSeconds, like every collective of the run.
+  int extremes[2] = {-localSize, localSize};
+  MPI_Request request = MPI_REQUEST_NULL;
+  int rc = MPI_Iallreduce(MPI_IN_PLACE, extremes, 2, MPI_INT, MPI_MAX,
+                          MPI_COMM_WORLD, &request);
+  const auto started = std::chrono::steady_clock::now();
+  const auto limit = std::chrono::duration<double>(options.timeoutSeconds);
+  std::chrono::microseconds nap(0);
+  for (int done = 0; rc == MPI_SUCCESS && !done;) {
+    rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || done)
+      break;
+    if (options.timeoutSeconds > 0 &&
+        std::chrono::steady_clock::now() - started > limit) {
+      // The request stays pending and MPI is not finalized (which would
+      // wait for the missing rank): the caller ends the job (abortMpi).
+      if (error) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%g", options.timeoutSeconds);
+        *error = "starting MPI: the first collective of the " +
+                 std::to_string(size) +
+                 " ranks (MPI_Iallreduce of the ranks per machine) did not "
+                 "complete within " +
+                 text + " s (another rank died or hangs; --collective-timeout)";
+      }
+      return nullptr;
+    }
+    nap = std::min(std::chrono::microseconds(1000),
+                   nap + std::chrono::microseconds(10));
+    std::this_thread::sleep_for(nap);
+  }
+  if (rc != MPI_SUCCESS) {
+    if (error)
+      *error = "starting MPI: " + mpiError("MPI_Iallreduce", rc);
+    return nullptr;
+  }
+  int minLocal = -extremes[0], maxLocal = extremes[1];
   bool even = minLocal == maxLocal;
   bool hierarchical =
       options.allReduce == "hierarchical" ||

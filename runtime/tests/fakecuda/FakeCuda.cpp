@@ -6,9 +6,12 @@
 // memory standing in for device memory. Work queued on a stream runs only at
 // cuStreamSynchronize (so a backend that reads a download before
 // synchronizing, or reuses staging memory too early, fails the tests), or
-// when cuEventQuery asks for an event recorded after it, and
-// stream capture records the queued work into a graph that cuGraphLaunch
-// replays. A "module" is a text image naming a host library and its kernels:
+// when cuStreamQuery or cuEventQuery asks for it (each runs what it can:
+// work that is waiting for something else, like the fake NCCL's collectives
+// waiting for their peers, says CUDA_ERROR_NOT_READY and is resumed by the
+// next query, so a query returns rather than blocks), and stream capture
+// records the queued work into a graph that cuGraphLaunch replays. A "module"
+// is a text image naming a host library and its kernels:
 //
 //   FAKECUBIN sm=90 lib=/path/kernels.so      (or FAKEPTX lib=...)
 //   kernel add_relu4 3
@@ -26,6 +29,7 @@
 #include "FakeCuda.h"
 #include "../../src/Half.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -36,6 +40,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
@@ -47,7 +52,7 @@ using Op = std::function<CUresult()>;
 
 constexpr CUresult kSuccess = 0, kInvalidValue = 1, kOutOfMemory = 2,
                    kNoDevice = 100, kInvalidImage = 200, kNoBinary = 209,
-                   kNotFound = 500, kCaptureUnsupported = 900,
+                   kNotFound = 500, kNotReady = 600, kCaptureUnsupported = 900,
                    kCaptureInvalidated = 901;
 
 FakeCudaStats stats;
@@ -140,16 +145,34 @@ CUresult enqueue(void *s, Op op, bool backendWork = true) {
 }
 
 /// Runs the stream's queued ops, oldest first, until `ran` reaches `upTo`.
+/// An op that returns kNotReady (it waits for something outside the
+/// stream) stays first in the queue, to be called again by the next query:
+/// then kNotReady, the stream's state for a query.
 CUresult runQueue(Stream *stream, uint64_t upTo) {
   while (stream->ran < upTo && !stream->queue.empty()) {
+    // Out of the queue while it runs (it may queue more work).
     Op op = std::move(stream->queue.front());
     stream->queue.erase(stream->queue.begin());
-    ++stream->ran;
     CUresult r = op();
+    if (r == kNotReady) {
+      stream->queue.insert(stream->queue.begin(), std::move(op));
+      return stream->sticky != kSuccess ? stream->sticky : kNotReady;
+    }
+    ++stream->ran;
     if (r != kSuccess && stream->sticky == kSuccess)
       stream->sticky = r;
   }
   return stream->sticky;
+}
+
+/// runQueue until nothing is left waiting (cuStreamSynchronize: blocks).
+CUresult drain(Stream *stream, uint64_t upTo) {
+  for (;;) {
+    CUresult r = runQueue(stream, upTo);
+    if (r != kNotReady)
+      return r;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 /// An event: done once its stream has run the ops queued before it.
@@ -177,16 +200,21 @@ EXPORT void fakecuda_reset() {
 EXPORT const char *fakecuda_trace() { return trace.c_str(); }
 EXPORT const char *fakecuda_last_error() { return lastError.c_str(); }
 /// For the fake NCCL (tests/fakenccl): queues `fn(arg)` on `stream` like
-/// any other work (its nonzero result becomes the stream's error); `release`
-/// frees `arg` when the op is gone.
+/// any other work (its nonzero result becomes the stream's error, except
+/// 600, CUDA_ERROR_NOT_READY: not finished, call again at the next query
+/// or synchronization); `release` frees `arg` when the op is gone.
 EXPORT CUresult fakecuda_enqueue(void *stream, int (*fn)(void *), void *arg,
                                  void (*release)(void *)) {
   std::shared_ptr<void> owned(arg, release);
   return enqueue(
       stream,
-      [fn, owned] {
-        traced("ext");
-        return CUresult(fn(owned.get()));
+      [fn, owned, started = false]() mutable {
+        if (!started)
+          traced("ext");
+        CUresult r = CUresult(fn(owned.get()));
+        // Once per run of the op (a graph replays it), however many polls.
+        started = r == kNotReady;
+        return r;
       },
       /*backendWork=*/false);
 }
@@ -490,7 +518,22 @@ EXPORT CUresult cuStreamSynchronize(void *s) {
     return kCaptureUnsupported;
   }
   ++stats.synchronizations;
-  return runQueue(stream, stream->queued);
+  return drain(stream, stream->queued);
+}
+/// Runs what it can of the stream's work: CUDA_SUCCESS once all of it ran
+/// (then counted as a synchronization, like cuStreamSynchronize: a wait
+/// for the whole stream that ended), CUDA_ERROR_NOT_READY while some waits.
+EXPORT CUresult cuStreamQuery(void *s) {
+  Stream *stream = s ? streamOf(s) : &defaultStream;
+  if (stream->capturing) {
+    ++stats.captureViolations;
+    return kCaptureUnsupported;
+  }
+  ++stats.streamQueries;
+  CUresult r = runQueue(stream, stream->queued);
+  if (r == kSuccess)
+    ++stats.synchronizations;
+  return r;
 }
 EXPORT CUresult cuEventCreate(void **event, unsigned) {
   *event = new Event();
@@ -554,12 +597,14 @@ EXPORT CUresult cuGraphInstantiateWithFlags(void **exec, void *graph,
 EXPORT CUresult cuGraphLaunch(void *exec, void *stream) {
   Graph *g = static_cast<Graph *>(exec);
   ++stats.graphLaunches;
-  return enqueue(stream, [g] {
-    for (Op &op : g->ops) {
-      CUresult r = op();
-      if (r != kSuccess)
+  // Resumable: an op that is not ready is called again at the next query.
+  return enqueue(stream, [g, next = size_t(0)]() mutable {
+    for (; next < g->ops.size(); ++next) {
+      CUresult r = g->ops[next]();
+      if (r != kSuccess) // kNotReady included: resumed at `next`
         return r;
     }
+    next = 0;
     return kSuccess;
   });
 }

@@ -18,6 +18,8 @@ struct FakeCudaStats {
   int64_t badGemmShapes = 0;
   int64_t cubinLoads = 0, ptxLoads = 0, ptxWithoutEx = 0;
   int64_t deviceAllocations = 0, streams = 0, contextsRetained = 0;
+  /// Waits for a whole stream that ended: cuStreamSynchronize calls, and
+  /// cuStreamQuery calls that found all of the stream's work done.
   int64_t synchronizations = 0;
   int64_t eventQueries = 0;
   int maxDynamicShared = 0;
@@ -26,6 +28,7 @@ struct FakeCudaStats {
   /// The stream of the last launch, copy, memset or matmul issued (not the
   /// fake NCCL's work, which fakecuda_enqueue queues).
   void *lastStream = nullptr;
+  int64_t streamQueries = 0; ///< cuStreamQuery calls, whatever they found
 };
 
 // Also exported by the fake driver, for tests that dlsym them:
