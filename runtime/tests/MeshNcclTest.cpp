@@ -661,9 +661,13 @@ void missingNccl(Collectives &comm, const std::string &dir) {
 /// and the inputs of one step.
 int writeFixtures(const std::string &dir) {
   std::string error;
-  for (const char *name : {"/zero1-cuda.loom", "/tp2x2-cuda.loom"})
+  for (const char *name :
+       {"/zero1-cuda.loom", "/tp2x2-cuda.loom", "/plain-cuda.loom"})
     std::filesystem::create_directories(dir + name);
-  if (!writeMeshRegressionArtifact(dir + "/zero1-cuda.loom", 2, 1) ||
+  // plain-cuda.loom: one process with --accumulate 2, which both must equal.
+  if (!writeRegressionArtifact(dir + "/plain-cuda.loom") ||
+      !makeFakeCudaArtifact(dir + "/plain-cuda.loom", &error) ||
+      !writeMeshRegressionArtifact(dir + "/zero1-cuda.loom", 2, 1) ||
       !makeFakeCudaArtifact(dir + "/zero1-cuda.loom", &error) ||
       !writeTensorParallelRegressionArtifact(dir + "/tp2x2-cuda.loom", 2, 2) ||
       !makeFakeCudaArtifact(dir + "/tp2x2-cuda.loom", &error) ||
