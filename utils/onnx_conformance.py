@@ -37,11 +37,21 @@ codegen bugs (XFAIL; one that passes fails the run). --compiled-filter
 restricts the compiled run to the models whose test name matches a regular
 expression. Docs: docs/onnx-import.md, "Compiled conformance".
 
+With --expect FILE the counts are pinned: FILE lists every model of the data
+set that does not pass every stage, with the stage where it stops
+(unsupported, import-failed, numbers-fail, compiled-fail) and the reason. A
+model that now stops at an earlier stage than listed, or is not listed and
+does not pass, prints NEWLY FAILS and makes the exit status non-zero; one
+that gets further prints NEWLY PASSES (a note: update FILE). --write-expect
+FILE writes this run's file for review. Docs: docs/onnx-import.md,
+"Expectations files".
+
 Usage: onnx_conformance.py --loomc build/bin/loomc [--data DIR] [--json OUT]
            [--run [--interp build/bin/loom-interp]]
            [--compiled [--loom-run build/bin/loom-run]
             [--compiled-filter REGEX] [--compiled-xfail TEST,...]
             [--keep-failures DIR]]
+           [--expect FILE] [--write-expect FILE]
 """
 import argparse
 import collections
@@ -636,6 +646,189 @@ def run_compiled(loomc, loom_run, path, timeout, keep=None, only=None,
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# Expectations files (--expect, --write-expect; docs/onnx-import.md,
+# "Expectations files"). One per data set and target: every model that does
+# not fully pass, one line each,
+#   TEST  STAGE  REASON
+# where STAGE is where the model stops, earliest first:
+STAGES = ["unsupported", "import-failed", "numbers-fail", "compiled-fail"]
+# and REASON (the rest of the line) says why, from the runner's
+# classification. A model not listed passes every stage the run checks.
+# Blank lines and lines starting with '#' are comments.
+STAGE_RANK = {s: i for i, s in enumerate(STAGES + ["pass"])}
+WRITTEN_BY = "# Written by onnx_conformance.py --write-expect"
+
+
+def diagnostic(message):
+    """The first line of a tool's diagnostic without the model file and
+    node that loomc's start with, or other paths of the data folder or the
+    runner's temporary folders (a data folder may itself be temporary), so
+    that it reads the same from any checkout."""
+    text = message.strip().splitlines()[0] if message.strip() else ""
+    text = re.sub(r"^\S*model\.onnx: (node '[^']*': )?error: ", "", text)
+    text = re.sub(r"/\S*/loom-(conformance|compiled)-[^/\s]*/", "", text)
+    return re.sub(r"/\S*/(model\.onnx)", r"\1", text)
+
+
+def outcome(r, supported):
+    """(stage, reason, detail, ceiling) of one model's results: the stage
+    where it stops ("pass" if none); the reason as an expectations file
+    states it (the runner's classification); the tool's diagnostic; and the
+    rank of the last stage this run checked for the model (a run without
+    --compiled, or a model --compiled-filter leaves out, checks no further
+    than the numbers)."""
+    if r.get("compiled") not in (None, "deferred"):
+        ceiling = STAGE_RANK["pass"]
+    elif "numbers" in r:
+        ceiling = STAGE_RANK["compiled-fail"]
+    else:
+        ceiling = STAGE_RANK["numbers-fail"]
+    unmapped = sorted(set(r["ops"]) - supported)
+    ops = "op%s %s" % ("s" if len(unmapped) > 1 else "", ", ".join(unmapped))
+    if r["status"] != "imported":
+        detail = diagnostic(r["message"])
+        if r["status"] == "unsupported":
+            return ("unsupported", "unmapped " + ops if unmapped else detail,
+                    detail, ceiling)
+        if r["status"] in ("CRASH", "HANG"):
+            why = r["status"]
+        else:
+            why = next((reason for pattern, reason in EXPECTED_FAILURES
+                        if re.search(pattern, r["message"])), None)
+            if why and unmapped:
+                why += " (also unmapped %s)" % ops
+            elif unmapped:
+                why = "fails before the op check; unmapped " + ops
+            elif not why:
+                why = "unexplained"
+        return "import-failed", "%s: %s" % (why, detail), detail, ceiling
+    if r.get("numbers", "pass") != "pass":
+        detail = diagnostic(r["numbers_message"])
+        if r["numbers"] == "nodata":
+            return "numbers-fail", "no test data", detail, ceiling
+        return ("numbers-fail", EXPECTED_NUMERIC_FAILURES.get(
+            r["test"], "unexpected %s: %s" % (r["numbers"], detail)), detail,
+            ceiling)
+    if r.get("compiled", "pass") not in ("pass", "deferred"):
+        detail = diagnostic(r["compiled_message"])
+        if r.get("compiled_xfail"):
+            why = "open bug (--compiled-xfail): " + detail
+        else:
+            why = r.get("compiled_reason") or compiled_reason(r) or (
+                "unexpected %s: %s" % (r["compiled"], detail))
+        return "compiled-fail", why, detail, ceiling
+    return "pass", "", "", ceiling
+
+
+def read_expectations(path):
+    """{test: (stage, reason)} of an expectations file."""
+    expected = {}
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            fields = line.split(None, 2)
+            if len(fields) < 2 or fields[1] not in STAGES:
+                raise SystemExit("%s:%d: expected 'TEST STAGE REASON' with "
+                                 "STAGE one of %s" % (path, n,
+                                                      ", ".join(STAGES)))
+            if fields[0] in expected:
+                raise SystemExit("%s:%d: %s is listed twice" % (
+                    path, n, fields[0]))
+            expected[fields[0]] = (fields[1],
+                                   fields[2] if len(fields) > 2 else "")
+    return expected
+
+
+def check_expectations(results, supported, expected, path, complete):
+    """Compares each model's outcome with `expected`, read from the
+    expectations file `path`.
+    Prints NEWLY FAILS for a model that stops earlier than listed (or is
+    not listed and does not pass every stage the run checks), NEWLY PASSES
+    for one that gets further (a note: the file is out of date), a note for
+    a model that stops where listed for another reason, and a summary.
+    `complete`: the run had every model of the data (no --filter), so a
+    listed model it lacks is reported. Returns the number newly failing."""
+    same = newly_fails = newly_passes = other_reason = 0
+    print()
+    for r in results:
+        stage, reason, detail, ceiling = outcome(r, supported)
+        listed, listed_reason = expected.get(r["test"], ("pass", ""))
+        got = min(STAGE_RANK[stage], ceiling)
+        want = min(STAGE_RANK[listed], ceiling)
+        if got < want:
+            newly_fails += 1
+            print("NEWLY FAILS %s: %s: %s%s (listed: %s)" % (
+                r["test"], stage, reason,
+                "" if detail in reason else "; " + detail, listed))
+        elif got > want:
+            newly_passes += 1
+            print("NEWLY PASSES %s (was %s%s): update %s" % (
+                r["test"], listed, "" if stage == "pass" else
+                "; now stops at " + stage, path))
+        else:
+            same += 1
+            if stage == listed != "pass" and reason != listed_reason:
+                other_reason += 1
+                print("note: %s stops at %s as listed, for another reason: "
+                      "%s (listed: %s): update %s" % (
+                          r["test"], stage, reason, listed_reason, path))
+    if complete:
+        seen = {r["test"] for r in results}
+        for test in sorted(set(expected) - seen):
+            print("note: %s is listed in %s but not in the data" % (test,
+                                                                     path))
+    print("expectations: %d models as expected, %d newly fail, %d newly "
+          "pass%s" % (same, newly_fails, newly_passes,
+                      " (%d stop where listed for another reason)" %
+                      other_reason if other_reason else ""))
+    return newly_fails
+
+
+def write_expectations(results, supported, path, run_flags):
+    """Writes the expectations file of this run to `path`. The comment
+    lines that open an existing file there (up to the WRITTEN_BY line) are
+    kept; a new file gets a default header."""
+    header = []
+    if os.path.isfile(path):
+        with open(path) as f:
+            for line in f:
+                if not line.startswith("#") or line.startswith(WRITTEN_BY):
+                    break
+                header.append(line)
+    if not header:
+        header = [
+            "# Expected outcomes of utils/onnx_conformance.py for one data "
+            "set and target.\n",
+            "# One line per model that does not pass every stage: TEST  "
+            "STAGE  REASON, with\n",
+            "# STAGE where it stops (%s: earliest\n" % ", ".join(STAGES),
+            "# first). Models not listed pass. Checked with --expect, written "
+            "with\n",
+            "# --write-expect; see docs/onnx-import.md, \"Expectations "
+            "files\".\n"]
+    rows = []
+    for r in results:
+        stage, reason, _, _ = outcome(r, supported)
+        if stage != "pass":
+            rows.append((r["test"], stage, reason))
+    width = max([len(t) for t, _, _ in rows] + [0])
+
+    def count(key, value):
+        return sum(r.get(key) == value for r in results)
+    with open(path, "w") as f:
+        f.writelines(header)
+        f.write("%s %s: %d models, %d imported, %d numbers pass, %d compiled "
+                "pass, %d listed.\n" % (
+                    WRITTEN_BY, run_flags, len(results),
+                    count("status", "imported"), count("numbers", "pass"),
+                    count("compiled", "pass"), len(rows)))
+        for test, stage, reason in rows:
+            f.write("%-*s  %-13s  %s\n" % (width, test, stage, reason))
+    print("wrote %s: %d models listed" % (path, len(rows)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--loomc")
@@ -682,17 +875,39 @@ def main():
                          "artifacts, inputs and expected outputs in DIR/<test> "
                          "for --run-deferred on another machine (e.g. a GPU "
                          "machine without MLIR)")
+    ap.add_argument("--expect", metavar="FILE",
+                    help="compare each model's outcome with the expectations "
+                         "file FILE: a model that stops at an earlier stage "
+                         "than listed (NEWLY FAILS) fails the run")
+    ap.add_argument("--write-expect", metavar="FILE",
+                    help="write this run's expectations file to FILE (every "
+                         "model that does not pass, with its stage and "
+                         "reason), for review")
     ap.add_argument("--run-deferred", metavar="DIR",
                     help="run what --defer-run stashed in DIR with --loom-run "
                          "and compare (needs only loom-run, onnx and numpy)")
     args = ap.parse_args()
     if args.run_deferred:
+        if args.expect or args.write_expect:
+            ap.error("--expect and --write-expect check a run, not "
+                     "--run-deferred")
         if not args.loom_run:
             ap.error("--run-deferred needs --loom-run")
         return 1 if run_deferred(args.run_deferred, args.loom_run,
                                  args.timeout, args.jobs) else 0
     if not args.loomc:
         ap.error("--loomc is required")
+    if args.write_expect and (args.filter or args.compiled_filter or
+                              args.defer_run):
+        ap.error("--write-expect needs a whole run: no --filter, "
+                 "--compiled-filter or --defer-run")
+    # Read before the run, so that a bad file fails in a second, not after it.
+    expected = None
+    if args.expect:
+        try:
+            expected = read_expectations(args.expect)
+        except OSError as e:
+            ap.error("--expect: %s" % e)
     TARGET_FLAGS[:] = ["--target=" + args.target] + args.target_flags.split()
     if args.compiled:
         args.run = True
@@ -839,7 +1054,17 @@ def main():
                   len(compiled_bugs)) +
               (", %d deferred (not run: --defer-run)" % counts["deferred"]
                if counts["deferred"] else ""))
-    return 1 if bad or unexplained or numbers_bugs or compiled_bugs else 0
+    newly_fail = 0
+    if args.expect:
+        newly_fail = check_expectations(results, supported, expected,
+                                        args.expect, complete=not args.filter)
+    if args.write_expect:
+        write_expectations(results, supported, args.write_expect,
+                           "--compiled --target=" + args.target
+                           if args.compiled else
+                           "--run" if args.run else "(import only)")
+    return 1 if (bad or unexplained or numbers_bugs or compiled_bugs or
+                 newly_fail) else 0
 
 
 def markdown_tables(results, supported):
