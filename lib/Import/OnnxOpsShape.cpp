@@ -120,23 +120,37 @@ void OnnxNode::convertExpand() {
   return;
 }
 
+/// Tile as a broadcast and a reshape, [d0, d1] -> [r0, d0, r1, d1] ->
+/// [r0 * d0, r1 * d1]: two ops whatever the repeats (a concat of r copies
+/// per dimension made an op with r operands; a fuzzed model with repeats
+/// of 2^37 crashed loomc).
 void OnnxNode::convertTile() {
   Value x = input(0);
+  auto xt = typeOf(x);
   SmallVector<int64_t> reps = constInts(1, "repeats");
-  if (static_cast<int64_t>(reps.size()) != typeOf(x).getRank())
-    n.fail("repeats needs one imp.entry per dimension");
-  Value y = x;
+  if (static_cast<int64_t>(reps.size()) != xt.getRank())
+    n.fail("repeats needs one entry per dimension");
+  SmallVector<int64_t> expanded, out, dims;
   for (auto [d, r] : llvm::enumerate(reps)) {
     if (r < 1)
       n.fail("repeats must be positive");
-    if (r == 1)
-      continue;
-    SmallVector<Value> parts(r, y);
-    y = check(createInferred<ConcatOp>(b, loc, parts, static_cast<int64_t>(d)))
-            .getResult();
+    int64_t size = xt.getDimSize(d), total = 0;
+    if (__builtin_mul_overflow(size, r, &total))
+      n.fail("repeats " + formatShape(reps) + " make dimension " +
+             Twine(d).str() + " larger than 2^63");
+    dims.push_back(static_cast<int64_t>(expanded.size()) + 1);
+    expanded.append({r, size});
+    out.push_back(total);
   }
-  setOut(0, y);
-  return;
+  if (llvm::all_of(reps, [](int64_t r) { return r == 1; })) {
+    setOut(0, x);
+    return;
+  }
+  auto elem = xt.getElementType();
+  Value wide = BroadcastInDimOp::create(
+      b, loc, RankedTensorType::get(expanded, elem), x, dims);
+  setOut(0, ReshapeOp::create(b, loc, RankedTensorType::get(out, elem), wide)
+                .getResult());
 }
 
 void OnnxNode::convertConcat() {

@@ -1,5 +1,4 @@
-//===- FdCapture.h - Capture output; run work in a child process -*- C++
-//-*-===//
+//===- FdCapture.h - Capture output; run work in a child -------*- C++ -*-===//
 //
 // MLIR, LLVM and Loom's driver print diagnostics to stderr (llvm::errs(),
 // fd 2) and reports to stdout; the Python bindings hand them back as
