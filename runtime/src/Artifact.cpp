@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
 
 namespace loomrt {
@@ -298,10 +299,20 @@ bool checkFinite(Backend &backend, Arena &arena, const PlanEntry &entry,
                            error) ||
          !backend.synchronize(error)))
       return false;
+    // An attention's lse is -inf on a query row that may attend to no key:
+    // a value, not an overflow.
+    const bool lse = step.kind == PlanStep::Kind::Attention &&
+                     step.attention.direction == AttentionDirection::Forward &&
+                     step.writes[w] == step.attention.lse;
+    auto minusInf = [&](uint64_t i) {
+      float v;
+      std::memcpy(&v, host.data() + 4 * i, 4);
+      return v == -std::numeric_limits<float>::infinity();
+    };
     uint64_t bad = 0, first = 0;
     bool nan = false;
     for (uint64_t i = 0; i < buffer.elements; ++i)
-      if (isNonFinite(buffer.dtype, host.data(), i)) {
+      if (isNonFinite(buffer.dtype, host.data(), i) && !(lse && minusInf(i))) {
         if (!bad++)
           first = i;
         nan |= isNaN(buffer.dtype, host.data(), i);
@@ -318,6 +329,10 @@ bool checkFinite(Backend &backend, Arena &arena, const PlanEntry &entry,
       break;
     case PlanStep::Kind::Conv:
       what = "conv";
+      break;
+    case PlanStep::Kind::Attention:
+      what = std::string("attention ") +
+             attentionDirectionName(step.attention.direction);
       break;
     case PlanStep::Kind::Copy:
       what = "copy";
@@ -366,6 +381,30 @@ bool issueStep(Backend &backend, Arena &arena, const PlanEntry &entry,
     call.w = &entry.buffers[step.conv.w];
     call.y = &entry.buffers[step.conv.y];
     return backend.conv(arena, call, error);
+  }
+  case PlanStep::Kind::Attention: {
+    const AttentionStep &a = step.attention;
+    auto buffer = [&](uint32_t id) { return &entry.buffers[id]; };
+    auto optional = [&](const std::optional<uint32_t> &id) {
+      return id ? &entry.buffers[*id] : nullptr;
+    };
+    AttentionCall call;
+    call.step = &a;
+    call.q = buffer(a.q);
+    call.k = buffer(a.k);
+    call.v = buffer(a.v);
+    call.out = buffer(a.out);
+    call.lse = buffer(a.lse);
+    call.mask = optional(a.mask);
+    call.bias = optional(a.bias);
+    if (a.direction == AttentionDirection::Backward) {
+      call.dout = buffer(a.dout);
+      call.dq = buffer(a.dq);
+      call.dk = buffer(a.dk);
+      call.dv = buffer(a.dv);
+      call.dbias = optional(a.dbias);
+    }
+    return backend.attention(arena, call, error);
   }
   case PlanStep::Kind::Copy:
     return backend.copy(arena, entry.buffers[step.src].offset,
@@ -1062,6 +1101,30 @@ std::vector<StepProfile> Artifact::profile() const {
                  dims(entry.buffers[c.w].shape);
         if (c.groups != 1)
           p.what += " groups " + std::to_string(c.groups);
+        break;
+      }
+      case PlanStep::Kind::Attention: {
+        // "attention backward 2x8x512x64 * 2x2x512x64 causal window 128"
+        // (q and k).
+        const AttentionStep &a = step.attention;
+        auto dims = [](const std::vector<int64_t> &shape) {
+          std::string text;
+          for (int64_t d : shape)
+            text += (text.empty() ? "" : "x") + std::to_string(d);
+          return text;
+        };
+        p.what = std::string("attention ") +
+                 attentionDirectionName(a.direction) + " " +
+                 dims(entry.buffers[a.q].shape) + " * " +
+                 dims(entry.buffers[a.k].shape);
+        if (a.causal)
+          p.what += " causal";
+        if (a.window > 0)
+          p.what += " window " + std::to_string(a.window);
+        if (a.mask)
+          p.what += " mask";
+        if (a.bias)
+          p.what += " bias";
         break;
       }
       case PlanStep::Kind::Copy:

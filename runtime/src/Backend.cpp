@@ -49,6 +49,17 @@ bool Backend::conv(Arena &, const ConvCall &, std::string *error) noexcept {
   return false;
 }
 
+bool Backend::attention(Arena &, const AttentionCall &,
+                        std::string *error) noexcept {
+  if (error) {
+    try {
+      *error = "the " + std::string(name()) + " backend has no attention steps";
+    } catch (...) {
+    }
+  }
+  return false;
+}
+
 std::unique_ptr<Collectives>
 Backend::startDeviceCollectives(Collectives &, double,
                                 std::string *error) noexcept {

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -570,6 +571,215 @@ void parseConvStep(const json &value, const std::string &where,
                " overlaps the buffer the step writes");
 }
 
+/// An attention step (docs/plan-format.md, `attention`): q [B, Hq, T, D],
+/// k [B, Hkv, S, D], v [B, Hkv, S, Dv], out [B, Hq, T, Dv] and lse
+/// [B, Hq, T] agree, Hkv divides Hq, the optional mask and bias broadcast
+/// to [B, Hq, T, S], the backward's gradients have their tensors' shapes,
+/// and no buffer the step writes overlaps another it touches.
+void parseAttentionStep(const json &value, const std::string &where,
+                        const PlanEntry &entry, AttentionStep &a) {
+  const std::string &direction = getString(value, "direction", where);
+  if (direction == attentionDirectionName(AttentionDirection::Forward))
+    a.direction = AttentionDirection::Forward;
+  else if (direction == attentionDirectionName(AttentionDirection::Backward))
+    a.direction = AttentionDirection::Backward;
+  else
+    fail(fieldWhere(where, "direction"), "unknown direction " +
+                                             quoteName(direction) +
+                                             " (expected forward or backward)");
+  const bool backward = a.direction == AttentionDirection::Backward;
+  auto present = [&](const char *key) {
+    auto it = value.find(key);
+    return it != value.end() && !it->is_null();
+  };
+  a.q = getBufferId(value, "q", where, entry);
+  a.k = getBufferId(value, "k", where, entry);
+  a.v = getBufferId(value, "v", where, entry);
+  a.out = getBufferId(value, "out", where, entry);
+  a.lse = getBufferId(value, "lse", where, entry);
+  struct Grad {
+    const char *key;
+    uint32_t *id;
+  };
+  for (Grad g : {Grad{"dout", &a.dout}, Grad{"dq", &a.dq}, Grad{"dk", &a.dk},
+                 Grad{"dv", &a.dv}}) {
+    if (backward)
+      *g.id = getBufferId(value, g.key, where, entry);
+    else if (present(g.key))
+      fail(fieldWhere(where, g.key),
+           "given, but only a backward attention step has it");
+  }
+  if (present("mask"))
+    a.mask = getBufferId(value, "mask", where, entry);
+  if (present("bias"))
+    a.bias = getBufferId(value, "bias", where, entry);
+  if (present("dbias")) {
+    if (!backward)
+      fail(fieldWhere(where, "dbias"),
+           "given, but only a backward attention step has it");
+    if (!a.bias)
+      fail(fieldWhere(where, "dbias"),
+           "given, but the step has no 'bias' to differentiate");
+    a.dbias = getBufferId(value, "dbias", where, entry);
+  }
+  const json &scale = member(value, "scale", where);
+  if (!scale.is_number() || !std::isfinite(scale.get<double>()))
+    fail(fieldWhere(where, "scale"),
+         std::string("expected a finite number, got ") +
+             (scale.is_number() ? scale.dump() : typeName(scale)));
+  a.scale = scale.get<double>();
+  a.causal = getBool(value, "causal", where);
+  a.window = getInt(value, "window", where);
+  if (a.window < 0)
+    fail(fieldWhere(where, "window"),
+         "expected 0 (no window) or a positive number of keys, got " +
+             std::to_string(a.window));
+  if (a.window > 0 && !a.causal)
+    fail(fieldWhere(where, "window"),
+         "a window of " + std::to_string(a.window) +
+             " keys needs a causal step ('causal': true)");
+
+  auto buffer = [&](uint32_t id) -> const PlanBuffer & {
+    return entry.buffers[id];
+  };
+  auto text = [&](uint32_t id) {
+    return "buffer " + std::to_string(id) + " is " +
+           describe(buffer(id).dtype, buffer(id).shape);
+  };
+  // The float tensors: one dtype, f32 for now (a bf16 step, f32 inside,
+  // would accept bf16 here and compare every tensor with q's dtype).
+  std::vector<std::pair<const char *, uint32_t>> floats = {
+      {"q", a.q}, {"k", a.k}, {"v", a.v}, {"out", a.out}};
+  if (backward)
+    for (auto g : {std::make_pair("dout", a.dout), std::make_pair("dq", a.dq),
+                   std::make_pair("dk", a.dk), std::make_pair("dv", a.dv)})
+      floats.push_back(g);
+  if (a.bias)
+    floats.push_back({"bias", *a.bias});
+  if (a.dbias)
+    floats.push_back({"dbias", *a.dbias});
+  for (const auto &[key, id] : floats)
+    if (buffer(id).dtype != DType::F32)
+      fail(fieldWhere(where, key),
+           text(id) + "; attention steps take f32 tensors in this runtime");
+  // Ranks, then the sizes they name.
+  auto rank = [&](const char *key, uint32_t id, size_t want,
+                  const char *layout) {
+    if (buffer(id).shape.size() != want)
+      fail(fieldWhere(where, key), text(id) + "; an attention step's " + key +
+                                       " is rank " + std::to_string(want) +
+                                       " " + layout);
+  };
+  rank("q", a.q, 4, "[B, Hq, T, D]");
+  rank("k", a.k, 4, "[B, Hkv, S, D]");
+  rank("v", a.v, 4, "[B, Hkv, S, Dv]");
+  rank("out", a.out, 4, "[B, Hq, T, Dv]");
+  const std::vector<int64_t> &q = buffer(a.q).shape, &k = buffer(a.k).shape,
+                             &v = buffer(a.v).shape;
+  const int64_t B = q[0], Hq = q[1], T = q[2], D = q[3];
+  const int64_t Hkv = k[1], S = k[2], Dv = v[3];
+  auto disagree = [&](const char *key, uint32_t id, const std::string &why) {
+    fail(fieldWhere(where, key),
+         text(id) + ", q is " + describe(buffer(a.q).dtype, q) + ": " + why);
+  };
+  if (k[0] != B)
+    disagree("k", a.k, "the batch sizes differ");
+  if (Hkv < 1)
+    disagree("k", a.k, "no key/value heads");
+  if (Hq % Hkv != 0)
+    disagree("k", a.k,
+             std::to_string(Hkv) + " key/value heads do not divide " +
+                 std::to_string(Hq) +
+                 " query heads (each key/value head serves Hq / Hkv query "
+                 "heads)");
+  if (k[3] != D)
+    disagree("k", a.k,
+             "k's head size " + std::to_string(k[3]) + " is not q's " +
+                 std::to_string(D));
+  if (v[0] != B || v[1] != Hkv || v[2] != S)
+    fail(fieldWhere(where, "v"),
+         text(a.v) + ", k is " + describe(buffer(a.k).dtype, k) +
+             ": v must be [B, Hkv, S, Dv] = [" + std::to_string(B) + ", " +
+             std::to_string(Hkv) + ", " + std::to_string(S) + ", Dv]");
+  auto exactly = [&](const char *key, uint32_t id,
+                     const std::vector<int64_t> &shape, const char *what) {
+    if (buffer(id).shape != shape)
+      fail(fieldWhere(where, key), text(id) + "; expected " +
+                                       detail::formatShape(shape) + " (" +
+                                       what + ")");
+  };
+  exactly("out", a.out, {B, Hq, T, Dv}, "[B, Hq, T, Dv]");
+  if (buffer(a.lse).dtype != DType::F32)
+    fail(fieldWhere(where, "lse"),
+         text(a.lse) + "; an attention step's lse is f32 [B, Hq, T] "
+                       "(whatever the tensors' dtype)");
+  exactly("lse", a.lse, {B, Hq, T}, "[B, Hq, T]");
+  if (backward) {
+    exactly("dout", a.dout, buffer(a.out).shape, "out's shape");
+    exactly("dq", a.dq, q, "q's shape");
+    exactly("dk", a.dk, k, "k's shape");
+    exactly("dv", a.dv, v, "v's shape");
+  }
+  // mask and bias: rank 4, each dimension 1 or [B, Hq, T, S]'s.
+  const int64_t scores[4] = {B, Hq, T, S};
+  auto broadcasts = [&](const char *key, uint32_t id) {
+    const std::vector<int64_t> &shape = buffer(id).shape;
+    bool ok = shape.size() == 4;
+    for (size_t d = 0; ok && d < 4; ++d)
+      ok = shape[d] == 1 || shape[d] == scores[d];
+    if (!ok)
+      fail(fieldWhere(where, key),
+           text(id) +
+               "; expected rank 4 broadcasting to the scores [B, Hq, "
+               "T, S] = " +
+               detail::formatShape({B, Hq, T, S}) +
+               " (each dimension 1 or the scores')");
+  };
+  if (a.mask) {
+    if (buffer(*a.mask).dtype != DType::Bool)
+      fail(fieldWhere(where, "mask"),
+           text(*a.mask) + "; an attention mask is bool (true: may attend)");
+    broadcasts("mask", *a.mask);
+  }
+  if (a.bias)
+    broadcasts("bias", *a.bias);
+  if (a.dbias)
+    exactly("dbias", *a.dbias, buffer(*a.bias).shape, "bias's shape");
+  if (a.causal && T != S)
+    fail(fieldWhere(where, "causal"),
+         "a causal step needs as many queries as keys, q has T = " +
+             std::to_string(T) + " and k S = " + std::to_string(S));
+
+  // What the step writes overlaps nothing else it touches (not even
+  // another of its outputs).
+  std::vector<std::pair<const char *, uint32_t>> writes,
+      touched = {
+          {"q", a.q}, {"k", a.k}, {"v", a.v}, {"out", a.out}, {"lse", a.lse}};
+  if (backward) {
+    writes = {{"dq", a.dq}, {"dk", a.dk}, {"dv", a.dv}};
+    if (a.dbias)
+      writes.push_back({"dbias", *a.dbias});
+    touched.push_back({"dout", a.dout});
+  } else {
+    writes = {{"out", a.out}, {"lse", a.lse}};
+  }
+  if (a.mask)
+    touched.push_back({"mask", *a.mask});
+  if (a.bias)
+    touched.push_back({"bias", *a.bias});
+  touched.insert(touched.end(), writes.begin(), writes.end());
+  for (const auto &[wkey, wid] : writes)
+    for (const auto &[key, id] : touched) {
+      if (key == wkey)
+        continue;
+      if (overlaps(buffer(id), buffer(wid)))
+        fail(fieldWhere(where, key), "buffer " + std::to_string(id) +
+                                         " overlaps buffer " +
+                                         std::to_string(wid) + " ('" + wkey +
+                                         "'), which the step writes");
+    }
+}
+
 /// A step's optional `node` (gemm, conv): the model node of what it writes.
 std::string getNode(const json &value, const char *key,
                     const std::string &where) {
@@ -940,9 +1150,24 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
     step.nodes = {getNode(value, "node", where)};
     return step;
   }
+  if (kind == "attention") {
+    where += " (attention)";
+    step.kind = PlanStep::Kind::Attention;
+    parseAttentionStep(value, where, entry, step.attention);
+    const AttentionStep &a = step.attention;
+    if (a.direction == AttentionDirection::Forward) {
+      step.writes = {a.out, a.lse};
+    } else {
+      step.writes = {a.dq, a.dk, a.dv};
+      if (a.dbias)
+        step.writes.push_back(*a.dbias);
+    }
+    step.nodes.assign(step.writes.size(), getNode(value, "node", where));
+    return step;
+  }
   fail(fieldWhere(where, "kind"),
        "unknown step kind " + quoteName(kind) +
-           " (expected kernel, gemm, copy, conv or collective)");
+           " (expected kernel, gemm, copy, conv, attention or collective)");
 }
 
 PlanEntry parseEntry(const json &value, size_t index,
@@ -1258,6 +1483,8 @@ const char *stepKindName(PlanStep::Kind kind) noexcept {
     return "copy";
   case PlanStep::Kind::Conv:
     return "conv";
+  case PlanStep::Kind::Attention:
+    return "attention";
   case PlanStep::Kind::Collective:
     return "collective";
   }
@@ -1302,6 +1529,16 @@ std::vector<uint32_t> stepBuffers(const PlanStep &step) {
     return {step.gemm.a, step.gemm.b, step.gemm.c};
   case PlanStep::Kind::Conv:
     return {step.conv.x, step.conv.w, step.conv.y};
+  case PlanStep::Kind::Attention: {
+    const AttentionStep &a = step.attention;
+    std::vector<uint32_t> ids = {a.q, a.k, a.v, a.out, a.lse};
+    if (a.direction == AttentionDirection::Backward)
+      ids.insert(ids.end(), {a.dout, a.dq, a.dk, a.dv});
+    for (const std::optional<uint32_t> &id : {a.mask, a.bias, a.dbias})
+      if (id)
+        ids.push_back(*id);
+    return ids;
+  }
   case PlanStep::Kind::Copy:
     return {step.src, step.dst};
   case PlanStep::Kind::Collective:
@@ -1357,6 +1594,16 @@ const char *convDirectionName(ConvDirection direction) noexcept {
     return "backward_data";
   case ConvDirection::BackwardWeights:
     return "backward_weights";
+  }
+  return "?";
+}
+
+const char *attentionDirectionName(AttentionDirection direction) noexcept {
+  switch (direction) {
+  case AttentionDirection::Forward:
+    return "forward";
+  case AttentionDirection::Backward:
+    return "backward";
   }
   return "?";
 }

@@ -98,7 +98,9 @@ struct StepProfile {
   PlanStep::Kind kind = PlanStep::Kind::Kernel;
   /// The kernel's symbol; "gemm MxNxK" (with "batch B", "A^T", "B^T" and
   /// the epilogue where they apply); "conv DIRECTION NxCxHxW * OxIxKHxKW"
-  /// (x and w; "groups G" when not 1); "copy N bytes"; "all_reduce sum N
+  /// (x and w; "groups G" when not 1); "attention DIRECTION BxHqxTxD *
+  /// BxHkvxSxD" (q and k; "causal", "window W", "mask", "bias" where they
+  /// apply); "copy N bytes"; "all_reduce sum N
   /// f32 over dp=2" (a collective: its op, reduction, src's elements and
   /// axis; its time is until it completed). Never a comma (the profile is
   /// CSV).

@@ -53,6 +53,18 @@ struct ConvCall {
   const PlanBuffer *x = nullptr, *w = nullptr, *y = nullptr;
 };
 
+/// Operands of one attention step: its buffers as the plan declares them
+/// (null where the step has none: mask, bias, and the backward's dout, dq,
+/// dk, dv, dbias in a forward step).
+struct AttentionCall {
+  const AttentionStep *step = nullptr;
+  const PlanBuffer *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr,
+                   *lse = nullptr;
+  const PlanBuffer *mask = nullptr, *bias = nullptr;
+  const PlanBuffer *dout = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr,
+                   *dbias = nullptr;
+};
+
 /// Work recorded once and replayed (a CUDA graph). Only the Backend that
 /// recorded it may replay it.
 class Recording {
@@ -120,6 +132,12 @@ public:
   /// default fails.
   virtual bool conv(Arena &arena, const ConvCall &call,
                     std::string *error) noexcept;
+
+  /// Writes the attention step's outputs (docs/plan-format.md): out and
+  /// lse, or dq, dk, dv (and dbias). Only the CPU backend runs attention
+  /// steps (the CUDA backend refuses them at load); the default fails.
+  virtual bool attention(Arena &arena, const AttentionCall &call,
+                         std::string *error) noexcept;
 
   /// Copies `bytes` bytes inside the arena (ranges equal or disjoint).
   virtual bool copy(Arena &arena, uint64_t srcOffset, uint64_t dstOffset,

@@ -187,6 +187,33 @@ struct ConvStep {
   bool channelsLast = false;
 };
 
+/// Which half of fused attention an attention step computes: `out` and
+/// `lse` from q, k and v (forward), or dq, dk, dv (and dbias) from dout and
+/// the forward's saved out and lse (backward).
+enum class AttentionDirection : uint8_t { Forward, Backward };
+
+/// "forward", "backward".
+const char *attentionDirectionName(AttentionDirection direction) noexcept;
+
+/// Fused scaled-dot-product attention (docs/plan-format.md, `attention`):
+/// q [B, Hq, T, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv], out [B, Hq, T, Dv],
+/// lse [B, Hq, T] (f32), query head h reading key/value head h / (Hq / Hkv).
+/// parsePlan checked every shape, dtype and overlap, so the fields below
+/// describe buffers that agree.
+struct AttentionStep {
+  AttentionDirection direction = AttentionDirection::Forward;
+  uint32_t q = 0, k = 0, v = 0, out = 0, lse = 0; ///< buffer ids
+  /// Backward only: the output gradient and the gradients written.
+  uint32_t dout = 0, dq = 0, dk = 0, dv = 0;
+  /// Optional: a bool mask and a float bias, each [B, Hq, T, S] with any
+  /// dimension 1 (broadcast); dbias (backward, only with a bias) has the
+  /// bias's shape.
+  std::optional<uint32_t> mask, bias, dbias;
+  double scale = 1.0; ///< finite
+  bool causal = false;
+  int64_t window = 0; ///< > 0 (with causal): key j is seen by i - j < window
+};
+
 /// The launch shape of a kernel step on the CUDA target (absent on CPU).
 struct KernelLaunchDims {
   uint32_t grid[3] = {1, 1, 1};
@@ -235,7 +262,7 @@ struct CollectiveStep {
 };
 
 struct PlanStep {
-  enum class Kind : uint8_t { Kernel, Gemm, Copy, Conv, Collective };
+  enum class Kind : uint8_t { Kernel, Gemm, Copy, Conv, Attention, Collective };
   Kind kind = Kind::Kernel;
   // Kernel: the symbol, its index in Plan::kernelSymbols, its buffer ids.
   std::string kernel;
@@ -246,13 +273,16 @@ struct PlanStep {
   GemmStep gemm;
   // Conv.
   ConvStep conv;
+  // Attention.
+  AttentionStep attention;
   // Copy.
   uint32_t src = 0, dst = 0;
   // Collective.
   CollectiveStep collective;
   /// The buffers the step writes (a kernel's outputs as `writes` lists them,
-  /// after its last launch on CUDA; a gemm's c; a conv's written operand; a
-  /// collective's dst)
+  /// after its last launch on CUDA; a gemm's c; a conv's written operand;
+  /// an attention's out and lse, or dq, dk, dv and dbias; a collective's
+  /// dst)
   /// and, for each, the model node whose value it holds ("" where unknown).
   /// Optional in plan.json: loom-run --check-numerics reads them.
   std::vector<uint32_t> writes;
@@ -260,13 +290,15 @@ struct PlanStep {
 };
 
 /// The number of PlanStep::Kind values (they count from 0).
-inline constexpr size_t kStepKinds = 5;
-/// "kernel", "gemm", "copy", "conv", "collective": the step's `kind` in
-/// plan.json.
+inline constexpr size_t kStepKinds = 6;
+/// "kernel", "gemm", "copy", "conv", "attention", "collective": the step's
+/// `kind` in plan.json.
 const char *stepKindName(PlanStep::Kind kind) noexcept;
 
 /// The buffer ids a step reads or writes (a kernel's `buffers`; a gemm's a,
-/// b, c and bias; a conv's x, w, y; a copy's or collective's src and dst).
+/// b, c and bias; a conv's x, w, y; an attention's q, k, v, out, lse, mask,
+/// bias and, backward, dout, dq, dk, dv, dbias; a copy's or collective's
+/// src and dst).
 std::vector<uint32_t> stepBuffers(const PlanStep &step);
 
 struct PlanEntry {

@@ -6,7 +6,8 @@
 // (two artifacts' kernels may share names).
 // GEMMs go to oneDNN's dnnl_sgemm where it is installed (f32; CpuGemm.h says
 // why), else to OpenBLAS's cblas_sgemm/cblas_dgemm, row-major, one call per
-// batch element. Convolutions go to oneDNN's primitives (CpuConv.h).
+// batch element. Convolutions go to oneDNN's primitives (CpuConv.h),
+// attention steps to tiled online-softmax loops (CpuAttention.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 
 #include "../Backends.h"
 #include "../Support.h"
+#include "CpuAttention.h"
 #include "CpuConv.h"
 #include "CpuGemm.h"
 #include "CpuMatmul.h"
@@ -29,12 +31,21 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 namespace loomrt {
 
 void setCpuThreads(int n) noexcept {
   if (n <= 0)
     return;
   ::setenv("OMP_NUM_THREADS", std::to_string(n).c_str(), /*overwrite=*/1);
+#ifdef _OPENMP
+  // The attention steps' team (libloomrt's own OpenMP, the kernels' libomp
+  // where the compiler is clang), even if the runtime already started.
+  omp_set_num_threads(n);
+#endif
   // OpenBLAS's own call, where the BLAS is OpenBLAS (looked up, so that
   // another CBLAS still links).
   using SetThreads = void (*)(int);
@@ -291,6 +302,31 @@ public:
     };
     return convs.run(*call.step, convShape(*call.step, *call.x, *call.w, *call.y),
                      at(call.x), at(call.w), at(call.y), error);
+  }
+
+  bool attention(Arena &arena, const AttentionCall &call,
+                 std::string *error) noexcept override {
+    uint8_t *base = cpu(arena).data();
+    auto at = [&](const PlanBuffer *b) {
+      return b ? reinterpret_cast<float *>(base + b->offset) : nullptr;
+    };
+    AttentionTensors t;
+    t.q = at(call.q);
+    t.k = at(call.k);
+    t.v = at(call.v);
+    t.out = at(call.out);
+    t.lse = at(call.lse);
+    t.mask = call.mask ? base + call.mask->offset : nullptr;
+    t.bias = at(call.bias);
+    t.dout = at(call.dout);
+    t.dq = at(call.dq);
+    t.dk = at(call.dk);
+    t.dv = at(call.dv);
+    t.dbias = at(call.dbias);
+    return runAttention(
+        *call.step,
+        attentionShape(*call.q, *call.k, *call.v, call.mask, call.bias), t,
+        error);
   }
 
   bool copy(Arena &arena, uint64_t srcOffset, uint64_t dstOffset,

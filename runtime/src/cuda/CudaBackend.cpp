@@ -676,8 +676,20 @@ private:
                 ErrorCode &failCode) {
     bool hasGemm = false;
     for (const PlanEntry &e : plan.entries)
-      for (const PlanStep &s : e.steps)
+      for (size_t i = 0; i < e.steps.size(); ++i) {
+        const PlanStep &s = e.steps[i];
         hasGemm |= s.kind == PlanStep::Kind::Gemm;
+        // The plan format has attention steps for every target; this
+        // backend has no kernel for them yet.
+        if (s.kind == PlanStep::Kind::Attention) {
+          why = "entry " + detail::quoteName(e.name) + ": step " +
+                std::to_string(i) +
+                " (attention): attention steps run on the CPU target only "
+                "in this runtime; the CUDA attention is not built yet";
+          failCode = ErrorCode::Unsupported;
+          return false;
+        }
+      }
     if (hasGemm) {
       lt = loadBlasLt(&why);
       if (!lt) {
