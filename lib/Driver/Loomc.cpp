@@ -320,6 +320,37 @@ void printSummary(ModuleOp module, llvm::raw_ostream &os) {
     os << " " << StringRef(name).drop_front(5) << "=" << count;
   os << "\n  forward FLOPs (estimate): " << flops << "\n";
 }
+/// loom-fuse-attention's outcome for each candidate softmax (the module's
+/// loom.attention_report): fused, with its mask kind, or kept, with why.
+void printAttention(ModuleOp module, llvm::raw_ostream &os) {
+  auto report = module->getAttrOfType<ArrayAttr>("loom.attention_report");
+  if (!report)
+    return;
+  int64_t fused = 0;
+  for (auto entry : report.getAsRange<DictionaryAttr>())
+    fused += entry.getAs<StringAttr>("outcome").getValue() == "fused";
+  os << "  attention: " << fused << " of " << report.size()
+     << " layers fused (loom.attention, no T x T tensor)\n";
+  for (auto entry : report.getAsRange<DictionaryAttr>())
+    os << "    " << entry.getAs<StringAttr>("outcome").getValue()
+       << " attention: " << entry.getAs<StringAttr>("node").getValue()
+       << " (" << entry.getAs<StringAttr>("detail").getValue() << ")\n";
+}
+
+/// loom-fuse-linear-cross-entropy's outcome for each cross-entropy (the
+/// module's loom.lm_head_report): fused, with the logits bytes it no
+/// longer stores, or kept, with why.
+void printLmHead(ModuleOp module, llvm::raw_ostream &os) {
+  auto report = module->getAttrOfType<ArrayAttr>("loom.lm_head_report");
+  if (!report)
+    return;
+  for (auto entry : report.getAsRange<DictionaryAttr>())
+    os << "  lm head: " << entry.getAs<StringAttr>("outcome").getValue()
+       << " linear+cross-entropy at "
+       << entry.getAs<StringAttr>("node").getValue() << " ("
+       << entry.getAs<StringAttr>("detail").getValue() << ")\n";
+}
+
 /// loom-remat's decisions for one entry point (its loom.remat attribute).
 void printRemat(DictionaryAttr remat, llvm::raw_ostream &os) {
   auto get = [&](StringRef key) -> int64_t {
@@ -378,12 +409,18 @@ void printReport(ModuleOp module, const loom::KernelInfoMap *gpu,
     os << "); largest kernel scratch " << scratch << " bytes\n";
   }
   for (auto func : module.getOps<func::FuncOp>()) {
-    int64_t kernelSteps = 0, gemms = 0, convs = 0, views = 0, flops = 0;
+    int64_t kernelSteps = 0, gemms = 0, convs = 0, views = 0, flops = 0,
+            attentions = 0, heads = 0;
     for (Operation &op : func.getBody().front()) {
       if (isa<loom::FusionOp>(op))
         ++kernelSteps;
       else if (isa<loom::MatmulOp>(op))
         ++gemms;
+      else if (isa<loom::AttentionOp, loom::AttentionGradOp>(op))
+        ++attentions;
+      else if (isa<loom::LinearCrossEntropyOp,
+                   loom::LinearCrossEntropyGradOp>(op))
+        ++heads;
       else if (loom::isLibraryCall(&op))
         ++convs;
       else if (isa<loom::ReshapeOp>(op))
@@ -392,13 +429,16 @@ void printReport(ModuleOp module, const loom::KernelInfoMap *gpu,
     func.walk([&](loom::CostOpInterface c) { flops += c.getFlopCount(); });
     auto arena = func->getAttrOfType<IntegerAttr>("loom.arena_bytes");
     os << "  @" << func.getName() << ": " << kernelSteps << " kernel steps, "
-       << gemms << " GEMMs, " << convs << " convolutions, " << views
+       << gemms << " GEMMs, " << convs << " convolutions, " << attentions
+       << " fused attentions, " << heads << " fused LM heads, " << views
        << " views; arena "
        << (arena ? arena.getInt() : 0) << " bytes (peak); " << flops
        << " FLOPs (estimate)\n";
     if (auto remat = func->getAttrOfType<DictionaryAttr>("loom.remat"))
       printRemat(remat, os);
   }
+  printAttention(module, os);
+  printLmHead(module, os);
 }
 
 /// Writes what `print` prints, and a newline, to `output` (-o).

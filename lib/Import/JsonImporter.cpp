@@ -708,6 +708,7 @@ private:
   template <typename OpTy> LogicalResult buildBinary(NodeContext &c);
   template <typename OpTy> LogicalResult buildReduce(NodeContext &c);
   template <typename OpTy> LogicalResult buildSoftmax(NodeContext &c);
+  LogicalResult buildAttention(NodeContext &c);
   template <typename OpTy> LogicalResult buildPool(NodeContext &c);
   LogicalResult buildGelu(NodeContext &c);
   LogicalResult buildSelect(NodeContext &c);
@@ -852,6 +853,12 @@ const llvm::StringMap<OpSpec> &Importer::opTable() {
         // Composite ops.
         {"softmax", 1, 1, 1, {"axis"}, &I::buildSoftmax<SoftmaxOp>},
         {"log_softmax", 1, 1, 1, {"axis"}, &I::buildSoftmax<LogSoftmaxOp>},
+        {"attention",
+         3,
+         3,
+         1,
+         {"scale", "causal", "window"},
+         &I::buildAttention},
         {"layer_norm", 2, 3, 1, {"axis", "epsilon"}, &I::buildLayerNorm},
         {"rms_norm", 2, 2, 1, {"axis", "epsilon"}, &I::buildRmsNorm},
         {"batch_norm", 5, 5, 1, {"epsilon"}, &I::buildBatchNorm},
@@ -2607,6 +2614,43 @@ template <typename OpTy> LogicalResult Importer::buildSoftmax(NodeContext &c) {
     return failure();
   c.results.push_back(
       OpTy::create(b, c.loc, c.operands[0], b.getI64IntegerAttr(axis)));
+  return success();
+}
+
+/// Fused scaled-dot-product attention: q [B, Hq, T, D], k [B, Hkv, S, D],
+/// v [B, Hkv, S, Dv]; the op's verifier names what is wrong with them.
+LogicalResult Importer::buildAttention(NodeContext &c) {
+  if (!checkKind(c, 0, EltKind::Float) || !checkKind(c, 1, EltKind::Float) ||
+      !checkKind(c, 2, EltKind::Float) || !checkSameElementType(c, {0, 1, 2}))
+    return failure();
+  auto q = typeOf(c, 0), v = typeOf(c, 2);
+  for (unsigned i = 0; i < 3; ++i)
+    if (typeOf(c, i).getRank() != 4) {
+      emitError(c.loc) << describeOperand(c, i)
+                       << " must have rank 4 ([batch, heads, sequence, "
+                          "head dim])";
+      return failure();
+    }
+  double scale = 1.0 / std::sqrt(double(q.getDimSize(3)));
+  bool causal = false;
+  int64_t window = 0;
+  if (!getFloat(c, "scale", scale, scale) ||
+      !getBool(c, "causal", false, causal) || !getInt(c, "window", 0, window))
+    return failure();
+  auto outType = RankedTensorType::get(
+      {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
+      q.getElementType());
+  auto lseType = RankedTensorType::get(
+      {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2)}, b.getF32Type());
+  auto op = AttentionOp::create(
+      b, c.loc, outType, lseType, c.operands[0], c.operands[1],
+      c.operands[2], Value(), Value(), b.getF64FloatAttr(scale),
+      causal ? b.getUnitAttr() : UnitAttr(), b.getI64IntegerAttr(window));
+  if (failed(verify(op))) {
+    op->erase();
+    return failure();
+  }
+  c.results.push_back(op.getOut());
   return success();
 }
 

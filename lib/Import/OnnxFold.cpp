@@ -202,6 +202,14 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
   }
   if (in.empty())
     return false;
+  // A result too large to fold (the [batch, 1, T, T] causal mask of a
+  // language model at T = 2048) is computed by loom ops instead, which
+  // loom-fuse-attention turns into the attention's mask kind: at no T is
+  // such a mask made a constant.
+  if (auto it = inferred.find(n.outputName(0));
+      it != inferred.end() && it->second.hasStaticShape() &&
+      it->second.getNumElements() > kMaxFoldElements)
+    return false;
   ConstTensor out;
   out.elementType = in[0].elementType;
   auto binary = [&](std::function<double(double, double)> f, bool toBool) {

@@ -293,6 +293,7 @@ public:
   void convertReduce();
   // Shape
   void convertConstantNode();
+  void convertLogical();
   void convertFoldOnly();
   void convertReshape();
   void convertFlatten();

@@ -497,6 +497,26 @@ void OnnxNode::convertShapeOnly() {
   n.fail("inputs must be compile-time constants; Loom needs static shapes");
 }
 
+void OnnxNode::convertLogical() {
+  Value x = input(0), y = input(1);
+  auto shape = broadcastShapes(typeOf(x).getShape(), typeOf(y).getShape());
+  if (!shape)
+    n.fail("operand shapes " + formatShape(typeOf(x).getShape()) + " and " +
+           formatShape(typeOf(y).getShape()) +
+           " are not broadcast-compatible");
+  x = broadcastTo(b, loc, x, *shape);
+  y = broadcastTo(b, loc, y, *shape);
+  auto type = RankedTensorType::get(*shape, b.getI1Type());
+  Value out;
+  if (op == "And") // x ? y : false
+    out = SelectOp::create(b, loc, x, y, splat(x, 0));
+  else if (op == "Or") // x ? true : y
+    out = SelectOp::create(b, loc, x, splat(x, 1), y);
+  else
+    out = CompareOp::create(b, loc, type, ComparePredicate::NE, x, y);
+  setOut(0, out);
+}
+
 void OnnxNode::convertFoldOnly() {
   for (int i = 0; i < n.numInputs(); ++i)
     if (imp.failedValues.contains(n.inputName(i)))
@@ -512,7 +532,9 @@ void OnnxNode::convertConstantNode() {
 
 void loom::onnx_import::addShapeHandlers(OnnxHandlerTable &table) {
   table["Constant"] = &OnnxNode::convertConstantNode;
-  for (StringRef op : {"And", "Or", "Xor", "CumSum", "GatherND"})
+  for (StringRef op : {"And", "Or", "Xor"})
+    table[op] = &OnnxNode::convertLogical;
+  for (StringRef op : {"CumSum", "GatherND"})
     table[op] = &OnnxNode::convertFoldOnly;
   table["Reshape"] = &OnnxNode::convertReshape;
   table["Flatten"] = &OnnxNode::convertFlatten;

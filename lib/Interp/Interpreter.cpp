@@ -144,6 +144,7 @@ const llvm::StringMap<Rule> &rules() {
     addReductionRules(t);
     addDataMovementRules(t);
     addNNRules(t);
+    addAttentionRules(t);
     addLossRules(t);
     addCollectiveRules(t);
     // func (func.return is the terminator runFunc handles itself).

@@ -137,6 +137,7 @@ void addContractionRules(llvm::StringMap<Rule> &t);
 void addReductionRules(llvm::StringMap<Rule> &t);
 void addDataMovementRules(llvm::StringMap<Rule> &t);
 void addNNRules(llvm::StringMap<Rule> &t);
+void addAttentionRules(llvm::StringMap<Rule> &t);
 void addLossRules(llvm::StringMap<Rule> &t);
 void addCollectiveRules(llvm::StringMap<Rule> &t);
 

@@ -64,10 +64,12 @@ std::optional<CodegenTarget> loom::parseTarget(StringRef target) {
 
 namespace {
 void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
-                       Phase stopAfter) {
+                       bool cuda, Phase stopAfter) {
   // Each option goes to its pass (the defaults of TrainingOptions.def and
   // of the passes agree: test/Driver/loomc-vs-loom-opt.test).
+  FuseAttentionPassOptions FuseAttention;
   AttachLossPassOptions AttachLoss;
+  FuseLinearCrossEntropyPassOptions FuseLinearCrossEntropy;
   MixedPrecisionPassOptions MixedPrecision;
   AutodiffPassOptions Autodiff;
   TensorParallelPassOptions TensorParallel;
@@ -77,7 +79,15 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
   PASS.FIELD = options.FIELD;
 #include "loom/Pipelines/TrainingOptions.def"
   AttachLoss.keepPredict = options.keepPredict;
+  // The fused attention runs on the CPU target and has no tensor-parallel
+  // rule yet: elsewhere the chains stay (docs/training.md, "Attention").
+  if (!cuda && options.tp == 1)
+    pm.addPass(createFuseAttentionPass(FuseAttention));
   pm.addPass(createAttachLossPass(AttachLoss));
+  // The fused language-model head likewise (the CPU target; with --tp the
+  // vocabulary-parallel cross-entropy of loom-tensor-parallel applies).
+  if (!cuda && options.tp == 1)
+    pm.addPass(createFuseLinearCrossEntropyPass(FuseLinearCrossEntropy));
   pm.addPass(createBatchNormTrainPass());
   pm.addPass(createTensorParallelPass(TensorParallel));
   if (stopAfter == Phase::Loss)
@@ -160,8 +170,12 @@ void loom::buildPipeline(OpPassManager &pm, const TrainingOptions *training,
   if (stopAfter == Phase::Import)
     return;
   if (training)
-    addTrainingPasses(pm, *training,
+  {
+    std::optional<CodegenTarget> target =
+        codegen ? parseTarget(codegen->target) : std::nullopt;
+    addTrainingPasses(pm, *training, target && target->cuda,
                       std::min(stopAfter, Phase::Optimizer));
+  }
   if (codegen && isCodegenPhase(stopAfter))
     addCodegenPasses(pm, *codegen, stopAfter);
 }

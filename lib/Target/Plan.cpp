@@ -3,7 +3,10 @@
 // The host side is not generated code. Each entry function, after loom-fuse
 // and loom-plan-memory, is a sequence of steps: a fusion is a `kernel` step
 // (its launches on the GPU), a matmul a `gemm` step (BLAS or cuBLASLt in the
-// runtime), a library convolution a `conv` step (oneDNN), a reshape a view (a second buffer at the same offset, no step).
+// runtime), a library convolution a `conv` step (oneDNN), a fused attention
+// an `attention` step, a fused language-model head a `linear_cross_entropy`
+// step, a reshape a view (a second buffer at the same offset,
+// no step).
 // docs/plan-format.md is the schema, owned by the runtime.
 //
 //===----------------------------------------------------------------------===//
@@ -159,6 +162,86 @@ struct EntryWriter {
         {"padding", ints("padding")},
         {"dilations", ints("dilations")},
         {"groups", op->getAttrOfType<IntegerAttr>("groups").getInt()}};
+  }
+
+  /// A fused attention (loom.attention or loom.attention_grad) as an
+  /// `attention` step: the runtime's tiled kernel (docs/plan-format.md).
+  FailureOr<llvm::json::Object> attentionStep(Operation *op) {
+    if (target->target != "cpu")
+      return op->emitError("plan: attention steps run on the CPU target "
+                           "only (the CUDA attention is not built yet)");
+    if (!getElementTypeOrSelf(op->getOperand(0).getType()).isF32())
+      return op->emitError("plan: attention steps take f32 tensors only");
+    llvm::json::Object step{{"kind", "attention"},
+                            {"node", nodeName(op->getLoc())}};
+    auto common = [&](auto a) {
+      step["q"] = ids.lookup(a.getQ());
+      step["k"] = ids.lookup(a.getK());
+      step["v"] = ids.lookup(a.getV());
+      if (Value m = a.getMask())
+        step["mask"] = ids.lookup(m);
+      if (Value b = a.getBias())
+        step["bias"] = ids.lookup(b);
+      step["scale"] = a.getScale().convertToDouble();
+      step["causal"] = a.getCausal();
+      step["window"] = static_cast<int64_t>(a.getWindow());
+    };
+    if (auto a = dyn_cast<AttentionOp>(op)) {
+      common(a);
+      step["direction"] = "forward";
+      step["out"] = ids.lookup(a.getOut());
+      step["lse"] = ids.lookup(a.getLse());
+    } else {
+      auto g = cast<AttentionGradOp>(op);
+      common(g);
+      step["direction"] = "backward";
+      step["out"] = ids.lookup(g.getOut());
+      step["lse"] = ids.lookup(g.getLse());
+      step["dout"] = ids.lookup(g.getDout());
+      step["dq"] = ids.lookup(g.getDq());
+      step["dk"] = ids.lookup(g.getDk());
+      step["dv"] = ids.lookup(g.getDv());
+      if (Value db = g.getDbias())
+        step["dbias"] = ids.lookup(db);
+    }
+    return step;
+  }
+
+  /// A fused language-model head (loom.linear_cross_entropy or its
+  /// gradient) as a `linear_cross_entropy` step: the runtime's chunked
+  /// kernel (docs/plan-format.md).
+  FailureOr<llvm::json::Object> linearCrossEntropyStep(Operation *op) {
+    if (target->target != "cpu")
+      return op->emitError("plan: linear_cross_entropy steps run on the CPU "
+                           "target only (the CUDA one is not built yet)");
+    if (!getElementTypeOrSelf(op->getOperand(0).getType()).isF32())
+      return op->emitError("plan: linear_cross_entropy steps take f32 "
+                           "tensors only");
+    llvm::json::Object step{{"kind", "linear_cross_entropy"},
+                            {"node", nodeName(op->getLoc())}};
+    auto common = [&](auto h) {
+      step["x"] = ids.lookup(h.getX());
+      step["w"] = ids.lookup(h.getW());
+      step["labels"] = ids.lookup(h.getLabels());
+      step["transpose_w"] = h.getTransposeW();
+      step["reduction"] = stringifyReduction(h.getReduction());
+      if (IntegerAttr ignore = h.getIgnoreIndexAttr())
+        step["ignore_index"] = ignore.getInt();
+      step["lse"] = ids.lookup(h.getLse());
+    };
+    if (auto h = dyn_cast<LinearCrossEntropyOp>(op)) {
+      common(h);
+      step["direction"] = "forward";
+      step["loss"] = ids.lookup(h.getLoss());
+    } else {
+      auto g = cast<LinearCrossEntropyGradOp>(op);
+      common(g);
+      step["direction"] = "backward";
+      step["dloss"] = ids.lookup(g.getDloss());
+      step["dx"] = ids.lookup(g.getDx());
+      step["dw"] = ids.lookup(g.getDw());
+    }
+    return step;
   }
 
   FailureOr<llvm::json::Object> write() {
@@ -334,6 +417,16 @@ struct EntryWriter {
       } else if (isa<Conv2DOp, Conv2DInputGradOp, Conv2DFilterGradOp>(op) &&
                  isLibraryCall(&op)) {
         FailureOr<llvm::json::Object> step = convStep(&op);
+        if (failed(step))
+          return failure();
+        steps.push_back(std::move(*step));
+      } else if (isa<AttentionOp, AttentionGradOp>(op)) {
+        FailureOr<llvm::json::Object> step = attentionStep(&op);
+        if (failed(step))
+          return failure();
+        steps.push_back(std::move(*step));
+      } else if (isa<LinearCrossEntropyOp, LinearCrossEntropyGradOp>(op)) {
+        FailureOr<llvm::json::Object> step = linearCrossEntropyStep(&op);
         if (failed(step))
           return failure();
         steps.push_back(std::move(*step));

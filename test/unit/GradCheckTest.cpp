@@ -66,6 +66,11 @@ const std::map<std::string, std::string> &nonDifferentiableOps() {
       {"reduce_scatter",
        "several ranks: test/Interp/collective-gradients.test"},
       {"rank_slice", "no gradient rule (a rank-dependent offset): an error"},
+      {"attention_grad", "second derivatives of attention are refused "
+                         "(its rule is an error)"},
+      {"linear_cross_entropy_grad",
+       "second derivatives of the fused LM head are refused (its rule is "
+       "an error)"},
   };
   return ops;
 }

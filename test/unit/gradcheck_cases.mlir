@@ -633,3 +633,40 @@ func.func @case_mlp(%x: tensor<4x3xf64> {loom.input = "x"}, %w1: tensor<3x3xf64>
   %v7 = loom.cross_entropy %v5, %v6 reduction = mean : (tensor<4x3xf64>, tensor<4xi64>) -> tensor<f64>
   return %v7 : tensor<f64>
 }
+
+// loom.attention: causal, grouped-query (two query heads read one key/value
+// head), with respect to q, k and v.
+func.func @case_attention(%q: tensor<1x2x3x4xf64> {loom.param = "q"}, %k: tensor<1x1x3x4xf64> {loom.param = "k"}, %v: tensor<1x1x3x2xf64> {loom.param = "v"}, %weights: tensor<1x2x3x2xf64> {loom.input = "weights"}) -> (tensor<f64> {loom.output = "loss"}) {
+  %o, %lse = loom.attention %q, %k, %v {scale = 0.5 : f64, causal} : (tensor<1x2x3x4xf64>, tensor<1x1x3x4xf64>, tensor<1x1x3x2xf64>) -> (tensor<1x2x3x2xf64>, tensor<1x2x3xf32>)
+  %v1 = loom.mul %o, %weights : tensor<1x2x3x2xf64>
+  %v2 = loom.reduce_sum %v1 dims = [0, 1, 2, 3] : tensor<1x2x3x2xf64> -> tensor<f64>
+  return %v2 : tensor<f64>
+}
+
+// loom.attention with a sliding window, a key mask and a bias broadcast
+// over the batch, with respect to q, k, v and the bias.
+func.func @case_attention__bias_mask(%q: tensor<2x2x4x3xf64> {loom.param = "q"}, %k: tensor<2x2x4x3xf64> {loom.param = "k"}, %v: tensor<2x2x4x3xf64> {loom.param = "v"}, %bias: tensor<1x2x4x4xf64> {loom.param = "bias"}, %weights: tensor<2x2x4x3xf64> {loom.input = "weights"}) -> (tensor<f64> {loom.output = "loss"}) {
+  %m = loom.constant dense<[[[[true, false, true, true]]], [[[true, true, true, false]]]]> : tensor<2x1x1x4xi1>
+  %o, %lse = loom.attention %q, %k, %v mask %m bias %bias {scale = 0.7 : f64, causal, window = 2 : i64} : (tensor<2x2x4x3xf64>, tensor<2x2x4x3xf64>, tensor<2x2x4x3xf64>, tensor<2x1x1x4xi1>, tensor<1x2x4x4xf64>) -> (tensor<2x2x4x3xf64>, tensor<2x2x4xf32>)
+  %v1 = loom.mul %o, %weights : tensor<2x2x4x3xf64>
+  %v2 = loom.reduce_sum %v1 dims = [0, 1, 2, 3] : tensor<2x2x4x3xf64> -> tensor<f64>
+  return %v2 : tensor<f64>
+}
+
+// loom.linear_cross_entropy: w [V, C] (transpose_w), mean over the labels
+// that are not ignored, with respect to x and w.
+func.func @case_linear_cross_entropy(%x: tensor<4x3xf64> {loom.param = "x"}, %w: tensor<5x3xf64> {loom.param = "w"}) -> (tensor<f64> {loom.output = "loss"}) {
+  %y = loom.constant dense<[2, 0, -100, 4]> : tensor<4xi64>
+  %l, %lse = loom.linear_cross_entropy %x, %w, %y reduction = mean {transpose_w, ignore_index = -100 : i64} : (tensor<4x3xf64>, tensor<5x3xf64>, tensor<4xi64>) -> (tensor<f64>, tensor<4xf32>)
+  return %l : tensor<f64>
+}
+
+// loom.linear_cross_entropy without reduction: w [C, V], i32 labels, the
+// per-row losses weighted.
+func.func @case_linear_cross_entropy__none(%x: tensor<3x2xf64> {loom.param = "x"}, %w: tensor<2x4xf64> {loom.param = "w"}, %weights: tensor<3xf64> {loom.input = "weights"}) -> (tensor<f64> {loom.output = "loss"}) {
+  %y = loom.constant dense<[3, 1, 0]> : tensor<3xi32>
+  %l, %lse = loom.linear_cross_entropy %x, %w, %y reduction = none : (tensor<3x2xf64>, tensor<2x4xf64>, tensor<3xi32>) -> (tensor<3xf64>, tensor<3xf32>)
+  %v1 = loom.mul %l, %weights : tensor<3xf64>
+  %v2 = loom.reduce_sum %v1 dims = [0] : tensor<3xf64> -> tensor<f64>
+  return %v2 : tensor<f64>
+}

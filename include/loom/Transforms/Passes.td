@@ -66,6 +66,62 @@ def BatchNormTrainPass : Pass<"loom-batch-norm-train", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
 }
 
+def FuseAttentionPass : Pass<"loom-fuse-attention", "mlir::ModuleOp"> {
+  let summary = "Rewrites attention chains into loom.attention.";
+  let description = [{
+    Finds `softmax(scale * Q K^T + masks) V` as exporters write it (batched
+    matmuls, scalar scales on Q, K or the product, the repeat of key/value
+    heads of grouped-query attention, additive masks or `select`s with a
+    very negative fill, the NaN guard after the softmax) and replaces it by
+    one `loom.attention`, whose gradient is one fused
+    `loom.attention_grad`. The masks are evaluated at compile time, one
+    position at a time (never materialized), and must be exactly a causal
+    mask, a causal sliding window, or nothing: they become the op's
+    `causal` and `window`. A chain it cannot prove equal stays as it is
+    (correct, with its T x S scores in memory); the module attribute
+    `loom.attention_report` lists each candidate softmax with the outcome
+    or the reason, and `loomc --report` prints it. Runs on the imported
+    forward functions, before `loom-attach-loss` and `loom-autodiff`.
+  }];
+  let options = [
+    Option<"attention", "mode", "std::string", "\"fused\"",
+           "fused: rewrite what can be proven equal; unfused: change "
+           "nothing (the chains stay, reported as such)">,
+  ];
+  let statistics = [
+    Statistic<"numFused", "num-fused", "Attention chains fused">,
+    Statistic<"numKept", "num-kept", "Candidate chains kept as they were">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
+def FuseLinearCrossEntropyPass
+    : Pass<"loom-fuse-linear-cross-entropy", "mlir::ModuleOp"> {
+  let summary = "Fuses a language-model head (matmul, then cross-entropy) "
+                "into loom.linear_cross_entropy.";
+  let description = [{
+    Finds `cross_entropy(reshape(matmul(x, w)), labels)` where nothing else
+    reads the logits (what `loom-attach-loss` builds for language models)
+    and replaces it by one `loom.linear_cross_entropy`, whose gradient is
+    one `loom.linear_cross_entropy_grad`: the runtime computes both in
+    chunks of rows, so the `[N, V]` logits and their gradient are never
+    stored. The module attribute `loom.lm_head_report` lists each
+    cross-entropy with its outcome (and the logits bytes saved) or the
+    reason it was kept; `loomc --report` prints it. Runs after
+    `loom-attach-loss` and before `loom-autodiff`.
+  }];
+  let options = [
+    Option<"lmHead", "mode", "std::string", "\"fused\"",
+           "fused: fuse the heads that match; unfused: change nothing "
+           "(reported as kept)">,
+  ];
+  let statistics = [
+    Statistic<"numFused", "num-fused", "Language-model heads fused">,
+    Statistic<"numKept", "num-kept", "Cross-entropies kept as they were">,
+  ];
+  let dependentDialects = ["loom::LoomDialect"];
+}
+
 def TensorParallelPass : Pass<"loom-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Splits the model's linear layers over the ranks of mesh "
                 "axis tp (Megatron-style tensor parallelism).";

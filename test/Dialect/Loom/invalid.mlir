@@ -2410,3 +2410,163 @@ module attributes {loom.mesh_axes = ["dp"], loom.mesh_shape = array<i64: 2>} {
     return
   }
 }
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that loom.attention rejects queries that are not rank 4 (C1).
+func.func @attention_c1_rank(%q: tensor<4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>) {
+  // expected-error @+1 {{q has rank 3; attention takes [batch, heads, sequence, head dim] tensors (C1)}}
+  %o, %l = loom.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.attention rejects an lse that is not f32 (C1).
+func.func @attention_c1_lse(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>) {
+  // expected-error @+1 {{lse is f32, not 'f64' (C1)}}
+  %o, %l = loom.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf64>)
+  return
+}
+
+// -----
+
+// Tests that loom.attention rejects key/value heads that do not divide the
+// query heads (C2).
+func.func @attention_c2_heads(%q: tensor<2x4x8x16xf32>, %k: tensor<2x3x8x16xf32>, %v: tensor<2x3x8x16xf32>) {
+  // expected-error @+1 {{the 3 key/value heads do not divide the 4 query heads (C2)}}
+  %o, %l = loom.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x3x8x16xf32>, tensor<2x3x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.attention rejects keys whose head dim differs (C2).
+func.func @attention_c2_dim(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x8xf32>, %v: tensor<2x2x8x16xf32>) {
+  // expected-error @+1 {{k [2, 2, 8, 8] does not match q [2, 4, 8, 16] in batch and head dim (C2)}}
+  %o, %l = loom.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.attention rejects an output of the wrong shape (C3).
+func.func @attention_c3(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x32xf32>) {
+  // expected-error @+1 {{out is [2, 4, 8, 16], expected [2, 4, 8, 32] (C3)}}
+  %o, %l = loom.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.attention rejects a mask that does not broadcast to the
+// scores (C4).
+func.func @attention_c4(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %m: tensor<2x1x1x7xi1>) {
+  // expected-error @+1 {{mask [2, 1, 1, 7] does not broadcast to the scores [2, 4, 8, 8] (C4)}}
+  %o, %l = loom.attention %q, %k, %v mask %m {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x1x1x7xi1>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.attention rejects causal attention with fewer queries
+// than keys (C5).
+func.func @attention_c5_causal(%q: tensor<2x4x4x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>) {
+  // expected-error @+1 {{causal attention needs as many queries as keys, not 4 and 8 (C5)}}
+  %o, %l = loom.attention %q, %k, %v {scale = 1.0 : f64, causal} : (tensor<2x4x4x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> (tensor<2x4x4x16xf32>, tensor<2x4x4xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.attention rejects a window without causal (C5).
+func.func @attention_c5_window(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>) {
+  // expected-error @+1 {{window 4 needs causal attention and must be >= 0 (C5)}}
+  %o, %l = loom.attention %q, %k, %v {scale = 1.0 : f64, window = 4 : i64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.attention rejects a scale that is not finite (C6).
+func.func @attention_c6(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>) {
+  // expected-error @+1 {{scale is not finite (C6)}}
+  %o, %l = loom.attention %q, %k, %v {scale = 0x7FF0000000000000 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.attention_grad rejects a dq whose type is not q's (C2).
+func.func @attention_grad_c2(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %o: tensor<2x4x8x16xf32>, %l: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{dq has type 'tensor<2x4x8x8xf32>', expected 'tensor<2x4x8x16xf32>' (C2)}}
+  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %l, %o {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8xf32>, tensor<2x4x8x16xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.attention_grad has a dbias exactly when it has a bias (C3).
+func.func @attention_grad_c3(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %o: tensor<2x4x8x16xf32>, %l: tensor<2x4x8xf32>, %b: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{dbias is present exactly when bias is (C3)}}
+  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %l, %o bias %b {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8xf32>, tensor<2x4x8x16xf32>, tensor<1x4x8x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// The fused language-model head
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tests that loom.linear_cross_entropy rejects a weight that does not
+// contract with x (C1).
+func.func @linear_cross_entropy_c1_contract(%x: tensor<6x4xf32>, %w: tensor<10x5xf32>, %y: tensor<6xi64>) {
+  // expected-error @+1 {{w 'tensor<10x5xf32>' does not contract with x 'tensor<6x4xf32>' ([V, C] with transpose_w) (C1)}}
+  %l, %lse = loom.linear_cross_entropy %x, %w, %y reduction = mean {transpose_w} : (tensor<6x4xf32>, tensor<10x5xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<6xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.linear_cross_entropy rejects x and w of different
+// element types (C1).
+func.func @linear_cross_entropy_c1_types(%x: tensor<6x4xf32>, %w: tensor<4x10xf64>, %y: tensor<6xi64>) {
+  // expected-error @+1 {{x and w are both f32 or both f64, not 'f32' and 'f64' (C1)}}
+  %l, %lse = loom.linear_cross_entropy %x, %w, %y reduction = mean : (tensor<6x4xf32>, tensor<4x10xf64>, tensor<6xi64>) -> (tensor<f32>, tensor<6xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.linear_cross_entropy rejects labels that are not one per
+// row (C2).
+func.func @linear_cross_entropy_c2(%x: tensor<6x4xf32>, %w: tensor<4x10xf32>, %y: tensor<5xi64>) {
+  // expected-error @+1 {{labels 'tensor<5xi64>' do not give one label to each of the 6 rows of x (C2)}}
+  %l, %lse = loom.linear_cross_entropy %x, %w, %y reduction = mean : (tensor<6x4xf32>, tensor<4x10xf32>, tensor<5xi64>) -> (tensor<f32>, tensor<6xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.linear_cross_entropy rejects a loss whose shape does not
+// follow the reduction (C3).
+func.func @linear_cross_entropy_c3(%x: tensor<6x4xf32>, %w: tensor<4x10xf32>, %y: tensor<6xi64>) {
+  // expected-error @+1 {{loss is 'tensor<f32>'; for reduction none it is 'f32' of shape [N] (C3)}}
+  %l, %lse = loom.linear_cross_entropy %x, %w, %y reduction = none : (tensor<6x4xf32>, tensor<4x10xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<6xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.linear_cross_entropy_grad rejects a dw that does not
+// have w's type (C2).
+func.func @linear_cross_entropy_grad_c2(%x: tensor<6x4xf32>, %w: tensor<4x10xf32>, %y: tensor<6xi64>, %lse: tensor<6xf32>, %g: tensor<f32>) {
+  // expected-error @+1 {{dx and dw have the types of x and w, not 'tensor<6x4xf32>' and 'tensor<10x4xf32>' (C2)}}
+  %dx, %dw = loom.linear_cross_entropy_grad %x, %w, %y, %lse, %g reduction = sum : (tensor<6x4xf32>, tensor<4x10xf32>, tensor<6xi64>, tensor<6xf32>, tensor<f32>) -> (tensor<6x4xf32>, tensor<10x4xf32>)
+  return
+}

@@ -821,3 +821,37 @@ module attributes {loom.mesh_axes = ["dp", "tp"], loom.mesh_shape = array<i64: 2
     return %a, %r, %g, %s : tensor<8x2xf32>, tensor<2x2xf32>, tensor<4x2xf32>, tensor<2x2xf32>
   }
 }
+
+// -----
+
+// Tests that loom.attention and loom.attention_grad round-trip, with and
+// without their optional mask and bias, and grouped-query shapes.
+// CHECK-LABEL: func.func @attention
+// CHECK: loom.attention %{{.+}}, %{{.+}}, %{{.+}} {causal, scale = 1.250000e-01 : f64, window = 4 : i64}
+// CHECK: loom.attention %{{.+}}, %{{.+}}, %{{.+}} mask %{{.+}} bias %{{.+}} {scale = 5.000000e-01 : f64}
+// CHECK: loom.attention_grad %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} bias %{{.+}} {scale = 5.000000e-01 : f64}
+func.func @attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>,
+                     %v: tensor<2x2x8x32xf32>, %m: tensor<2x1x1x8xi1>,
+                     %b: tensor<1x4x8x8xf32>, %do: tensor<2x4x8x32xf32>) {
+  %o, %lse = loom.attention %q, %k, %v {scale = 0.125 : f64, causal, window = 4 : i64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>) -> (tensor<2x4x8x32xf32>, tensor<2x4x8xf32>)
+  %o2, %lse2 = loom.attention %q, %k, %v mask %m bias %b {scale = 0.5 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<2x1x1x8xi1>, tensor<1x4x8x8xf32>) -> (tensor<2x4x8x32xf32>, tensor<2x4x8xf32>)
+  %dq, %dk, %dv, %db = loom.attention_grad %q, %k, %v, %o2, %lse2, %do bias %b {scale = 0.5 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8xf32>, tensor<2x4x8x32xf32>, tensor<1x4x8x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<1x4x8x8xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.linear_cross_entropy and its gradient round-trip, in both
+// weight layouts.
+// CHECK-LABEL: func.func @linear_cross_entropy
+// CHECK: loom.linear_cross_entropy %{{.+}}, %{{.+}}, %{{.+}} reduction = mean {ignore_index = -100 : i64, transpose_w}
+// CHECK: loom.linear_cross_entropy %{{.+}}, %{{.+}}, %{{.+}} reduction = none :
+// CHECK: loom.linear_cross_entropy_grad %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} reduction = mean {ignore_index = -100 : i64, transpose_w}
+func.func @linear_cross_entropy(%x: tensor<6x4xf32>, %w: tensor<10x4xf32>,
+                                %wt: tensor<4x10xf32>, %y: tensor<6xi64>,
+                                %g: tensor<f32>) {
+  %l, %lse = loom.linear_cross_entropy %x, %w, %y reduction = mean {transpose_w, ignore_index = -100 : i64} : (tensor<6x4xf32>, tensor<10x4xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<6xf32>)
+  %l2, %lse2 = loom.linear_cross_entropy %x, %wt, %y reduction = none : (tensor<6x4xf32>, tensor<4x10xf32>, tensor<6xi64>) -> (tensor<6xf32>, tensor<6xf32>)
+  %dx, %dw = loom.linear_cross_entropy_grad %x, %w, %y, %lse, %g reduction = mean {transpose_w, ignore_index = -100 : i64} : (tensor<6x4xf32>, tensor<10x4xf32>, tensor<6xi64>, tensor<6xf32>, tensor<f32>) -> (tensor<6x4xf32>, tensor<10x4xf32>)
+  return
+}

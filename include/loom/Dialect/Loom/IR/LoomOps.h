@@ -31,9 +31,12 @@ inline bool isCollective(mlir::Operation *op) {
 }
 
 /// Ops the plan runs itself as library calls (BLAS/cuBLASLt GEMMs, oneDNN
-/// convolutions) or collectives, which loom-fuse leaves outside the kernels.
+/// convolutions, the runtime's fused attention and language-model head) or
+/// collectives, which loom-fuse leaves outside the kernels.
 inline bool isLibraryCall(mlir::Operation *op) {
-  if (mlir::isa<MatmulOp>(op) || isCollective(op))
+  if (mlir::isa<MatmulOp, AttentionOp, AttentionGradOp, LinearCrossEntropyOp,
+                LinearCrossEntropyGradOp>(op) ||
+      isCollective(op))
     return true;
   return mlir::isa<Conv2DOp, Conv2DInputGradOp, Conv2DFilterGradOp>(op) &&
          op->hasAttr(kLibraryCallAttr);

@@ -1168,6 +1168,125 @@ def Loom_DropoutOp : Loom_Op<"dropout", [Pure, Loom_Pointwise, Loom_Follow,
 }
 
 //===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+def Loom_AttentionOp : Loom_Op<"attention", [Pure, Loom_Opaque, Loom_KeepF32,
+    AttrSizedOperandSegments]> {
+  let extraClassDeclaration = [{ int64_t getFlopCount(); }];
+  let summary = "Scaled dot-product attention, fused: no T x T tensor.";
+  let description = [{
+    For queries `q : [B, Hq, T, D]`, keys `k : [B, Hkv, S, D]` and values
+    `v : [B, Hkv, S, Dv]`, query head `h` reads key/value head
+    `g = h / (Hq / Hkv)` (grouped-query attention; `Hkv = 1` is multi-query)
+    and, for each query `i` and key `j`:
+
+    - `allowed(i, j) = (!causal || j <= i) && (window == 0 || i - j < window)
+      && mask[b, h, i, j]` (the mask, if any, broadcast from its shape);
+    - `s_ij = scale * <q[b, h, i], k[b, g, j]> + bias[b, h, i, j]` (the
+      bias, if any, broadcast);
+    - `lse[b, h, i] = log sum_{allowed j} exp(s_ij)` (`-inf` when no key is
+      allowed), `p_ij = exp(s_ij - lse_i)` where allowed, else 0;
+    - `out[b, h, i] = sum_j p_ij v[b, g, j]` (0 for a row with no allowed
+      key, where PyTorch's SDPA would give NaN).
+
+    `lse` is the row log-sum-exp the backward needs; it is f32 whatever the
+    element type of `q`. The masks that exporters build as `T x T` tensors
+    from positions (causal, sliding window) are attributes here, so no mask
+    of that size is made at any `T`.
+
+    ```mlir
+    %o, %lse = loom.attention %q, %k, %v {scale = 0.125 : f64, causal}
+        : (tensor<2x8x1024x64xf32>, tensor<2x2x1024x64xf32>, tensor<2x2x1024x64xf32>)
+        -> (tensor<2x8x1024x64xf32>, tensor<2x8x1024xf32>)
+    ```
+
+    **Lifecycle**: created by `loom-fuse-attention` (from the attention
+    chains of imported models) and by the JSON importer (`attention` node);
+    its gradient is one `loom.attention_grad` (`loom-autodiff`). The plan
+    runs it as an `attention` step (a tiled online-softmax kernel of the
+    runtime: the CPU target, f32).
+
+    **Constraints**:
+
+    1. (C1) `q`, `k`, `v` and `out` have rank 4 and one floating-point
+       element type; `lse` is f32.
+    2. (C2) `k` is `[B, Hkv, S, D]` and `v` is `[B, Hkv, S, Dv]` for `q :
+       [B, Hq, T, D]`, with `Hkv >= 1` dividing `Hq`.
+    3. (C3) `out` is `[B, Hq, T, Dv]` and `lse` is `[B, Hq, T]`.
+    4. (C4) `mask` (i1) and `bias` (the element type of `q`) have rank 4,
+       and each of their dimensions is 1 or that of `[B, Hq, T, S]`.
+    5. (C5) `causal` needs `T == S`; `window` is >= 0, and positive only
+       with `causal`.
+    6. (C6) `scale` is finite.
+  }];
+  let arguments = (ins Loom_FloatTensor:$q, Loom_FloatTensor:$k,
+                       Loom_FloatTensor:$v, Optional<Loom_BoolTensor>:$mask,
+                       Optional<Loom_FloatTensor>:$bias, F64Attr:$scale,
+                       UnitAttr:$causal,
+                       DefaultValuedAttr<I64Attr, "0">:$window);
+  let results = (outs Loom_FloatTensor:$out, Loom_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`mask` $mask^)? (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_AttentionGradOp : Loom_Op<"attention_grad", [Pure, Loom_Opaque,
+    Loom_KeepF32, AttrSizedOperandSegments]> {
+  let extraClassDeclaration = [{ int64_t getFlopCount(); }];
+  let summary = "The gradient of loom.attention, fused (FlashAttention's backward).";
+  let description = [{
+    For `out, lse = loom.attention(q, k, v, mask, bias)` with the same
+    attributes, and the cotangent `dout` of `out`: with `p_ij` recomputed
+    from `q`, `k` and `lse`, `D_i = <dout_i, out_i>`, `dp_ij = <dout_i,
+    v_j>` and `ds_ij = p_ij (dp_ij - D_i)`:
+
+    - `dq[b, h, i] = scale * sum_j ds_ij k[b, g, j]`;
+    - `dk[b, g, j] = scale * sum_{h in g, i} ds_ij q[b, h, i]`;
+    - `dv[b, g, j] = sum_{h in g, i} p_ij dout[b, h, i]`;
+    - `dbias` (present exactly when `bias` is) is `ds` summed over the
+      dimensions where `bias` has size 1.
+
+    The probabilities are recomputed block by block: only `q`, `k`, `v`,
+    `out` and `lse` are kept from the forward, never a `T x S` tensor.
+
+    ```mlir
+    %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %lse, %do {scale = 0.125 : f64, causal}
+        : (tensor<2x8x1024x64xf32>, tensor<2x2x1024x64xf32>, tensor<2x2x1024x64xf32>,
+           tensor<2x8x1024x64xf32>, tensor<2x8x1024xf32>, tensor<2x8x1024x64xf32>)
+        -> (tensor<2x8x1024x64xf32>, tensor<2x2x1024x64xf32>, tensor<2x2x1024x64xf32>)
+    ```
+
+    **Lifecycle**: created by `loom-autodiff` (the gradient of
+    `loom.attention`); an `attention` step with direction `backward` in the
+    plan. It has no gradient of its own (second derivatives of attention
+    are refused).
+
+    **Constraints**:
+
+    1. (C1) `q`, `k`, `v`, `out`, `lse`, `mask`, `bias` are as for
+       `loom.attention` with the same attributes.
+    2. (C2) `dout` has the type of `out`; `dq`, `dk`, `dv` have the types of
+       `q`, `k`, `v`.
+    3. (C3) `dbias` is present exactly when `bias` is, with its type.
+  }];
+  let arguments = (ins Loom_FloatTensor:$q, Loom_FloatTensor:$k,
+                       Loom_FloatTensor:$v, Loom_FloatTensor:$out,
+                       Loom_FloatTensor:$lse, Loom_FloatTensor:$dout,
+                       Optional<Loom_BoolTensor>:$mask,
+                       Optional<Loom_FloatTensor>:$bias, F64Attr:$scale,
+                       UnitAttr:$causal,
+                       DefaultValuedAttr<I64Attr, "0">:$window);
+  let results = (outs Loom_FloatTensor:$dq, Loom_FloatTensor:$dk,
+                      Loom_FloatTensor:$dv, Optional<Loom_FloatTensor>:$dbias);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $out `,` $lse `,` $dout (`mask` $mask^)? (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//
 
@@ -1206,6 +1325,94 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure, Loom_ReductionKind,
   let assemblyFormat = [{
     $logits `,` $labels `reduction` `=` $reduction attr-dict `:` `(` type($logits) `,` type($labels) `)` `->` type($result)
   }];
+}
+
+def Loom_LinearCrossEntropyOp : Loom_Op<"linear_cross_entropy", [Pure,
+    Loom_Opaque, Loom_KeepF32]> {
+  let extraClassDeclaration = [{ int64_t getFlopCount(); }];
+  let summary = "A language-model head: linear layer and cross-entropy, fused.";
+  let description = [{
+    For inputs `x : [N, C]`, a weight `w : [V, C]` (`transpose_w`) or
+    `[C, V]`, and integer labels `[N]`:
+    `logits = x w^T` (or `x w`), then exactly `loom.cross_entropy(logits,
+    labels)` with the same `reduction` and `ignore_index`. `lse[i] = log
+    sum_v exp(logits[i, v])` is the row log-sum-exp the gradient needs. The
+    `[N, V]` logits are never stored: the runtime computes them in chunks of
+    rows and keeps only `lse`. A label outside `[0, V)` that is not
+    `ignore_index` is an error at run time.
+
+    ```mlir
+    %l, %lse = loom.linear_cross_entropy %x, %w, %y reduction = mean {transpose_w, ignore_index = -100 : i64}
+        : (tensor<8192x768xf32>, tensor<50304x768xf32>, tensor<8192xi64>) -> (tensor<f32>, tensor<8192xf32>)
+    ```
+
+    **Lifecycle**: created by `loom-fuse-linear-cross-entropy` (a
+    `loom.matmul` whose only reader is a `loom.cross_entropy`, as `loomc
+    --train` builds for language models); its gradient is one
+    `loom.linear_cross_entropy_grad` (`loom-autodiff`). The plan runs it as
+    a `linear_cross_entropy` step (the CPU target, f32).
+
+    **Constraints**:
+
+    1. (C1) `x` is `[N, C]`; `w` is `[V, C]` with `transpose_w`, else
+       `[C, V]`; both have one element type, f32 or f64 (the plan's step
+       takes f32).
+    2. (C2) `labels` is `[N]`, i32 or i64.
+    3. (C3) `loss` has the element type of `x`, and is 0-D for `mean` and
+       `sum`, `[N]` for `none`; `lse` is f32 `[N]`.
+  }];
+  let arguments = (ins Loom_FloatTensor:$x, Loom_FloatTensor:$w,
+                       Loom_IndexTensor:$labels,
+                       DefaultValuedAttr<Loom_Reduction, "::loom::Reduction::Mean">:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index,
+                       UnitAttr:$transpose_w);
+  let results = (outs Loom_FloatTensor:$loss, Loom_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $x `,` $w `,` $labels `reduction` `=` $reduction attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_LinearCrossEntropyGradOp : Loom_Op<"linear_cross_entropy_grad", [
+    Pure, Loom_Opaque, Loom_KeepF32]> {
+  let extraClassDeclaration = [{ int64_t getFlopCount(); }];
+  let summary = "The gradient of loom.linear_cross_entropy, fused.";
+  let description = [{
+    For `loss, lse = loom.linear_cross_entropy(x, w, labels)` with the same
+    attributes and the cotangent `dloss` of `loss`: with the logits
+    recomputed chunk by chunk and `weight_i` = `dloss` (`sum`), `dloss /
+    count` (`mean`, `count` the labels not ignored) or `dloss[i]` (`none`),
+    0 for an ignored label, `dlogits[i, v] = weight_i (exp(logits[i, v] -
+    lse[i]) - [v == labels[i]])`, `dx = dlogits w` (or `dlogits w^T`) and
+    `dw = dlogits^T x` (or `x^T dlogits`). No `[N, V]` tensor is stored.
+
+    ```mlir
+    %dx, %dw = loom.linear_cross_entropy_grad %x, %w, %y, %lse, %g reduction = mean {transpose_w, ignore_index = -100 : i64}
+        : (tensor<8192x768xf32>, tensor<50304x768xf32>, tensor<8192xi64>, tensor<8192xf32>, tensor<f32>)
+        -> (tensor<8192x768xf32>, tensor<50304x768xf32>)
+    ```
+
+    **Lifecycle**: created by `loom-autodiff` (the gradient of
+    `loom.linear_cross_entropy`); a `linear_cross_entropy` step with
+    direction `backward` in the plan. It has no gradient of its own.
+
+    **Constraints**:
+
+    1. (C1) `x`, `w`, `labels`, `lse` and `dloss` are as the operands and
+       results of `loom.linear_cross_entropy` with the same attributes.
+    2. (C2) `dx` and `dw` have the types of `x` and `w`.
+  }];
+  let arguments = (ins Loom_FloatTensor:$x, Loom_FloatTensor:$w,
+                       Loom_IndexTensor:$labels, Loom_FloatTensor:$lse,
+                       Loom_FloatTensor:$dloss,
+                       DefaultValuedAttr<Loom_Reduction, "::loom::Reduction::Mean">:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index,
+                       UnitAttr:$transpose_w);
+  let results = (outs Loom_FloatTensor:$dx, Loom_FloatTensor:$dw);
+  let assemblyFormat = [{
+    $x `,` $w `,` $labels `,` $lse `,` $dloss `reduction` `=` $reduction attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
 }
 
 def Loom_MseOp : Loom_Op<"mse", [Pure, Loom_ReductionKind, Loom_KeepF32,
