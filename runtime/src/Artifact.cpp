@@ -334,6 +334,10 @@ bool checkFinite(Backend &backend, Arena &arena, const PlanEntry &entry,
       what = std::string("attention ") +
              attentionDirectionName(step.attention.direction);
       break;
+    case PlanStep::Kind::LinearCrossEntropy:
+      what = std::string("linear_cross_entropy ") +
+             linearCrossEntropyDirectionName(step.linearCrossEntropy.direction);
+      break;
     case PlanStep::Kind::Copy:
       what = "copy";
       break;
@@ -405,6 +409,24 @@ bool issueStep(Backend &backend, Arena &arena, const PlanEntry &entry,
       call.dbias = optional(a.dbias);
     }
     return backend.attention(arena, call, error);
+  }
+  case PlanStep::Kind::LinearCrossEntropy: {
+    const LinearCrossEntropyStep &l = step.linearCrossEntropy;
+    auto buffer = [&](uint32_t id) { return &entry.buffers[id]; };
+    LinearCrossEntropyCall call;
+    call.step = &l;
+    call.x = buffer(l.x);
+    call.w = buffer(l.w);
+    call.labels = buffer(l.labels);
+    call.lse = buffer(l.lse);
+    if (l.direction == LinearCrossEntropyDirection::Forward) {
+      call.loss = buffer(l.loss);
+    } else {
+      call.dloss = buffer(l.dloss);
+      call.dx = buffer(l.dx);
+      call.dw = buffer(l.dw);
+    }
+    return backend.linearCrossEntropy(arena, call, error);
   }
   case PlanStep::Kind::Copy:
     return backend.copy(arena, entry.buffers[step.src].offset,
@@ -1125,6 +1147,26 @@ std::vector<StepProfile> Artifact::profile() const {
           p.what += " mask";
         if (a.bias)
           p.what += " bias";
+        break;
+      }
+      case PlanStep::Kind::LinearCrossEntropy: {
+        // "linear_cross_entropy backward 2048x768 * 50304x768 transpose_w
+        // mean ignore_index -100" (x and w).
+        const LinearCrossEntropyStep &l = step.linearCrossEntropy;
+        auto dims = [](const std::vector<int64_t> &shape) {
+          std::string text;
+          for (int64_t d : shape)
+            text += (text.empty() ? "" : "x") + std::to_string(d);
+          return text;
+        };
+        p.what = std::string("linear_cross_entropy ") +
+                 linearCrossEntropyDirectionName(l.direction) + " " +
+                 dims(entry.buffers[l.x].shape) + " * " +
+                 dims(entry.buffers[l.w].shape) +
+                 (l.transposeW ? " transpose_w " : " ") +
+                 linearCrossEntropyReductionName(l.reduction);
+        if (l.ignoreIndex)
+          p.what += " ignore_index " + std::to_string(*l.ignoreIndex);
         break;
       }
       case PlanStep::Kind::Copy:

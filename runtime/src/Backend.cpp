@@ -60,6 +60,18 @@ bool Backend::attention(Arena &, const AttentionCall &,
   return false;
 }
 
+bool Backend::linearCrossEntropy(Arena &, const LinearCrossEntropyCall &,
+                                 std::string *error) noexcept {
+  if (error) {
+    try {
+      *error = "the " + std::string(name()) +
+               " backend has no linear_cross_entropy steps";
+    } catch (...) {
+    }
+  }
+  return false;
+}
+
 std::unique_ptr<Collectives>
 Backend::startDeviceCollectives(Collectives &, double,
                                 std::string *error) noexcept {

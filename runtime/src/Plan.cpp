@@ -780,6 +780,157 @@ void parseAttentionStep(const json &value, const std::string &where,
     }
 }
 
+/// A linear_cross_entropy step (docs/plan-format.md,
+/// `linear_cross_entropy`): x [N, C], w [V, C] (transpose_w) or [C, V],
+/// labels [N] (i64 or i32), lse [N], the loss [] or [N] as the reduction
+/// says, the backward's gradients of x's and w's shapes; everything but
+/// the labels f32; nothing the step writes overlapping another buffer it
+/// names. `where` names the step and its node.
+void parseLinearCrossEntropyStep(const json &value, const std::string &where,
+                                 const PlanEntry &entry,
+                                 LinearCrossEntropyStep &l) {
+  using Direction = LinearCrossEntropyDirection;
+  using Reduction = LinearCrossEntropyReduction;
+  const std::string &direction = getString(value, "direction", where);
+  if (direction == linearCrossEntropyDirectionName(Direction::Forward))
+    l.direction = Direction::Forward;
+  else if (direction == linearCrossEntropyDirectionName(Direction::Backward))
+    l.direction = Direction::Backward;
+  else
+    fail(fieldWhere(where, "direction"), "unknown direction " +
+                                             quoteName(direction) +
+                                             " (expected forward or backward)");
+  const bool backward = l.direction == Direction::Backward;
+  auto present = [&](const char *key) {
+    auto it = value.find(key);
+    return it != value.end() && !it->is_null();
+  };
+  l.x = getBufferId(value, "x", where, entry);
+  l.w = getBufferId(value, "w", where, entry);
+  l.labels = getBufferId(value, "labels", where, entry);
+  l.lse = getBufferId(value, "lse", where, entry);
+  struct Field {
+    const char *key;
+    uint32_t *id;
+    bool wanted;
+  };
+  for (Field f :
+       {Field{"loss", &l.loss, !backward}, Field{"dloss", &l.dloss, backward},
+        Field{"dx", &l.dx, backward}, Field{"dw", &l.dw, backward}}) {
+    if (f.wanted)
+      *f.id = getBufferId(value, f.key, where, entry);
+    else if (present(f.key))
+      fail(fieldWhere(where, f.key), std::string("given, but only a ") +
+                                         (backward ? "forward" : "backward") +
+                                         " linear_cross_entropy step has it");
+  }
+  l.transposeW = getBool(value, "transpose_w", where);
+  const std::string &reduction = getString(value, "reduction", where);
+  bool known = false;
+  for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None})
+    if (reduction == linearCrossEntropyReductionName(r)) {
+      l.reduction = r;
+      known = true;
+    }
+  if (!known)
+    fail(fieldWhere(where, "reduction"), "unknown reduction " +
+                                             quoteName(reduction) +
+                                             " (expected mean, sum or none)");
+  if (present("ignore_index"))
+    l.ignoreIndex = getInt(value, "ignore_index", where);
+
+  auto buffer = [&](uint32_t id) -> const PlanBuffer & {
+    return entry.buffers[id];
+  };
+  auto text = [&](uint32_t id) {
+    return "buffer " + std::to_string(id) + " is " +
+           describe(buffer(id).dtype, buffer(id).shape);
+  };
+  std::vector<std::pair<const char *, uint32_t>> floats = {
+      {"x", l.x}, {"w", l.w}, {"lse", l.lse}};
+  if (backward)
+    floats.insert(floats.end(),
+                  {{"dloss", l.dloss}, {"dx", l.dx}, {"dw", l.dw}});
+  else
+    floats.push_back({"loss", l.loss});
+  for (const auto &[key, id] : floats)
+    if (buffer(id).dtype != DType::F32)
+      fail(fieldWhere(where, key),
+           text(id) +
+               "; linear_cross_entropy steps take f32 tensors in this runtime");
+  const PlanBuffer &labels = buffer(l.labels);
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
+    fail(fieldWhere(where, "labels"),
+         text(l.labels) + "; the labels are i64 or i32 class indices");
+  const std::vector<int64_t> &x = buffer(l.x).shape, &w = buffer(l.w).shape;
+  if (x.size() != 2)
+    fail(fieldWhere(where, "x"),
+         text(l.x) + "; a linear_cross_entropy step's x is rank 2 [N, C]");
+  const char *wLayout =
+      l.transposeW ? "[V, C] (transpose_w)" : "[C, V] (transpose_w false)";
+  const int64_t N = x[0], C = x[1];
+  if (w.size() != 2 || (l.transposeW ? w[1] : w[0]) != C)
+    fail(fieldWhere(where, "w"),
+         text(l.w) + ", x is " + describe(buffer(l.x).dtype, x) +
+             ": expected w " + wLayout + " with C = " + std::to_string(C));
+  const int64_t V = l.transposeW ? w[0] : w[1];
+  // The GEMMs take int dimensions and leading dimensions (CBLAS).
+  const int64_t intMax = std::numeric_limits<int32_t>::max();
+  if (C < 1 || V < 1)
+    fail(fieldWhere(where, C < 1 ? "x" : "w"),
+         text(C < 1 ? l.x : l.w) + "; a linear_cross_entropy step needs " +
+             (C < 1 ? "at least one feature (C)" : "at least one class (V)"));
+  if (N > intMax || C > intMax || V > intMax)
+    fail(fieldWhere(where, N > intMax ? "x" : "w"),
+         text(N > intMax ? l.x : l.w) +
+             "; N, C and V must each fit a 32-bit int (the GEMMs')");
+  auto exactly = [&](const char *key, uint32_t id,
+                     const std::vector<int64_t> &shape,
+                     const std::string &what) {
+    if (buffer(id).shape != shape)
+      fail(fieldWhere(where, key), text(id) + "; expected " +
+                                       detail::formatShape(shape) + " (" +
+                                       what + ")");
+  };
+  exactly("labels", l.labels, {N}, "[N], one label per row of x");
+  exactly("lse", l.lse, {N}, "[N], one per row of x");
+  const bool perRow = l.reduction == Reduction::None;
+  const std::vector<int64_t> lossShape =
+      perRow ? std::vector<int64_t>{N} : std::vector<int64_t>{};
+  const std::string lossWhat = std::string("reduction ") +
+                               linearCrossEntropyReductionName(l.reduction) +
+                               (perRow ? ": one loss per row" : ": one scalar");
+  if (backward) {
+    exactly("dloss", l.dloss, lossShape, lossWhat);
+    exactly("dx", l.dx, x, "x's shape");
+    exactly("dw", l.dw, w, "w's shape");
+  } else {
+    exactly("loss", l.loss, lossShape, lossWhat);
+  }
+
+  // What the step writes overlaps nothing else it names (not even its
+  // other output).
+  std::vector<std::pair<const char *, uint32_t>> writes,
+      touched = {{"x", l.x}, {"w", l.w}, {"labels", l.labels}};
+  if (backward) {
+    writes = {{"dx", l.dx}, {"dw", l.dw}};
+    touched.insert(touched.end(), {{"lse", l.lse}, {"dloss", l.dloss}});
+  } else {
+    writes = {{"loss", l.loss}, {"lse", l.lse}};
+  }
+  touched.insert(touched.end(), writes.begin(), writes.end());
+  for (const auto &[wkey, wid] : writes)
+    for (const auto &[key, id] : touched) {
+      if (key == wkey)
+        continue;
+      if (overlaps(buffer(id), buffer(wid)))
+        fail(fieldWhere(where, key), "buffer " + std::to_string(id) +
+                                         " overlaps buffer " +
+                                         std::to_string(wid) + " ('" + wkey +
+                                         "'), which the step writes");
+    }
+}
+
 /// A step's optional `node` (gemm, conv): the model node of what it writes.
 std::string getNode(const json &value, const char *key,
                     const std::string &where) {
@@ -1165,9 +1316,48 @@ PlanStep parseStep(const json &value, const std::string &entryWhere,
     step.nodes.assign(step.writes.size(), getNode(value, "node", where));
     return step;
   }
+  if (kind == "linear_cross_entropy") {
+    // Errors name the model node too: a model has several heads.
+    std::string node =
+        getNode(value, "node", where + " (linear_cross_entropy)");
+    where += " (linear_cross_entropy" +
+             (node.empty() ? std::string() : ", node " + quoteName(node)) + ")";
+    step.kind = PlanStep::Kind::LinearCrossEntropy;
+    LinearCrossEntropyStep &l = step.linearCrossEntropy;
+    parseLinearCrossEntropyStep(value, where, entry, l);
+    l.node = node;
+    const std::vector<uint32_t> outputs =
+        l.direction == LinearCrossEntropyDirection::Forward
+            ? std::vector<uint32_t>{l.loss, l.lse}
+            : std::vector<uint32_t>{l.dx, l.dw};
+    // `writes` (optional): which of them --check-numerics checks.
+    auto w = value.find("writes");
+    if (w == value.end() || w->is_null()) {
+      step.writes = outputs;
+    } else {
+      if (!w->is_array())
+        fail(fieldWhere(where, "writes"),
+             std::string("expected an array of buffer ids, got ") +
+                 typeName(*w));
+      for (size_t i = 0; i < w->size(); ++i) {
+        const json &id = (*w)[i];
+        if (!id.is_number_unsigned() ||
+            std::find(outputs.begin(), outputs.end(), id.get<uint64_t>()) ==
+                outputs.end())
+          fail(fieldWhere(where, "writes") + ": element " + std::to_string(i),
+               "expected a buffer the step writes (" +
+                   std::to_string(outputs[0]) + " or " +
+                   std::to_string(outputs[1]) + "), got " + id.dump());
+        step.writes.push_back(static_cast<uint32_t>(id.get<uint64_t>()));
+      }
+    }
+    step.nodes.assign(step.writes.size(), node);
+    return step;
+  }
   fail(fieldWhere(where, "kind"),
        "unknown step kind " + quoteName(kind) +
-           " (expected kernel, gemm, copy, conv, attention or collective)");
+           " (expected kernel, gemm, copy, conv, attention, "
+           "linear_cross_entropy or collective)");
 }
 
 PlanEntry parseEntry(const json &value, size_t index,
@@ -1485,6 +1675,8 @@ const char *stepKindName(PlanStep::Kind kind) noexcept {
     return "conv";
   case PlanStep::Kind::Attention:
     return "attention";
+  case PlanStep::Kind::LinearCrossEntropy:
+    return "linear_cross_entropy";
   case PlanStep::Kind::Collective:
     return "collective";
   }
@@ -1538,6 +1730,12 @@ std::vector<uint32_t> stepBuffers(const PlanStep &step) {
       if (id)
         ids.push_back(*id);
     return ids;
+  }
+  case PlanStep::Kind::LinearCrossEntropy: {
+    const LinearCrossEntropyStep &l = step.linearCrossEntropy;
+    if (l.direction == LinearCrossEntropyDirection::Forward)
+      return {l.x, l.w, l.labels, l.lse, l.loss};
+    return {l.x, l.w, l.labels, l.lse, l.dloss, l.dx, l.dw};
   }
   case PlanStep::Kind::Copy:
     return {step.src, step.dst};
@@ -1604,6 +1802,30 @@ const char *attentionDirectionName(AttentionDirection direction) noexcept {
     return "forward";
   case AttentionDirection::Backward:
     return "backward";
+  }
+  return "?";
+}
+
+const char *linearCrossEntropyDirectionName(
+    LinearCrossEntropyDirection direction) noexcept {
+  switch (direction) {
+  case LinearCrossEntropyDirection::Forward:
+    return "forward";
+  case LinearCrossEntropyDirection::Backward:
+    return "backward";
+  }
+  return "?";
+}
+
+const char *linearCrossEntropyReductionName(
+    LinearCrossEntropyReduction reduction) noexcept {
+  switch (reduction) {
+  case LinearCrossEntropyReduction::Mean:
+    return "mean";
+  case LinearCrossEntropyReduction::Sum:
+    return "sum";
+  case LinearCrossEntropyReduction::None:
+    return "none";
   }
   return "?";
 }

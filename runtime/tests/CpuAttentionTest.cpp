@@ -672,8 +672,8 @@ TEST(AttentionPlan, RefusesMalformedSteps) {
                  "('out'), which the step writes");
   // The list of kinds names it.
   EXPECT_REFUSED(edit(good, "\"kind\": \"attention\"", "\"kind\": \"attend\""),
-                 "(expected kernel, gemm, copy, conv, attention or "
-                 "collective)");
+                 "(expected kernel, gemm, copy, conv, attention, "
+                 "linear_cross_entropy or collective)");
 }
 
 /// The artifact's outputs by name.

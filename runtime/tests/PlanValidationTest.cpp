@@ -152,8 +152,8 @@ TEST(PlanValidation, StepBufferIdsAreChecked) {
   EXPECT_MESSAGE(r, "is not a C identifier");
   r = parseError(replace(plan, "\"kind\": \"gemm\"", "\"kind\": \"conv2d\""));
   EXPECT_MESSAGE(r, "step 0: field 'kind': unknown step kind 'conv2d' "
-                    "(expected kernel, gemm, copy, conv, attention or "
-                    "collective)");
+                    "(expected kernel, gemm, copy, conv, attention, "
+                    "linear_cross_entropy or collective)");
   r = parseError(replace(plan, "\"buffer\": 4}", "\"buffer\": 5}"));
   EXPECT_MESSAGE(r, "output 0: field 'buffer': buffer id 5 is out of range");
 }

@@ -100,7 +100,9 @@ struct StepProfile {
   /// the epilogue where they apply); "conv DIRECTION NxCxHxW * OxIxKHxKW"
   /// (x and w; "groups G" when not 1); "attention DIRECTION BxHqxTxD *
   /// BxHkvxSxD" (q and k; "causal", "window W", "mask", "bias" where they
-  /// apply); "copy N bytes"; "all_reduce sum N
+  /// apply); "linear_cross_entropy DIRECTION NxC * VxC transpose_w mean"
+  /// (x and w; "transpose_w" where it is set, the reduction,
+  /// "ignore_index I" where there is one); "copy N bytes"; "all_reduce sum N
   /// f32 over dp=2" (a collective: its op, reduction, src's elements and
   /// axis; its time is until it completed). Never a comma (the profile is
   /// CSV).

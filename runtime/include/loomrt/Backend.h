@@ -65,6 +65,16 @@ struct AttentionCall {
                    *dbias = nullptr;
 };
 
+/// Operands of one linear_cross_entropy step: its buffers as the plan
+/// declares them (null where its direction has none: loss in a backward
+/// step; dloss, dx and dw in a forward one).
+struct LinearCrossEntropyCall {
+  const LinearCrossEntropyStep *step = nullptr;
+  const PlanBuffer *x = nullptr, *w = nullptr, *labels = nullptr,
+                   *lse = nullptr, *loss = nullptr;
+  const PlanBuffer *dloss = nullptr, *dx = nullptr, *dw = nullptr;
+};
+
 /// Work recorded once and replayed (a CUDA graph). Only the Backend that
 /// recorded it may replay it.
 class Recording {
@@ -138,6 +148,15 @@ public:
   /// steps (the CUDA backend refuses them at load); the default fails.
   virtual bool attention(Arena &arena, const AttentionCall &call,
                          std::string *error) noexcept;
+
+  /// Writes the linear_cross_entropy step's outputs (docs/plan-format.md):
+  /// loss and lse, or dx and dw. False with a message naming the node and
+  /// the row for a label outside [0, V) that is not the ignore_index. Only
+  /// the CPU backend runs these steps (the CUDA backend refuses them at
+  /// load); the default fails.
+  virtual bool linearCrossEntropy(Arena &arena,
+                                  const LinearCrossEntropyCall &call,
+                                  std::string *error) noexcept;
 
   /// Copies `bytes` bytes inside the arena (ranges equal or disjoint).
   virtual bool copy(Arena &arena, uint64_t srcOffset, uint64_t dstOffset,

@@ -214,6 +214,46 @@ struct AttentionStep {
   int64_t window = 0; ///< > 0 (with causal): key j is seen by i - j < window
 };
 
+/// Which half of a fused language-model head a linear_cross_entropy step
+/// computes: the loss and the rows' lse from x, w and the labels (forward),
+/// or dx and dw from dloss and the forward's lse (backward).
+enum class LinearCrossEntropyDirection : uint8_t { Forward, Backward };
+
+/// "forward", "backward".
+const char *
+linearCrossEntropyDirectionName(LinearCrossEntropyDirection direction) noexcept;
+
+/// How a linear_cross_entropy step reduces its rows' losses: their mean
+/// over the rows not ignored, their sum, or none (one loss per row).
+enum class LinearCrossEntropyReduction : uint8_t { Mean, Sum, None };
+
+/// "mean", "sum", "none".
+const char *
+linearCrossEntropyReductionName(LinearCrossEntropyReduction reduction) noexcept;
+
+/// A fused language-model head (docs/plan-format.md,
+/// `linear_cross_entropy`): logits = x w^T (transposeW: w is [V, C]) or x w
+/// (w is [C, V]) for x [N, C], then log-softmax and the cross-entropy with
+/// `labels` [N] (i64 or i32), in blocks so that the [N, V] logits never
+/// exist. parsePlan checked every shape, dtype and overlap, so the fields
+/// below describe buffers that agree.
+struct LinearCrossEntropyStep {
+  LinearCrossEntropyDirection direction = LinearCrossEntropyDirection::Forward;
+  uint32_t x = 0, w = 0, labels = 0; ///< buffer ids
+  uint32_t lse = 0; ///< f32 [N]: written by the forward, read by the backward
+  /// Forward only: f32, [] (mean, sum) or [N] (none).
+  uint32_t loss = 0;
+  /// Backward only: the loss's gradient (the loss's shape) and the
+  /// gradients written, dx (x's shape) and dw (w's shape).
+  uint32_t dloss = 0, dx = 0, dw = 0;
+  bool transposeW = false;
+  LinearCrossEntropyReduction reduction = LinearCrossEntropyReduction::Mean;
+  /// Rows whose label is this contribute nothing (absent: none is ignored).
+  std::optional<int64_t> ignoreIndex;
+  /// The model node (`node`; "" where absent): run-time errors name it.
+  std::string node;
+};
+
 /// The launch shape of a kernel step on the CUDA target (absent on CPU).
 struct KernelLaunchDims {
   uint32_t grid[3] = {1, 1, 1};
@@ -262,7 +302,15 @@ struct CollectiveStep {
 };
 
 struct PlanStep {
-  enum class Kind : uint8_t { Kernel, Gemm, Copy, Conv, Attention, Collective };
+  enum class Kind : uint8_t {
+    Kernel,
+    Gemm,
+    Copy,
+    Conv,
+    Attention,
+    LinearCrossEntropy,
+    Collective
+  };
   Kind kind = Kind::Kernel;
   // Kernel: the symbol, its index in Plan::kernelSymbols, its buffer ids.
   std::string kernel;
@@ -275,14 +323,17 @@ struct PlanStep {
   ConvStep conv;
   // Attention.
   AttentionStep attention;
+  // LinearCrossEntropy.
+  LinearCrossEntropyStep linearCrossEntropy;
   // Copy.
   uint32_t src = 0, dst = 0;
   // Collective.
   CollectiveStep collective;
   /// The buffers the step writes (a kernel's outputs as `writes` lists them,
   /// after its last launch on CUDA; a gemm's c; a conv's written operand;
-  /// an attention's out and lse, or dq, dk, dv and dbias; a collective's
-  /// dst)
+  /// an attention's out and lse, or dq, dk, dv and dbias; a
+  /// linear_cross_entropy's loss and lse, or dx and dw (or those of them
+  /// its `writes` lists); a collective's dst)
   /// and, for each, the model node whose value it holds ("" where unknown).
   /// Optional in plan.json: loom-run --check-numerics reads them.
   std::vector<uint32_t> writes;
@@ -290,15 +341,16 @@ struct PlanStep {
 };
 
 /// The number of PlanStep::Kind values (they count from 0).
-inline constexpr size_t kStepKinds = 6;
-/// "kernel", "gemm", "copy", "conv", "attention", "collective": the step's
-/// `kind` in plan.json.
+inline constexpr size_t kStepKinds = 7;
+/// "kernel", "gemm", "copy", "conv", "attention", "linear_cross_entropy",
+/// "collective": the step's `kind` in plan.json.
 const char *stepKindName(PlanStep::Kind kind) noexcept;
 
 /// The buffer ids a step reads or writes (a kernel's `buffers`; a gemm's a,
 /// b, c and bias; a conv's x, w, y; an attention's q, k, v, out, lse, mask,
-/// bias and, backward, dout, dq, dk, dv, dbias; a copy's or collective's
-/// src and dst).
+/// bias and, backward, dout, dq, dk, dv, dbias; a linear_cross_entropy's
+/// x, w, labels, lse and loss, or x, w, labels, lse, dloss, dx and dw; a
+/// copy's or collective's src and dst).
 std::vector<uint32_t> stepBuffers(const PlanStep &step);
 
 struct PlanEntry {

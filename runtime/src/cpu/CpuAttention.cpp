@@ -1,6 +1,7 @@
 //===- CpuAttention.cpp - Attention steps as tiled online-softmax loops ---===//
 
 #include "CpuAttention.h"
+#include "CpuSoftmaxMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -22,12 +23,6 @@
 #define LOOMRT_TARGET_AVX512                                                   \
   __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
 #define LOOMRT_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#endif
-
-#if defined(__clang__) || defined(__GNUC__)
-#define LOOMRT_INLINE inline __attribute__((always_inline))
-#else
-#define LOOMRT_INLINE inline
 #endif
 
 namespace loomrt {
@@ -68,7 +63,14 @@ namespace {
 constexpr int64_t kBlockQ = 64;
 constexpr int64_t kBlockK = 128;
 
-constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+// The softmax's exp, max and sums (shared with the linear_cross_entropy
+// steps): inlined into each instruction set's loops like the rest.
+using softmax::expF32;
+using softmax::expRow;
+using softmax::kLanes;
+using softmax::kMinusInf;
+using softmax::maxNaN;
+using softmax::rowMax;
 
 /// Everything a task needs: the step, its sizes and tensors.
 struct Problem {
@@ -83,81 +85,6 @@ struct Problem {
   /// each task, so no two tasks add into one dbias element).
   int64_t taskBatches = 1, taskGroups = 1;
 };
-
-/// exp(x) in f32 for the softmax (x <= 0 there), branch-free so that loops
-/// over it vectorize: x = n ln2 + r with |r| <= ln2 / 2, exp(r) by Cephes'
-/// expf polynomial (relative error ~1e-7), 2^n through the exponent bits.
-/// Below -87 (and -inf, a masked score) it is 0; NaN stays NaN.
-LOOMRT_INLINE float expF32(float x) {
-  const float kLog2e = 1.44269504088896341f;
-  const float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-  // Adding 1.5 * 2^23 rounds to an integer in the default rounding mode.
-  const float kRound = 12582912.0f;
-  float c = x > -87.0f ? x : -87.0f; // NaN too: n below must be finite
-  c = c < 88.0f ? c : 88.0f;
-  float n = (c * kLog2e + kRound) - kRound;
-  float r = c - n * kLn2Hi;
-  r = r - n * kLn2Lo;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return x != x ? x : (x < -87.0f ? 0.0f : p * scale);
-}
-
-/// Lanes of the reductions below: independent partial results, so the
-/// loops vectorize without reassociating floating-point sums.
-constexpr int kLanes = 16;
-
-/// max(a, b), NaN if either is: a NaN score must not pass for a masked
-/// one (whose row would then quietly become 0).
-LOOMRT_INLINE float maxNaN(float a, float b) {
-  return a != a ? a : (b > a || b != b ? b : a);
-}
-
-/// max(x[0 .. n)) (NaN if one is); -inf for none.
-LOOMRT_INLINE float rowMax(const float *x, int64_t n) {
-  float lanes[kLanes];
-  for (int l = 0; l < kLanes; ++l)
-    lanes[l] = kMinusInf;
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int l = 0; l < kLanes; ++l)
-      lanes[l] = maxNaN(lanes[l], x[c + l]);
-  for (; c < n; ++c)
-    lanes[0] = maxNaN(lanes[0], x[c]);
-  float m = lanes[0];
-  for (int l = 1; l < kLanes; ++l)
-    m = maxNaN(m, lanes[l]);
-  return m;
-}
-
-/// x[c] = exp(x[c] - shift) for c < n; returns their sum.
-LOOMRT_INLINE float expRow(float *x, int64_t n, float shift) {
-  float lanes[kLanes] = {};
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      float e = expF32(x[c + l] - shift);
-      x[c + l] = e;
-      lanes[l] += e;
-    }
-  for (; c < n; ++c) {
-    float e = expF32(x[c] - shift);
-    x[c] = e;
-    lanes[0] += e;
-  }
-  float sum = 0;
-  for (int l = 0; l < kLanes; ++l)
-    sum += lanes[l];
-  return sum;
-}
 
 /// dot(a[0 .. n), b[0 .. n)).
 LOOMRT_INLINE float dotRow(const float *a, const float *b, int64_t n) {

@@ -7,7 +7,9 @@
 // GEMMs go to oneDNN's dnnl_sgemm where it is installed (f32; CpuGemm.h says
 // why), else to OpenBLAS's cblas_sgemm/cblas_dgemm, row-major, one call per
 // batch element. Convolutions go to oneDNN's primitives (CpuConv.h),
-// attention steps to tiled online-softmax loops (CpuAttention.h).
+// attention steps to tiled online-softmax loops (CpuAttention.h),
+// linear_cross_entropy steps to tiles of logits between GEMMs on the same
+// path (CpuLinearCrossEntropy.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +20,7 @@
 #include "CpuAttention.h"
 #include "CpuConv.h"
 #include "CpuGemm.h"
+#include "CpuLinearCrossEntropy.h"
 #include "CpuMatmul.h"
 
 #include <cblas.h>
@@ -253,11 +256,8 @@ public:
       if (!dnnl.available())
         quietOpenMp();
       for (int64_t i = 0; i < g.batch; ++i)
-        if (!dnnl.run(g.transA, g.transB, m, n, k, a + i * g.strideA, lda,
-                      b + i * g.strideB, ldb, c + i * g.strideC, ldc))
-          cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f,
-                      a + i * g.strideA, lda, b + i * g.strideB, ldb, 0.0f,
-                      c + i * g.strideC, ldc);
+        cpuSgemm(dnnl, g.transA, g.transB, m, n, k, a + i * g.strideA, lda,
+                 b + i * g.strideB, ldb, 0.0f, c + i * g.strideC, ldc);
       applyEpilogue(g, c,
                     reinterpret_cast<const float *>(base + call.offsetBias));
       return true;
@@ -326,6 +326,31 @@ public:
     return runAttention(
         *call.step,
         attentionShape(*call.q, *call.k, *call.v, call.mask, call.bias), t,
+        error);
+  }
+
+  bool linearCrossEntropy(Arena &arena, const LinearCrossEntropyCall &call,
+                          std::string *error) noexcept override {
+    const LinearCrossEntropyStep &l = *call.step;
+    uint8_t *base = cpu(arena).data();
+    auto at = [&](const PlanBuffer *b) {
+      return b ? reinterpret_cast<float *>(base + b->offset) : nullptr;
+    };
+    LinearCrossEntropyTensors t;
+    t.x = at(call.x);
+    t.w = at(call.w);
+    t.labels = base + call.labels->offset;
+    t.labels64 = call.labels->dtype == DType::I64;
+    t.lse = at(call.lse);
+    t.loss = at(call.loss);
+    t.dloss = at(call.dloss);
+    t.dx = at(call.dx);
+    t.dw = at(call.dw);
+    dnnl.open(); // as for a gemm step: its GEMMs take the same path
+    if (!dnnl.available())
+      quietOpenMp();
+    return runLinearCrossEntropy(
+        l, linearCrossEntropyShape(*call.x, *call.w, l.transposeW), t, dnnl,
         error);
   }
 

@@ -17,17 +17,18 @@
 
 namespace loomrt {
 
-/// Row-major C = op(A) op(B) for f32, with the leading dimensions as
-/// stored; false if oneDNN is not in use (the caller uses CBLAS).
+/// Row-major C = op(A) op(B) + beta C for f32, with the leading dimensions
+/// as stored; false if oneDNN is not in use (the caller uses CBLAS).
 class DnnlGemm {
 public:
   /// Opens oneDNN (dnnlLibrary(): call after the kernels are loaded) unless
   /// LOOMRT_CPU_GEMM says otherwise.
   void open() noexcept;
   bool available() const noexcept { return sgemm != nullptr; }
+  /// beta 0: C is only written (whatever it held, NaN included).
   bool run(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
-           int64_t ldc) const noexcept;
+           int64_t ldc, float beta = 0.0f) const noexcept;
 
 private:
   using Sgemm = int (*)(char, char, int64_t, int64_t, int64_t, float,
@@ -36,6 +37,13 @@ private:
   Sgemm sgemm = nullptr;
   bool opened = false;
 };
+
+/// Row-major C = op(A) op(B) + beta C for f32 on oneDNN where `dnnl` has it
+/// open, else on CBLAS (OpenBLAS): the CPU backend's one f32 GEMM path.
+/// Dimensions and leading dimensions fit int (the plan checked them).
+void cpuSgemm(const DnnlGemm &dnnl, bool transA, bool transB, int64_t m,
+              int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+              int64_t ldb, float beta, float *c, int64_t ldc) noexcept;
 
 /// "onednn" or "openblas": the library f32 GEMMs go to.
 const char *cpuGemmLibrary(const DnnlGemm &dnnl) noexcept;

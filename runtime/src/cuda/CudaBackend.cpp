@@ -679,13 +679,24 @@ private:
       for (size_t i = 0; i < e.steps.size(); ++i) {
         const PlanStep &s = e.steps[i];
         hasGemm |= s.kind == PlanStep::Kind::Gemm;
-        // The plan format has attention steps for every target; this
-        // backend has no kernel for them yet.
+        // The plan format has attention and linear_cross_entropy steps
+        // for every target; this backend has no kernels for them yet.
         if (s.kind == PlanStep::Kind::Attention) {
           why = "entry " + detail::quoteName(e.name) + ": step " +
                 std::to_string(i) +
                 " (attention): attention steps run on the CPU target only "
                 "in this runtime; the CUDA attention is not built yet";
+          failCode = ErrorCode::Unsupported;
+          return false;
+        }
+        if (s.kind == PlanStep::Kind::LinearCrossEntropy) {
+          const std::string &node = s.linearCrossEntropy.node;
+          why = "entry " + detail::quoteName(e.name) + ": step " +
+                std::to_string(i) + " (linear_cross_entropy" +
+                (node.empty() ? "" : ", node " + detail::quoteName(node)) +
+                "): linear_cross_entropy steps run on the CPU target only "
+                "in this runtime; the CUDA linear_cross_entropy is not built "
+                "yet";
           failCode = ErrorCode::Unsupported;
           return false;
         }

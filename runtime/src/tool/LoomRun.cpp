@@ -816,29 +816,35 @@ void writeProfile(const Args &args, const Artifact &artifact,
     failure(error);
   if (args.quiet)
     return;
-  // Collectives only where the plan has a mesh, attention only where it
-  // has attention steps: the line of other plans stays as it was.
+  // Collectives only where the plan has a mesh, attention and
+  // linear_cross_entropy only where it has such steps: the line of other
+  // plans stays as it was.
   const bool mesh = artifact.plan().mesh.has_value();
-  bool attention = false;
+  bool attention = false, lce = false;
   for (const PlanEntry &e : artifact.plan().entries)
-    for (const PlanStep &step : e.steps)
+    for (const PlanStep &step : e.steps) {
       attention |= step.kind == PlanStep::Kind::Attention;
+      lce |= step.kind == PlanStep::Kind::LinearCrossEntropy;
+    }
   for (const auto &[entry, seconds] : perRun) {
     const std::array<double, kStepKinds> &k = byKind[entry];
     using Kind = PlanStep::Kind;
-    char collectives[48] = "", attentions[48] = "";
+    char collectives[48] = "", attentions[48] = "", lces[48] = "";
     if (mesh)
       std::snprintf(collectives, sizeof collectives, ", collectives %.3f",
                     k[size_t(Kind::Collective)] * 1e3);
     if (attention)
       std::snprintf(attentions, sizeof attentions, ", attention %.3f",
                     k[size_t(Kind::Attention)] * 1e3);
+    if (lce)
+      std::snprintf(lces, sizeof lces, ", linear_cross_entropy %.3f",
+                    k[size_t(Kind::LinearCrossEntropy)] * 1e3);
     std::fprintf(err,
                  "profile %s: %.3f ms per run (kernels %.3f, GEMMs %.3f, "
-                 "convolutions %.3f%s, copies %.3f%s) -> %s\n",
+                 "convolutions %.3f%s%s, copies %.3f%s) -> %s\n",
                  entry.c_str(), seconds * 1e3, k[size_t(Kind::Kernel)] * 1e3,
                  k[size_t(Kind::Gemm)] * 1e3, k[size_t(Kind::Conv)] * 1e3,
-                 attentions, k[size_t(Kind::Copy)] * 1e3, collectives,
+                 attentions, lces, k[size_t(Kind::Copy)] * 1e3, collectives,
                  args.profilePath.c_str());
   }
 }
