@@ -41,6 +41,15 @@ GPT2 = dict(vocab_size=50304, n_positions=SEQ, n_embd=256, n_layer=4, n_head=4,
 LLAMA = dict(vocab_size=32000, hidden_size=256, intermediate_size=704,
              num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
              max_position_embeddings=SEQ)
+# docs/PERF-NOTES' Qwen2 (grouped-query attention: 8 query, 4 key/value
+# heads), trained at --seq up to 4096 (the fused attention's benchmark).
+QWEN2 = dict(vocab_size=8192, hidden_size=512, intermediate_size=1408,
+             num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4)
+# GPT-2 small itself (124 M parameters with its 50257-token vocabulary,
+# padded to 50304 as in docs/performance.md): the LM head's benchmark
+# (bench/long_context.py), not a member of the timed suite.
+GPT2_SMALL = dict(vocab_size=50304, n_embd=768, n_layer=12, n_head=12,
+                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
 GEMM_N = 2048  # the roofline's square sgemm
 
 
@@ -59,10 +68,19 @@ def build_module(name, opts):
     from export_zoo import LogitsOnly
     import transformers
     torch.manual_seed(0)
+    seq = opts.get("seq", SEQ)
     if name == "gpt2":
-        inner = transformers.GPT2LMHeadModel(transformers.GPT2Config(**GPT2))
+        inner = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            **dict(GPT2, n_positions=seq)))
     elif name == "llama":
-        inner = transformers.LlamaForCausalLM(transformers.LlamaConfig(**LLAMA))
+        inner = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            **dict(LLAMA, max_position_embeddings=seq)))
+    elif name == "gpt2_small":
+        inner = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            **dict(GPT2_SMALL, n_positions=seq)))
+    elif name == "qwen2":
+        inner = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(
+            **QWEN2, max_position_embeddings=seq))
     else:
         raise ValueError("unknown model " + name)
     return LogitsOnly(inner).train()
@@ -71,8 +89,9 @@ def build_module(name, opts):
 def example_input(name, opts):
     """(input name, a zero batch of the input's shape and dtype) for export."""
     import torch
-    if name in ("gpt2", "llama"):
-        return "input_ids", torch.zeros(opts["batch"], SEQ, dtype=torch.int64)
+    if name in ("gpt2", "gpt2_small", "llama", "qwen2"):
+        return "input_ids", torch.zeros(opts["batch"], opts.get("seq", SEQ),
+                                        dtype=torch.int64)
     return "input", torch.zeros(opts["batch"], 3, opts["image_size"], opts["image_size"])
 
 
@@ -294,7 +313,8 @@ def prepare(name, args, work):
     the worker options, or a failure dict."""
     import onnx
     opts = {"name": name, "batch": args.batch, "image_size": args.image_size,
-            "classes": args.classes, "onnx": os.path.join(work, name + ".onnx"),
+            "classes": args.classes, "seq": args.seq,
+            "onnx": os.path.join(work, name + ".onnx"),
             "weights": os.path.join(work, name + ".pt"),
             "data": os.path.join(work, name + ".npz")}
     res = python_worker("prepare", opts, os.path.join(work, name + ".export.log"))
@@ -375,8 +395,8 @@ def main(args):
     thread_counts = [int(t) for t in args.threads.split(",")]
     info = run.machine_info()
     info.update(suite="real", steps=args.steps, warmup=args.warmup, batch=args.batch,
-                image_size=args.image_size, classes=args.classes, seq=SEQ,
-                gpt2=GPT2, llama=LLAMA, threads=thread_counts,
+                image_size=args.image_size, classes=args.classes, seq=args.seq,
+                gpt2=GPT2, llama=LLAMA, qwen2=QWEN2, threads=thread_counts,
                 uptime_before=run_uptime(), env={k: os.environ[k] for k in os.environ
                                                  if k.startswith(("OPENBLAS_", "OMP_"))})
     print("machine: %s, %s cores; %s; %d timed steps after %d warm-up; load %s"

@@ -96,7 +96,7 @@ MODELS = ["mlp", "cnn", "transformer_block"]
 FRAMEWORKS = ["loom", "jax", "torch"]
 # --suite real (bench/real_suite.py): the models and frameworks, and the
 # vision models' input (ImageNet's 224 x 224 images, 1000 classes).
-REAL_MODELS = ["resnet18", "mobilenet_v3_small", "gpt2", "llama"]
+REAL_MODELS = ["resnet18", "mobilenet_v3_small", "gpt2", "llama", "qwen2"]
 REAL_FRAMEWORKS = ["loom", "torch", "torch_compile", "jax"]
 REAL_IMAGE_SIZE, REAL_CLASSES = 224, 1000
 LR, BETA1, BETA2, EPS, WD = 1e-3, 0.9, 0.999, 1e-8, 0.01
@@ -587,6 +587,8 @@ def main(argv=None):
                     help="real: thread counts to run each framework with (default 1,2)")
     ap.add_argument("--batch", type=int, default=8, help="real: samples per step "
                     "(images, or sequences of 128 tokens; default 8)")
+    ap.add_argument("--seq", type=int, default=128,
+                    help="real: the language models' sequence length (128)")
     ap.add_argument("--image-size", type=int, default=REAL_IMAGE_SIZE,
                     help="real: image side (default %d)" % REAL_IMAGE_SIZE)
     ap.add_argument("--classes", type=int, default=REAL_CLASSES,

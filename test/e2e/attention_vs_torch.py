@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Fused attention against PyTorch in f64, on causal language models as users
+export them.
+
+For each model (transformers' Qwen2, Llama, GPT-2; small widths, random
+weights, distinct parameters, training mode) at sequence length --seq, this:
+  1. exports it with the installed PyTorch's default exporter
+     (torch.onnx.export, optimize=False);
+  2. computes PyTorch's loss (mean token cross-entropy) and every
+     parameter's gradient in float64 (the module converted with .double());
+  3. compiles it with `loomc --train --loss=cross_entropy --report` and
+     checks that the report says every attention layer became fused
+     attention and the LM head a fused linear + cross-entropy;
+  4. runs @forward_backward in Loom's reference interpreter in f64
+     (`loom-interp --f64`) and, unless --no-compiled, the compiled CPU
+     artifact (f32, `loom-run`), and compares the loss and every gradient
+     with PyTorch's (norm-wise relative error <= --rtol).
+Prints one line per comparison and `N models, M failures`; exit status 0
+when everything agrees.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "utils"))
+import export_zoo as ez  # noqa: E402
+
+
+def build(name, seq, batch):
+    import transformers as tf
+    common = dict(vocab_size=256, hidden_size=64, intermediate_size=128,
+                  num_hidden_layers=2, num_attention_heads=4,
+                  max_position_embeddings=max(seq, 64))
+    if name == "qwen2":
+        model = tf.Qwen2ForCausalLM(tf.Qwen2Config(num_key_value_heads=2,
+                                                   **common))
+    elif name == "llama":
+        model = tf.LlamaForCausalLM(tf.LlamaConfig(num_key_value_heads=1,
+                                                   **common))
+    elif name == "gpt2":
+        model = tf.GPT2LMHeadModel(tf.GPT2Config(
+            vocab_size=256, n_positions=max(seq, 64), n_embd=64, n_layer=2,
+            n_head=4, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    else:
+        raise SystemExit("unknown model " + name)
+    # Distinct parameters: no two initializers equal (the exporter merges
+    # equal ones), and no all-ones norms hiding a wrong scale.
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    model = ez.LogitsOnly(model)
+    ids = ez.tokens((batch, seq), 256)
+    labels = ez.tokens((batch, seq), 256, seed=4)
+    return model, ids, labels
+
+
+def run(cmd):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    if r.returncode != 0:
+        raise SystemExit("command failed (%d): %s\n%s" %
+                         (r.returncode, " ".join(cmd), r.stdout[-4000:]))
+    return r.stdout
+
+
+def norm_rel(got, want):
+    got = np.asarray(got, np.float64)
+    want = np.asarray(want, np.float64)
+    if got.shape != want.shape:
+        return float("inf")
+    return float(np.linalg.norm(got - want) /
+                 max(np.linalg.norm(want), 1e-300))
+
+
+def fname(name):
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+
+
+def check_model(args, name):
+    torch.manual_seed(0)
+    model, ids, labels = build(name, args.seq, args.batch)
+    model.train(True)
+    d = os.path.join(args.workdir, "%s_T%d" % (name, args.seq))
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        torch.onnx.export(model, (ids,), path, input_names=["input_ids"],
+                          output_names=["logits"], external_data=False,
+                          optimize=False)
+    model.load_state_dict(initial)
+    inits = ez.initializer_names(path)
+    params = {}
+    for _, names in ez.aliases(model).items():
+        found = [k for k in names if k in inits]
+        if len(found) != 1:
+            raise SystemExit("%s: parameter %s has %d initializers" %
+                             (name, names, len(found)))
+        params[found[0]] = dict(model.named_parameters())[names[0]]
+
+    # PyTorch in float64.
+    model.double()
+    logits = model(ids)
+    loss = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+    grads = torch.autograd.grad(loss, list(params.values()))
+    want = {k: g.detach().numpy() for k, g in zip(params, grads)}
+    want_loss = loss.item()
+
+    failures = []
+
+    def check(what, err):
+        ok = err <= args.rtol
+        print("%-4s %-8s %-52s rel err %.2e" % ("ok" if ok else "FAIL", name,
+                                                what, err))
+        if not ok:
+            failures.append("%s %s" % (name, what))
+
+    flags = ["--train", "--loss=cross_entropy", "--optimizer=sgd"]
+    ir = os.path.join(d, "train.mlir")
+    art = os.path.join(d, "train.loom")
+    run([args.loomc, path] + flags + ["-o", ir])
+    report = run([args.loomc, path] + flags +
+                 ["--target=cpu", "--report", "-o", art])
+    arena = re.search(r"@train_step: .* arena (\d+) bytes", report)
+    print("     %-8s @train_step arena %s bytes" %
+          (name, arena.group(1) if arena else "?"))
+    fused = re.findall(r"^\s+fused attention: (\S+)", report, re.M)
+    kept = re.findall(r"^\s+kept attention: (\S+)", report, re.M)
+    ok = len(fused) == 2 and not kept
+    print("%-4s %-8s report: %d fused attention layers, %d kept" %
+          ("ok" if ok else "FAIL", name, len(fused), len(kept)))
+    if not ok:
+        failures.append("%s report" % name)
+        print(report)
+    heads = re.findall(r"^\s+lm head: (\S+)", report, re.M)
+    ok = heads == ["fused"]
+    print("%-4s %-8s report: lm head %s" % ("ok" if ok else "FAIL", name,
+                                            ",".join(heads) or "absent"))
+    if not ok:
+        failures.append("%s lm head" % name)
+
+    feed_dir = os.path.join(d, "in")
+    os.makedirs(feed_dir, exist_ok=True)
+    feed = []
+    for k, v in (("input_ids", ids), ("labels", labels)):
+        f = os.path.join(feed_dir, k + ".npy")
+        np.save(f, v.numpy())
+        feed += ["--input", "%s=%s" % (k, f)]
+    hows = ["interp"] + ([] if args.no_compiled else ["compiled"])
+    for how in hows:
+        out = os.path.join(d, "fb_" + how)
+        if how == "interp":
+            run([args.interp, ir, "--entry=forward_backward", "--f64",
+                 "--output-dir", out] + feed)
+        else:
+            run([args.loom_run, art, "--entry=forward_backward",
+                 "--output-dir", out] + feed)
+        check("%s loss" % how,
+              norm_rel(np.load(os.path.join(out, "loss.npy")), want_loss))
+        worst, worst_name = 0.0, ""
+        for k, g in want.items():
+            f = os.path.join(out, fname(k) + ".npy")
+            err = norm_rel(np.load(f), g) if os.path.exists(f) else np.inf
+            if err > worst:
+                worst, worst_name = err, k
+        check("%s %d gradients (worst: %s)" % (how, len(want),
+                                               worst_name[-30:]), worst)
+    return failures
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("models", nargs="+", choices=["qwen2", "llama", "gpt2"])
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--loomc", required=True)
+    ap.add_argument("--interp", required=True)
+    ap.add_argument("--loom-run", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--no-compiled", action="store_true",
+                    help="check the interpreter only")
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    failures = []
+    for name in args.models:
+        failures += check_model(args, name)
+    for f in failures:
+        print("FAIL:", f)
+    print("%d models, %d failures" % (len(args.models), len(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
