@@ -769,7 +769,12 @@ int runLoomc(Options &opts, const loom::LoomcExtensions &extensions) {
     // The model itself stays too (@predict), for predictions and accuracy.
     t.keepPredict = true;
     PassManager pm(&context);
-    loom::buildPipeline(pm, &t, nullptr,
+    // The target decides which fused ops the training step may use (the
+    // fused attention and LM head run on the CPU target only); only the
+    // training passes are built here.
+    loom::CodegenOptions targetOnly;
+    targetOnly.target = opts.target;
+    loom::buildPipeline(pm, &t, target ? &targetOnly : nullptr,
                         trainingPhase ? *emitPhase : loom::Phase::Optimizer);
     if (failed(pm.run(*module))) {
       err << "loomc: error: building the training step failed\n";

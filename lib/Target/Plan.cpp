@@ -169,7 +169,10 @@ struct EntryWriter {
   FailureOr<llvm::json::Object> attentionStep(Operation *op) {
     if (target->target != "cpu")
       return op->emitError("plan: attention steps run on the CPU target "
-                           "only (the CUDA attention is not built yet)");
+                           "only (the CUDA attention is not built yet): "
+                           "build the training step with this --target "
+                           "(loomc --train --target=...), which keeps the "
+                           "attention unfused, or with --attention=unfused");
     if (!getElementTypeOrSelf(op->getOperand(0).getType()).isF32())
       return op->emitError("plan: attention steps take f32 tensors only");
     llvm::json::Object step{{"kind", "attention"},
@@ -213,7 +216,10 @@ struct EntryWriter {
   FailureOr<llvm::json::Object> linearCrossEntropyStep(Operation *op) {
     if (target->target != "cpu")
       return op->emitError("plan: linear_cross_entropy steps run on the CPU "
-                           "target only (the CUDA one is not built yet)");
+                           "target only (the CUDA one is not built yet): "
+                           "build the training step with this --target "
+                           "(loomc --train --target=...), which keeps the LM "
+                           "head unfused, or with --lm-head=unfused");
     if (!getElementTypeOrSelf(op->getOperand(0).getType()).isF32())
       return op->emitError("plan: linear_cross_entropy steps take f32 "
                            "tensors only");

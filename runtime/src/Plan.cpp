@@ -571,6 +571,23 @@ void parseConvStep(const json &value, const std::string &where,
                " overlaps the buffer the step writes");
 }
 
+/// A fused step's `direction` (attention, linear_cross_entropy): true for
+/// "backward", false for "forward", an error naming the field otherwise.
+bool parseBackwardDirection(const json &value, const std::string &where) {
+  const std::string &direction = getString(value, "direction", where);
+  if (direction != "forward" && direction != "backward")
+    fail(fieldWhere(where, "direction"), "unknown direction " +
+                                             quoteName(direction) +
+                                             " (expected forward or backward)");
+  return direction == "backward";
+}
+
+/// Whether `key` is given and not null.
+bool hasField(const json &value, const char *key) {
+  auto it = value.find(key);
+  return it != value.end() && !it->is_null();
+}
+
 /// An attention step (docs/plan-format.md, `attention`): q [B, Hq, T, D],
 /// k [B, Hkv, S, D], v [B, Hkv, S, Dv], out [B, Hq, T, Dv] and lse
 /// [B, Hq, T] agree, Hkv divides Hq, the optional mask and bias broadcast
@@ -578,20 +595,10 @@ void parseConvStep(const json &value, const std::string &where,
 /// and no buffer the step writes overlaps another it touches.
 void parseAttentionStep(const json &value, const std::string &where,
                         const PlanEntry &entry, AttentionStep &a) {
-  const std::string &direction = getString(value, "direction", where);
-  if (direction == attentionDirectionName(AttentionDirection::Forward))
-    a.direction = AttentionDirection::Forward;
-  else if (direction == attentionDirectionName(AttentionDirection::Backward))
-    a.direction = AttentionDirection::Backward;
-  else
-    fail(fieldWhere(where, "direction"), "unknown direction " +
-                                             quoteName(direction) +
-                                             " (expected forward or backward)");
-  const bool backward = a.direction == AttentionDirection::Backward;
-  auto present = [&](const char *key) {
-    auto it = value.find(key);
-    return it != value.end() && !it->is_null();
-  };
+  const bool backward = parseBackwardDirection(value, where);
+  a.direction = backward ? AttentionDirection::Backward
+                         : AttentionDirection::Forward;
+  auto present = [&](const char *key) { return hasField(value, key); };
   a.q = getBufferId(value, "q", where, entry);
   a.k = getBufferId(value, "k", where, entry);
   a.v = getBufferId(value, "v", where, entry);
@@ -791,20 +798,9 @@ void parseLinearCrossEntropyStep(const json &value, const std::string &where,
                                  LinearCrossEntropyStep &l) {
   using Direction = LinearCrossEntropyDirection;
   using Reduction = LinearCrossEntropyReduction;
-  const std::string &direction = getString(value, "direction", where);
-  if (direction == linearCrossEntropyDirectionName(Direction::Forward))
-    l.direction = Direction::Forward;
-  else if (direction == linearCrossEntropyDirectionName(Direction::Backward))
-    l.direction = Direction::Backward;
-  else
-    fail(fieldWhere(where, "direction"), "unknown direction " +
-                                             quoteName(direction) +
-                                             " (expected forward or backward)");
-  const bool backward = l.direction == Direction::Backward;
-  auto present = [&](const char *key) {
-    auto it = value.find(key);
-    return it != value.end() && !it->is_null();
-  };
+  const bool backward = parseBackwardDirection(value, where);
+  l.direction = backward ? Direction::Backward : Direction::Forward;
+  auto present = [&](const char *key) { return hasField(value, key); };
   l.x = getBufferId(value, "x", where, entry);
   l.w = getBufferId(value, "w", where, entry);
   l.labels = getBufferId(value, "labels", where, entry);
