@@ -10,7 +10,9 @@
 //                                     transpose_a, f32
 //   loss   = cross_entropy(logits, labels)
 //
-// x is reshaped to [N, C] (a view). Invariant: the loss is the same value
+// x is reshaped to [N, C] (a view). A cross-entropy whose logits are not a
+// matmul's (a classifier's last layer with its bias added) is not a head
+// and is not reported. Invariant: the loss is the same value
 // (the fused op is defined as exactly this chain); the logits, which no
 // other op read, are no longer computed as a tensor. The module attribute
 // `loom.lm_head_report` lists each candidate with its outcome (fused, and
@@ -52,7 +54,9 @@ struct Head {
   ReshapeOp reshape; ///< between the product and the loss; may be null
 };
 
-/// The candidate at `ce`, or the reason it cannot be fused.
+/// The candidate at `ce`, or the reason it cannot be fused (empty when
+/// `ce` is not a head at all: its logits are not a matmul's, as a
+/// classifier's biased last layer; nothing is reported for it).
 FailureOr<Head> matchHead(CrossEntropyOp ce, std::string &why) {
   auto fail = [&](StringRef reason) -> FailureOr<Head> {
     why = reason.str();
@@ -68,7 +72,7 @@ FailureOr<Head> matchHead(CrossEntropyOp ce, std::string &why) {
   }
   h.product = logits.getDefiningOp<MatmulOp>();
   if (!h.product)
-    return fail("the logits are not a matmul's result");
+    return fail("");
   // The logits must be the loss's alone: another reader (an eval output,
   // a metric) needs them as a tensor.
   if (!logits.hasOneUse() || (h.reshape && !h.reshape->hasOneUse()))
@@ -115,8 +119,10 @@ struct FuseLinearCrossEntropyPass
       std::string why;
       FailureOr<Head> head = matchHead(ce, why);
       if (failed(head)) {
-        entry(ce, "kept", why);
-        ++numKept;
+        if (!why.empty()) {
+          entry(ce, "kept", why);
+          ++numKept;
+        }
         continue;
       }
       if (lmHead == "unfused") {

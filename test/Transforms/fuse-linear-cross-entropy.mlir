@@ -41,9 +41,9 @@ func.func @untied(%x: tensor<6x4xf32>, %w: tensor<4x10xf32>, %y: tensor<6xi32>) 
 // -----
 
 // Tests the heads that stay: logits also returned (an evaluation output
-// needs them), a matmul with a bias, and logits that are not a product.
-// Each is reported with the reason.
-// CHECK: loom.lm_head_report = [{detail = "the logits are read by other ops too", node = "shared", outcome = "kept"}, {detail = "the matmul has a bias or a transposed lhs", node = "biased", outcome = "kept"}, {detail = "the logits are not a matmul's result", node = "plain", outcome = "kept"}]
+// needs them) and a matmul with a bias, each reported with the reason; and
+// logits that are not a product, which are no head and not reported.
+// CHECK: loom.lm_head_report = [{detail = "the logits are read by other ops too", node = "shared", outcome = "kept"}, {detail = "the matmul has a bias or a transposed lhs", node = "biased", outcome = "kept"}]
 // CHECK-LABEL: func.func @kept
 // CHECK-NOT:     loom.linear_cross_entropy
 // CHECK-COUNT-3: loom.cross_entropy
@@ -54,4 +54,18 @@ func.func @kept(%x: tensor<6x4xf32>, %w: tensor<4x10xf32>, %b: tensor<10xf32>, %
   %lb = loom.cross_entropy %zb, %y reduction = mean : (tensor<6x10xf32>, tensor<6xi64>) -> tensor<f32> loc("biased")
   %lp = loom.cross_entropy %z0, %y reduction = mean : (tensor<6x10xf32>, tensor<6xi64>) -> tensor<f32> loc("plain")
   return %l, %z, %lb, %lp : tensor<f32>, tensor<6x10xf32>, tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// Tests a classifier: its last layer's bias is added after the matmul, so
+// its cross-entropy is not a head; nothing changes and nothing is reported.
+// CHECK-NOT: loom.lm_head_report
+// CHECK-LABEL: func.func @classifier
+// CHECK: loom.cross_entropy
+func.func @classifier(%x: tensor<6x4xf32>, %w: tensor<4x10xf32>, %b: tensor<6x10xf32>, %y: tensor<6xi64>) -> tensor<f32> {
+  %z = loom.matmul %x, %w : (tensor<6x4xf32>, tensor<4x10xf32>) -> tensor<6x10xf32>
+  %zb = loom.add %z, %b : tensor<6x10xf32>
+  %l = loom.cross_entropy %zb, %y reduction = mean : (tensor<6x10xf32>, tensor<6xi64>) -> tensor<f32>
+  return %l : tensor<f32>
 }
