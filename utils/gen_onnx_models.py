@@ -756,6 +756,22 @@ def t_shape_mismatch():
     return b.model("shape_mismatch")
 
 
+def t_positions_too_long():
+    """A position embedding of 64 rows read at positions 0..127, as an
+    exporter writes a model traced at a sequence longer than its
+    max_position_embeddings: valid ONNX, but the Gather's constant indices
+    are out of range."""
+    b = GraphBuilder(26)
+    b.input("x", F32, [1, 128, 8])
+    wpe = b.weight("wpe.weight", (64, 8), 8)
+    pos = b.const("/positions/Constant",
+                  np.arange(128, dtype=np.int64).reshape(1, 128))
+    h = b.node("Gather", [wpe, pos], "/wpe/Gather", axis=0)
+    b.node("Add", ["x", h], "/Add", outputs=["y"])
+    b.output("y", F32, [1, 128, 8])
+    return b.model("positions_too_long")
+
+
 def _external(name, dims, location, offset, length):
     t = TensorProto()
     t.name = name
@@ -823,6 +839,13 @@ def gen_tests(out_dir):
         pass
     else:
         raise AssertionError("shape_mismatch.onnx unexpectedly passes shape inference")
+
+    # positions_too_long: valid ONNX whose Gather reads past its table.
+    model = t_positions_too_long()
+    verify_valid(model, "positions_too_long.onnx")
+    path = os.path.join(out_dir, "positions_too_long.onnx")
+    save(model, path)
+    rec(path)
 
     # truncated: an MLP cut to half its serialized length.
     data = build_mlp().SerializeToString()
