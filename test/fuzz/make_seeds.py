@@ -456,6 +456,43 @@ def plan_seeds(out_dir):
                     {"name": "o2", "kind": "output", "buffer": 0},
                     {"name": "empty", "kind": "output", "buffer": len(dtypes)}],
         "steps": []}])
+    # The fused steps: attention forward and backward (grouped-query,
+    # causal) and a language-model head forward and backward.
+    shapes = [("q", [1, 2, 4, 8], "f32"), ("k", [1, 1, 4, 8], "f32"),
+              ("v", [1, 1, 4, 8], "f32"), ("out", [1, 2, 4, 8], "f32"),
+              ("lse", [1, 2, 4], "f32"), ("dout", [1, 2, 4, 8], "f32"),
+              ("dq", [1, 2, 4, 8], "f32"), ("dk", [1, 1, 4, 8], "f32"),
+              ("dv", [1, 1, 4, 8], "f32"), ("x", [4, 8], "f32"),
+              ("w", [10, 8], "f32"), ("labels", [4], "i64"),
+              ("loss", [], "f32"), ("hlse", [4], "f32"), ("dloss", [], "f32"),
+              ("dx", [4, 8], "f32"), ("dw", [10, 8], "f32")]
+    ids, fused_buffers, offset = {}, [], 0
+    for name, shape, dtype in shapes:
+        ids[name] = len(fused_buffers)
+        fused_buffers.append(buf(offset, shape, dtype))
+        size = 8 if dtype == "i64" else 4
+        for d in shape:
+            size *= d
+        offset += (size + 63) // 64 * 64
+    attention = {"kind": "attention", "node": "/attn", "q": ids["q"],
+                 "k": ids["k"], "v": ids["v"], "out": ids["out"],
+                 "lse": ids["lse"], "scale": 0.35, "causal": True, "window": 0}
+    head = {"kind": "linear_cross_entropy", "node": "/head", "x": ids["x"],
+            "w": ids["w"], "labels": ids["labels"], "transpose_w": True,
+            "reduction": "mean", "ignore_index": -100, "lse": ids["hlse"]}
+    seeds["fused_steps"] = plan_json([{
+        "name": "forward_backward", "arena_bytes": offset,
+        "buffers": fused_buffers,
+        "inputs": [{"name": n, "kind": "input", "buffer": ids[n]}
+                   for n in ("q", "k", "v", "dout", "x", "w", "labels", "dloss")],
+        "outputs": [{"name": n, "kind": "output", "buffer": ids[n]}
+                    for n in ("out", "dq", "dk", "dv", "loss", "dx", "dw")],
+        "steps": [dict(attention, direction="forward"),
+                  dict(attention, direction="backward", dout=ids["dout"],
+                       dq=ids["dq"], dk=ids["dk"], dv=ids["dv"]),
+                  dict(head, direction="forward", loss=ids["loss"]),
+                  dict(head, direction="backward", dloss=ids["dloss"],
+                       dx=ids["dx"], dw=ids["dw"])]}])
     seeds["minimal"] = plan_json([{"name": "f", "arena_bytes": 0, "buffers": [],
                                    "inputs": [], "outputs": [], "steps": []}])
     seeds["pretty"] = json.dumps(json.loads(seeds["gemm_copy"]), indent=2) + "\n"
