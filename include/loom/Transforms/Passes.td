@@ -104,7 +104,7 @@ def FuseLinearCrossEntropyPass
     reads the logits (what `loom-attach-loss` builds for language models)
     and replaces it by one `loom.linear_cross_entropy`, whose gradient is
     one `loom.linear_cross_entropy_grad`: the runtime computes both in
-    chunks of rows, so the `[N, V]` logits and their gradient are never
+    tiles of rows x classes, so the `[N, V]` logits and their gradient are never
     stored. The module attribute `loom.lm_head_report` lists each
     cross-entropy with its outcome (and the logits bytes saved) or the
     reason it was kept; `loomc --report` prints it. Runs after

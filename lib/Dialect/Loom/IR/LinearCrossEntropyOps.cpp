@@ -3,7 +3,7 @@
 // The verifiers, costs and gradient rule of loom.linear_cross_entropy and
 // loom.linear_cross_entropy_grad. The comments `(Cn)` refer to the numbered
 // constraints in LoomOps.td. The gradient is one fused op that recomputes
-// the logits chunk by chunk from x, w and the row log-sum-exp, so no
+// the logits tile by tile from x, w and the row log-sum-exp, so no
 // [N, V] tensor is kept for the backward.
 //
 //===----------------------------------------------------------------------===//

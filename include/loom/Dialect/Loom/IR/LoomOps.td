@@ -1337,8 +1337,8 @@ def Loom_LinearCrossEntropyOp : Loom_Op<"linear_cross_entropy", [Pure,
     `logits = x w^T` (or `x w`), then exactly `loom.cross_entropy(logits,
     labels)` with the same `reduction` and `ignore_index`. `lse[i] = log
     sum_v exp(logits[i, v])` is the row log-sum-exp the gradient needs. The
-    `[N, V]` logits are never stored: the runtime computes them in chunks of
-    rows and keeps only `lse`. A label outside `[0, V)` that is not
+    `[N, V]` logits are never stored: the runtime computes them a tile of
+    rows x classes at a time and keeps only `lse`. A label outside `[0, V)` that is not
     `ignore_index` is an error at run time.
 
     ```mlir
@@ -1380,7 +1380,7 @@ def Loom_LinearCrossEntropyGradOp : Loom_Op<"linear_cross_entropy_grad", [
   let description = [{
     For `loss, lse = loom.linear_cross_entropy(x, w, labels)` with the same
     attributes and the cotangent `dloss` of `loss`: with the logits
-    recomputed chunk by chunk and `weight_i` = `dloss` (`sum`), `dloss /
+    recomputed tile by tile and `weight_i` = `dloss` (`sum`), `dloss /
     count` (`mean`, `count` the labels not ignored) or `dloss[i]` (`none`),
     0 for an ignored label, `dlogits[i, v] = weight_i (exp(logits[i, v] -
     lse[i]) - [v == labels[i]])`, `dx = dlogits w` (or `dlogits w^T`) and
