@@ -332,11 +332,11 @@ bool checkFinite(Backend &backend, Arena &arena, const PlanEntry &entry,
       break;
     case PlanStep::Kind::Attention:
       what = std::string("attention ") +
-             attentionDirectionName(step.attention.direction);
+             fusedDirectionName(step.attention.direction);
       break;
     case PlanStep::Kind::LinearCrossEntropy:
       what = std::string("linear_cross_entropy ") +
-             linearCrossEntropyDirectionName(step.linearCrossEntropy.direction);
+             fusedDirectionName(step.linearCrossEntropy.direction);
       break;
     case PlanStep::Kind::Copy:
       what = "copy";
@@ -1136,7 +1136,7 @@ std::vector<StepProfile> Artifact::profile() const {
           return text;
         };
         p.what = std::string("attention ") +
-                 attentionDirectionName(a.direction) + " " +
+                 fusedDirectionName(a.direction) + " " +
                  dims(entry.buffers[a.q].shape) + " * " +
                  dims(entry.buffers[a.k].shape);
         if (a.causal)
@@ -1160,7 +1160,7 @@ std::vector<StepProfile> Artifact::profile() const {
           return text;
         };
         p.what = std::string("linear_cross_entropy ") +
-                 linearCrossEntropyDirectionName(l.direction) + " " +
+                 fusedDirectionName(l.direction) + " " +
                  dims(entry.buffers[l.x].shape) + " * " +
                  dims(entry.buffers[l.w].shape) +
                  (l.transposeW ? " transpose_w " : " ") +

@@ -1792,22 +1792,11 @@ const char *convDirectionName(ConvDirection direction) noexcept {
   return "?";
 }
 
-const char *attentionDirectionName(AttentionDirection direction) noexcept {
+const char *fusedDirectionName(FusedDirection direction) noexcept {
   switch (direction) {
-  case AttentionDirection::Forward:
+  case FusedDirection::Forward:
     return "forward";
-  case AttentionDirection::Backward:
-    return "backward";
-  }
-  return "?";
-}
-
-const char *linearCrossEntropyDirectionName(
-    LinearCrossEntropyDirection direction) noexcept {
-  switch (direction) {
-  case LinearCrossEntropyDirection::Forward:
-    return "forward";
-  case LinearCrossEntropyDirection::Backward:
+  case FusedDirection::Backward:
     return "backward";
   }
   return "?";

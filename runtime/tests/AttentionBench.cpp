@@ -153,7 +153,7 @@ int main(int argc, char **argv) {
     const bool forward = direction == AttentionDirection::Forward;
     const double flops = (forward ? 4.0 : 10.0) * pairs * double(D);
     std::printf("  %-8s min %8.2f ms  median %8.2f ms  %6.1f GFLOP/s\n",
-                attentionDirectionName(direction), ms.front(),
+                fusedDirectionName(direction), ms.front(),
                 ms[ms.size() / 2], flops / (ms.front() * 1e6));
   }
   return 0;

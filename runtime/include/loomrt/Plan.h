@@ -187,13 +187,19 @@ struct ConvStep {
   bool channelsLast = false;
 };
 
-/// Which half of fused attention an attention step computes: `out` and
-/// `lse` from q, k and v (forward), or dq, dk, dv (and dbias) from dout and
-/// the forward's saved out and lse (backward).
-enum class AttentionDirection : uint8_t { Forward, Backward };
+/// Which half of a fused op a fused step computes (its `direction`): the
+/// forward's results from its inputs, or the gradients from the cotangent
+/// and what the forward saved. An attention step's forward writes `out` and
+/// `lse` from q, k and v, its backward dq, dk, dv (and dbias) from dout and
+/// the saved out and lse; a linear_cross_entropy step's forward writes the
+/// loss and the rows' lse from x, w and the labels, its backward dx and dw
+/// from dloss and the saved lse.
+enum class FusedDirection : uint8_t { Forward, Backward };
+using AttentionDirection = FusedDirection;
+using LinearCrossEntropyDirection = FusedDirection;
 
 /// "forward", "backward".
-const char *attentionDirectionName(AttentionDirection direction) noexcept;
+const char *fusedDirectionName(FusedDirection direction) noexcept;
 
 /// Fused scaled-dot-product attention (docs/plan-format.md, `attention`):
 /// q [B, Hq, T, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv], out [B, Hq, T, Dv],
@@ -213,15 +219,6 @@ struct AttentionStep {
   bool causal = false;
   int64_t window = 0; ///< > 0 (with causal): key j is seen by i - j < window
 };
-
-/// Which half of a fused language-model head a linear_cross_entropy step
-/// computes: the loss and the rows' lse from x, w and the labels (forward),
-/// or dx and dw from dloss and the forward's lse (backward).
-enum class LinearCrossEntropyDirection : uint8_t { Forward, Backward };
-
-/// "forward", "backward".
-const char *
-linearCrossEntropyDirectionName(LinearCrossEntropyDirection direction) noexcept;
 
 /// How a linear_cross_entropy step reduces its rows' losses: their mean
 /// over the rows not ignored, their sum, or none (one loss per row).

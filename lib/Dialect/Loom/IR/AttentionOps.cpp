@@ -24,14 +24,6 @@ RankedTensorType ranked(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
-std::string shapeStr(ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  llvm::raw_string_ostream os(s);
-  llvm::interleaveComma(shape, os);
-  os << "]";
-  return s;
-}
-
 /// The checks loom.attention and loom.attention_grad share: (C1) to (C6) of
 /// loom.attention over its operands and its two results' types.
 LogicalResult verifyAttention(Operation *op, Value q, Value k, Value v,

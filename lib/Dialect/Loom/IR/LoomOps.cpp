@@ -19,15 +19,15 @@
 using namespace mlir;
 using namespace loom;
 
-namespace {
-/// Formats a shape as `[2, 3]` for diagnostics.
-std::string shapeStr(ArrayRef<int64_t> shape) {
+std::string loom::shapeStr(ArrayRef<int64_t> shape) {
   std::string s = "[";
   llvm::raw_string_ostream os(s);
   llvm::interleaveComma(shape, os);
   os << "]";
   return s;
 }
+
+namespace {
 
 RankedTensorType ranked(Type type) { return cast<RankedTensorType>(type); }
 } // namespace

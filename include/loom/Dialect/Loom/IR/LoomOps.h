@@ -73,6 +73,9 @@ std::string dtypeName(mlir::Type elementType);
 /// "" when it has none.
 std::string nodeName(mlir::Location loc);
 
+/// A shape as `[2, 3]`, for the verifiers' diagnostics.
+std::string shapeStr(llvm::ArrayRef<int64_t> shape);
+
 } // namespace loom
 
 #endif // LOOM_DIALECT_LOOM_IR_LOOMOPS_H
