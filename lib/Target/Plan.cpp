@@ -170,9 +170,10 @@ struct EntryWriter {
     if (target->target != "cpu")
       return op->emitError("plan: attention steps run on the CPU target "
                            "only (the CUDA attention is not built yet): "
-                           "build the training step with this --target "
-                           "(loomc --train --target=...), which keeps the "
-                           "attention unfused, or with --attention=unfused");
+                           "a training step built with this --target (loomc "
+                           "--train --target=...) or --attention=unfused "
+                           "keeps exporters' attention chains unfused; a "
+                           "JSON attention node needs --target=cpu");
     if (!getElementTypeOrSelf(op->getOperand(0).getType()).isF32())
       return op->emitError("plan: attention steps take f32 tensors only");
     llvm::json::Object step{{"kind", "attention"},
