@@ -214,6 +214,30 @@ def range_beyond_2p53():
     return model([n], [], [vi("r", [4], TensorProto.INT64)], inits)
 
 
+def gathernd_runtime():
+    """GatherND on run-time data with constant indices, as transformers'
+    padding masks are picked from an attention_mask input: batch_dims 0
+    (with a negative index) and batch_dims 1."""
+    n = helper.make_node
+    nodes = [n("GatherND", ["x", "idx"], ["y"], name="/gather_nd"),
+             n("GatherND", ["x", "bidx"], ["z"], name="/gather_nd_batch",
+               batch_dims=1)]
+    inits = [numpy_helper.from_array(
+                 np.array([[[1, 2], [0, -1]], [[1, 0], [0, 0]]], np.int64),
+                 "idx"),
+             numpy_helper.from_array(np.array([[[2]], [[0]]], np.int64),
+                                     "bidx")]
+    return model(nodes, [vi("x", [2, 3, 4])],
+                 [vi("y", [2, 2, 4]), vi("z", [2, 1, 4])], inits)
+
+
+def gathernd_runtime_indices():
+    """GatherND whose indices are an input: refused by name."""
+    n = helper.make_node("GatherND", ["x", "i"], ["y"], name="/gather_nd")
+    return model([n], [vi("x", [2, 3]), vi("i", [2, 1], TensorProto.INT64)],
+                 [vi("y", [2, 3])])
+
+
 def newer(opset, ir):
     n = helper.make_node("Relu", ["x"], ["y"], name="/relu")
     return model([n], [vi("x", [2])], [vi("y", [2])], opset=opset, ir=ir)
@@ -228,6 +252,8 @@ MODELS = {
     "pad_trilu.onnx": (pad_trilu, True),
     "pad_reflect.onnx": (pad_reflect, True),
     "range_beyond_2p53.onnx": (range_beyond_2p53, True),
+    "gathernd_runtime.onnx": (gathernd_runtime, True),
+    "gathernd_runtime_indices.onnx": (gathernd_runtime_indices, True),
     # Written by an ONNX newer than Loom's library: refused, not checked.
     "newer_opset.onnx": (lambda: newer(99, 10), False),
     "newer_ir.onnx": (lambda: newer(20, 99), False),

@@ -855,7 +855,7 @@ const llvm::StringMap<OpSpec> &Importer::opTable() {
         {"log_softmax", 1, 1, 1, {"axis"}, &I::buildSoftmax<LogSoftmaxOp>},
         {"attention",
          3,
-         3,
+         4,
          1,
          {"scale", "causal", "window"},
          &I::buildAttention},
@@ -2621,9 +2621,12 @@ template <typename OpTy> LogicalResult Importer::buildSoftmax(NodeContext &c) {
 /// v [B, Hkv, S, Dv]; the op's verifier names what is wrong with them.
 LogicalResult Importer::buildAttention(NodeContext &c) {
   if (!checkKind(c, 0, EltKind::Float) || !checkKind(c, 1, EltKind::Float) ||
-      !checkKind(c, 2, EltKind::Float) || !checkSameElementType(c, {0, 1, 2}))
+      !checkKind(c, 2, EltKind::Float) || !checkKind(c, 3, EltKind::Index) ||
+      !checkSameElementType(c, {0, 1, 2}))
     return failure();
   auto q = typeOf(c, 0), v = typeOf(c, 2);
+  // The optional fourth input: document ids [B, T] of packed sequences.
+  Value segments = c.operands.size() > 3 ? c.operands[3] : Value();
   for (unsigned i = 0; i < 3; ++i)
     if (typeOf(c, i).getRank() != 4) {
       emitError(c.loc) << describeOperand(c, i)
@@ -2644,7 +2647,7 @@ LogicalResult Importer::buildAttention(NodeContext &c) {
       {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2)}, b.getF32Type());
   auto op = AttentionOp::create(
       b, c.loc, outType, lseType, c.operands[0], c.operands[1],
-      c.operands[2], Value(), Value(), b.getF64FloatAttr(scale),
+      c.operands[2], Value(), Value(), segments, b.getF64FloatAttr(scale),
       causal ? b.getUnitAttr() : UnitAttr(), b.getI64IntegerAttr(window));
   if (failed(verify(op))) {
     op->erase();

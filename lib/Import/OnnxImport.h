@@ -305,6 +305,7 @@ public:
   void convertSplit();
   void convertSlice();
   void convertGather();
+  void convertGatherND();
   void convertSplitToSequence();
   void convertSequenceAt();
   void convertGatherElements();

@@ -290,6 +290,64 @@ void OnnxNode::convertGather() {
   return;
 }
 
+void OnnxNode::convertGatherND() {
+  // Run-time data with compile-time indices (what exporters write to pick
+  // a padding mask's entries by batch and key position): the data's
+  // leading batch_dims + k dimensions flattened into one, and a
+  // loom.gather along it with the linear indices, computed here.
+  if (imp.failedValues.contains(n.inputName(1)))
+    throw ImportFailure{}; // reported at the node that failed
+  std::optional<ConstTensor> index = imp.getConst(n.inputName(1));
+  if (!index)
+    n.fail("indices (input 1) computed at run time are not supported: the "
+           "data may be, the indices must be compile-time constants");
+  Value data = input(0);
+  auto dt = typeOf(data);
+  int64_t r = dt.getRank(), q = index->shape.size();
+  int64_t batch = n.getInt("batch_dims", 0);
+  if (q == 0 || batch < 0 || batch >= std::min(r, q))
+    n.fail("invalid batch_dims " + Twine(batch) + " for data of rank " +
+           Twine(r) + " and indices of rank " + Twine(q));
+  int64_t k = index->shape[q - 1];
+  if (k < 1 || batch + k > r)
+    n.fail("index depth " + Twine(k) + " exceeds the data rank " + Twine(r));
+  for (int64_t d = 0; d < batch; ++d)
+    if (index->shape[d] != dt.getDimSize(d))
+      n.fail("indices dimension " + Twine(d) + " (" +
+             Twine(index->shape[d]) + ") differs from the data's (" +
+             Twine(dt.getDimSize(d)) + ") within batch_dims");
+  int64_t lead = 1, batchSize = 1;
+  for (int64_t d = 0; d < batch + k; ++d)
+    lead *= dt.getDimSize(d);
+  for (int64_t d = 0; d < batch; ++d)
+    batchSize *= dt.getDimSize(d);
+  int64_t tuples = index->numElements() / k;
+  int64_t perBatch = std::max<int64_t>(tuples / std::max<int64_t>(batchSize, 1), 1);
+  std::vector<int64_t> linear(tuples);
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t off = t / perBatch;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t dim = dt.getDimSize(batch + j);
+      int64_t v = static_cast<int64_t>(index->values[t * k + j]);
+      if (v < -dim || v >= dim)
+        n.fail("index " + Twine(v) + " is out of range for data dimension " +
+               Twine(batch + j) + " of size " + Twine(dim));
+      off = off * dim + (v < 0 ? v + dim : v);
+    }
+    linear[t] = off;
+  }
+  SmallVector<int64_t> flat{lead};
+  flat.append(dt.getShape().begin() + batch + k, dt.getShape().end());
+  Value table = ReshapeOp::create(
+      b, loc, RankedTensorType::get(flat, dt.getElementType()), data);
+  SmallVector<int64_t> idxShape(index->shape.begin(), index->shape.end() - 1);
+  auto idxType = RankedTensorType::get(idxShape, b.getI64Type());
+  Value idx = ConstantOp::create(
+      b, loc, DenseElementsAttr::get(idxType, ArrayRef<int64_t>(linear)));
+  setOut(0, check(createInferred<GatherOp>(b, loc, table, idx, int64_t(0)))
+                .getResult());
+}
+
 void OnnxNode::convertSplitToSequence() {
   // Sequences exist only at import: the tensors are kept by name and
   // SequenceAt with a constant position picks one.
@@ -534,8 +592,8 @@ void loom::onnx_import::addShapeHandlers(OnnxHandlerTable &table) {
   table["Constant"] = &OnnxNode::convertConstantNode;
   for (StringRef op : {"And", "Or", "Xor"})
     table[op] = &OnnxNode::convertLogical;
-  for (StringRef op : {"CumSum", "GatherND"})
-    table[op] = &OnnxNode::convertFoldOnly;
+  table["CumSum"] = &OnnxNode::convertFoldOnly;
+  table["GatherND"] = &OnnxNode::convertGatherND;
   table["Reshape"] = &OnnxNode::convertReshape;
   table["Flatten"] = &OnnxNode::convertFlatten;
   table["Unsqueeze"] = &OnnxNode::convertSqueeze;

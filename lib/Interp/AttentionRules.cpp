@@ -18,10 +18,10 @@ using namespace loom::interp;
 namespace {
 
 /// The shapes and attributes of one attention op, and where its optional
-/// mask and bias are among the operands.
+/// mask, bias and segments are among the operands.
 struct AttentionGeometry {
   int64_t B, Hq, Hkv, T, S, D, Dv;
-  const Tensor *mask = nullptr, *bias = nullptr;
+  const Tensor *mask = nullptr, *bias = nullptr, *segments = nullptr;
   double scale;
   bool causal;
   int64_t window;
@@ -30,6 +30,8 @@ struct AttentionGeometry {
     if (causal && j > i)
       return false;
     if (window > 0 && i - j >= window)
+      return false;
+    if (segments && segments->data[b * T + i] != segments->data[b * T + j])
       return false;
     return !mask || mask->data[broadcastIndex(*mask, b, h, i, j)] != 0;
   }
@@ -66,6 +68,8 @@ AttentionGeometry geometryOf(AttnOp op, ArrayRef<const Tensor *> in,
     g.mask = in[next++];
   if (op.getBias())
     g.bias = in[next++];
+  if (op.getSegments())
+    g.segments = in[next++];
   g.scale = op.getScale().convertToDouble();
   g.causal = op.getCausal();
   g.window = static_cast<int64_t>(op.getWindow());

@@ -186,6 +186,8 @@ struct EntryWriter {
         step["mask"] = ids.lookup(m);
       if (Value b = a.getBias())
         step["bias"] = ids.lookup(b);
+      if (Value sg = a.getSegments())
+        step["segments"] = ids.lookup(sg);
       step["scale"] = a.getScale().convertToDouble();
       step["causal"] = a.getCausal();
       step["window"] = static_cast<int64_t>(a.getWindow());

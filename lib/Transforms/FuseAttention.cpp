@@ -13,16 +13,24 @@
 //   p      = softmax(x, last), optionally guarded (select(p != p, 0, p));
 //   out    = matmul(p, V), V possibly repeated like K.
 //
-// The additive terms and the kept masks must not depend on the function's
-// arguments: they are evaluated at compile time position by position, never
-// materialized (a [B, 1, T, T] mask is what makes T = 2048 impossible
-// otherwise). A position is allowed where the additive terms are 0 and
-// every keep mask is true, masked where a term is <= -1e30 (float32's
-// lowest, or -inf) or a mask false; anything else (a real bias, a padding
-// mask from an input) keeps the chain as it is. The allowed positions must
-// be exactly none masked, causal, or a causal sliding window. Invariant:
-// the rewrite changes no value the function computes, except rows that are
-// entirely masked (which the proven patterns never have).
+// The additive terms and kept masks are split into leaves (an additive
+// select(keep, 0, lowest) is the keep mask `keep`; a keep mask
+// select(a, b, false), ONNX's And, is `a` and `b`), with the broadcasts
+// that put them in the scores' shape stripped. Leaves that do not depend
+// on the function's arguments are evaluated at compile time position by
+// position, never materialized (a [B, 1, T, T] mask is what makes T = 2048
+// impossible otherwise): a position is allowed where the additive leaves
+// are 0 and every keep leaf is true, masked where a leaf is <= -1e30
+// (float32's lowest, or -inf) or a mask false; a constant real bias keeps
+// the chain as it is. These allowed positions must be exactly none masked,
+// causal, or a causal sliding window. Leaves computed from the arguments
+// (padding masks, relative biases) become the op's mask and bias operands
+// at their own broadcast shape, and an equality of [B, T] integer ids
+// broadcast along the queries and the keys (a document mask of packed
+// sequences) its segments operand. Invariant: the rewrite changes no value the
+// function computes, except rows that are entirely masked (0 here; the
+// unfused softmax of all-lowest scores averages every value), which only
+// padded query positions have.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,8 +44,10 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallBitVector.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <cmath>
+#include <functional>
 #include <optional>
 
 namespace loom {
@@ -71,6 +81,10 @@ std::optional<double> scalarConstant(Value v) {
     return std::nullopt;
   if (isa<FloatType>(attr.getElementType()))
     return attr.getSplatValue<APFloat>().convertToDouble();
+  if (attr.getElementType().isInteger(1))
+    return double(!attr.getSplatValue<APInt>().isZero());
+  if (isa<IntegerType>(attr.getElementType()))
+    return double(attr.getSplatValue<APInt>().getSExtValue());
   return std::nullopt;
 }
 
@@ -360,6 +374,164 @@ struct MaskTerm {
 
 constexpr double kMaskedBelow = -1e30;
 
+/// A mask term split to its leaves: `value` with the broadcasts that put
+/// it in the scores' [B, H, T, S] shape stripped. Dimension k of `value`
+/// is the scores' dimension `dims[k]` (increasing); `shape` is `value`'s
+/// shape placed in four dimensions, 1 where it broadcasts.
+struct MaskLeaf {
+  MaskTerm term;
+  SmallVector<int64_t, 4> dims, shape;
+
+  /// The leaf's own index for the scores' index `idx`.
+  SmallVector<int64_t, 4> indexOf(ArrayRef<int64_t> idx) const {
+    SmallVector<int64_t, 4> own;
+    for (int64_t d : dims)
+      own.push_back(shape[d] == 1 ? 0 : idx[d]);
+    return own;
+  }
+};
+
+/// Splits `t` (of the scores' shape) into leaves: an additive
+/// `select(c, 0, -big)` is the keep mask `c`, a keep mask
+/// `select(a, b, false)` (ONNX's And) the keep masks `a` and `b`.
+void splitMaskTerm(MaskTerm t, SmallVectorImpl<MaskLeaf> &out) {
+  SmallVector<int64_t, 4> dims{0, 1, 2, 3};
+  std::function<void(MaskTerm, SmallVector<int64_t, 4>)> split =
+      [&](MaskTerm t, SmallVector<int64_t, 4> dims) {
+        while (auto b = t.value.getDefiningOp<BroadcastInDimOp>()) {
+          ArrayRef<int64_t> bd = b.getDims();
+          bool increasing = true;
+          for (size_t k = 1; k < bd.size(); ++k)
+            increasing &= bd[k] > bd[k - 1];
+          if (!increasing)
+            break;
+          SmallVector<int64_t, 4> inner;
+          for (int64_t d : bd)
+            inner.push_back(dims[d]);
+          dims = inner;
+          t.value = b.getX();
+        }
+        if (auto sel = t.value.getDefiningOp<SelectOp>()) {
+          std::optional<double> on = scalarConstant(sel.getOnTrue()),
+                                off = scalarConstant(sel.getOnFalse());
+          if (t.additive && on && off && *on == 0 && *off <= kMaskedBelow)
+            return split({sel.getCond(), false, false}, dims);
+          if (t.additive && on && off && *off == 0 && *on <= kMaskedBelow)
+            return split({sel.getCond(), false, true}, dims);
+          if (!t.additive && !t.inverted && off && *off == 0) {
+            split({sel.getCond(), false, false}, dims);
+            return split({sel.getOnTrue(), false, false}, dims);
+          }
+        }
+        MaskLeaf leaf{t, dims, SmallVector<int64_t, 4>(4, 1)};
+        for (auto [k, d] : llvm::enumerate(dims))
+          leaf.shape[d] = typeOf(t.value).getDimSize(k);
+        out.push_back(std::move(leaf));
+      };
+  split(t, dims);
+}
+
+/// The [B, T] integer tensor whose broadcasts `leaf` compares for
+/// equality, one along the queries and one along the keys (a document
+/// mask of packed sequences: `ids[:, None, :, None] == ids[:, None, None,
+/// :]`), or null.
+Value documentIds(const MaskLeaf &leaf, ArrayRef<int64_t> scoresShape) {
+  auto cmp = leaf.term.value.getDefiningOp<CompareOp>();
+  if (!cmp || cmp.getPredicate() != ComparePredicate::EQ || leaf.term.inverted)
+    return {};
+  // Follows an operand through broadcasts and reshapes that move unit
+  // dimensions, keeping which scores dimension each dimension is (-1: a
+  // unit dimension with none); returns the source and the scores
+  // dimension of its second dimension.
+  auto trace = [&](Value v) -> std::pair<Value, int64_t> {
+    SmallVector<int64_t, 4> dims(leaf.dims.begin(), leaf.dims.end());
+    while (true) {
+      if (auto b = v.getDefiningOp<BroadcastInDimOp>()) {
+        SmallVector<int64_t, 4> inner;
+        for (int64_t d : b.getDims())
+          inner.push_back(dims[d]);
+        dims = inner, v = b.getX();
+        continue;
+      }
+      if (auto r = v.getDefiningOp<ReshapeOp>()) {
+        ArrayRef<int64_t> in = typeOf(r.getX()).getShape(),
+                          out = typeOf(r).getShape();
+        SmallVector<int64_t, 4> inner(in.size(), -1);
+        size_t o = 0;
+        bool ok = true;
+        for (size_t k = 0; k < in.size() && ok; ++k) {
+          if (in[k] == 1)
+            continue;
+          while (o < out.size() && out[o] == 1)
+            ++o;
+          ok = o < out.size() && out[o] == in[k];
+          if (ok)
+            inner[k] = dims[o++];
+        }
+        while (ok && o < out.size() && out[o] == 1)
+          ++o;
+        if (!ok || o != out.size())
+          return {Value(), -1};
+        dims = inner, v = r.getX();
+        continue;
+      }
+      break;
+    }
+    auto t = typeOf(v);
+    if (t.getRank() != 2 || !isa<IntegerType>(t.getElementType()) ||
+        t.getElementType().isInteger(1) || t.getDimSize(0) != scoresShape[0] ||
+        t.getDimSize(1) != scoresShape[2] ||
+        (dims[0] != 0 && t.getDimSize(0) != 1))
+      return {Value(), -1};
+    return {v, dims[1]};
+  };
+  auto [x, dx] = trace(cmp.getLhs());
+  auto [y, dy] = trace(cmp.getRhs());
+  if (!x || x != y || scoresShape[2] != scoresShape[3] ||
+      !((dx == 2 && dy == 3) || (dx == 3 && dy == 2)))
+    return {};
+  return x;
+}
+
+/// Whether values depend on an argument of their function (memoized).
+class ArgDependence {
+public:
+  bool operator()(Value v) {
+    if (isa<BlockArgument>(v))
+      return true;
+    SmallVector<Value> stack{v};
+    while (!stack.empty()) {
+      Operation *op = stack.back().getDefiningOp();
+      if (memo.count(op)) {
+        stack.pop_back();
+        continue;
+      }
+      bool pending = false, dep = false;
+      for (Value in : op->getOperands()) {
+        if (isa<BlockArgument>(in)) {
+          dep = true;
+          continue;
+        }
+        auto it = memo.find(in.getDefiningOp());
+        if (it == memo.end()) {
+          stack.push_back(in);
+          pending = true;
+        } else {
+          dep |= it->second;
+        }
+      }
+      if (!pending) {
+        memo[op] = dep;
+        stack.pop_back();
+      }
+    }
+    return memo[v.getDefiningOp()];
+  }
+
+private:
+  llvm::DenseMap<Operation *, bool> memo;
+};
+
 /// The 4-D (b, h, i, j) position of `index` of a term of the scores' shape.
 class MaskClassifier {
 public:
@@ -367,21 +539,26 @@ public:
 
   /// Classifies the conjunction of `terms` over scores of `shape` [B, H,
   /// T, S], or fails with the reason in `why`.
-  std::optional<MaskKind> classify(ArrayRef<MaskTerm> terms,
+  std::optional<MaskKind> classify(ArrayRef<MaskLeaf> leaves,
                                    ArrayRef<int64_t> shape) {
     int64_t T = shape[2], S = shape[3];
     // The index ranges worth visiting: a dimension no term varies along
     // is visited once.
     llvm::SmallBitVector vary(4);
-    for (const MaskTerm &t : terms)
-      vary |= eval.varying(t.value);
+    for (const MaskLeaf &l : leaves) {
+      llvm::SmallBitVector own = eval.varying(l.term.value);
+      for (auto [k, d] : llvm::enumerate(l.dims))
+        if (own[k])
+          vary.set(d);
+    }
     int64_t nb = vary[0] ? shape[0] : 1, nh = vary[1] ? shape[1] : 1;
     auto allowedAt = [&](int64_t b, int64_t h, int64_t i,
                          int64_t j) -> std::optional<bool> {
       int64_t idx[4] = {b, h, i, j};
       bool allowed = true;
-      for (const MaskTerm &t : terms) {
-        std::optional<double> x = eval.at(t.value, idx);
+      for (const MaskLeaf &l : leaves) {
+        const MaskTerm &t = l.term;
+        std::optional<double> x = eval.at(t.value, l.indexOf(idx));
         if (!x)
           return std::nullopt;
         if (t.additive) {
@@ -455,6 +632,10 @@ struct Chain {
   Value q, k, v;
   double scale = 1.0;
   MaskKind mask;
+  /// Mask and bias leaves computed from the function's arguments.
+  SmallVector<MaskLeaf> runMasks, runBiases;
+  /// Document ids [B, T] an equality leaf compares (the op's segments).
+  Value segments;
   MatmulOp scores, pv;
   SoftmaxOp softmax;
 };
@@ -465,7 +646,8 @@ public:
   using Cache =
       llvm::DenseMap<Value, std::pair<std::optional<MaskKind>, std::string>>;
 
-  ChainMatcher(MaskEvaluator &eval, Cache &cache) : eval(eval), cache(cache) {}
+  ChainMatcher(MaskEvaluator &eval, Cache &cache, ArgDependence &dependsOnArgs)
+      : eval(eval), cache(cache), dependsOnArgs(dependsOnArgs) {}
 
   /// The chain around `sm`, or nullopt with the reason in `why` (empty
   /// when `sm` is not an attention softmax at all).
@@ -502,9 +684,30 @@ public:
     // Forward from the softmax: the guard and the product with V.
     if (!matchOutput(sm, c))
       return std::nullopt;
-    // The masks, evaluated once per distinct value.
-    if (!masks.empty()) {
-      std::optional<MaskKind> kind = classify(masks, st.getShape());
+    // The masks: leaves computed from constants are proven none, causal
+    // or a causal window (evaluated once per distinct value); leaves
+    // computed from the inputs become the op's mask and bias operands.
+    SmallVector<MaskLeaf> leaves, fixed;
+    for (const MaskTerm &t : masks)
+      splitMaskTerm(t, leaves);
+    for (MaskLeaf &l : leaves) {
+      if (!dependsOnArgs(l.term.value)) {
+        fixed.push_back(l);
+        continue;
+      }
+      if (l.term.additive &&
+          getElementTypeOrSelf(l.term.value.getType()) != st.getElementType())
+        return reject("its bias computed from the inputs is not of the "
+                      "scores' element type");
+      if (!l.term.additive && !c.segments)
+        if (Value ids = documentIds(l, st.getShape())) {
+          c.segments = ids;
+          continue;
+        }
+      (l.term.additive ? c.runBiases : c.runMasks).push_back(l);
+    }
+    if (!fixed.empty()) {
+      std::optional<MaskKind> kind = classify(fixed, st.getShape());
       if (!kind)
         return std::nullopt;
       c.mask = *kind;
@@ -610,10 +813,10 @@ private:
     return true;
   }
 
-  std::optional<MaskKind> classify(ArrayRef<MaskTerm> masks,
+  std::optional<MaskKind> classify(ArrayRef<MaskLeaf> masks,
                                    ArrayRef<int64_t> shape) {
-    // Cached by the first term (the mask one model's layers share).
-    Value key = masks.size() == 1 ? masks[0].value : Value();
+    // Cached by the only leaf (the mask one model's layers share).
+    Value key = masks.size() == 1 ? masks[0].term.value : Value();
     if (key) {
       auto it = cache.find(key);
       if (it != cache.end()) {
@@ -634,6 +837,7 @@ private:
 
   MaskEvaluator &eval;
   Cache &cache;
+  ArgDependence &dependsOnArgs;
 };
 
 /// Erases the ops of `func` that nothing reads (the rest of each chain).
@@ -653,6 +857,41 @@ void eraseDeadOps(func::FuncOp func) {
   }
 }
 
+/// The leaves as one operand of loom.attention: each reshaped to its four
+/// dimensions, broadcast to their common shape, and combined (keep masks
+/// by and, an inverted one negated; biases by sum). Null when none.
+Value combineLeaves(OpBuilder &b, Location loc, ArrayRef<MaskLeaf> leaves) {
+  if (leaves.empty())
+    return {};
+  SmallVector<int64_t, 4> common(4, 1);
+  for (const MaskLeaf &l : leaves)
+    for (int d = 0; d < 4; ++d)
+      common[d] = std::max(common[d], l.shape[d]);
+  Type elem = getElementTypeOrSelf(leaves[0].term.value.getType());
+  auto type = RankedTensorType::get(common, elem);
+  auto splat = [&](bool on) -> Value {
+    return ConstantOp::create(b, loc, DenseElementsAttr::get(type, on));
+  };
+  Value sum;
+  for (const MaskLeaf &l : leaves) {
+    Value v = l.term.value;
+    if (typeOf(v).getShape() != ArrayRef<int64_t>(l.shape))
+      v = ReshapeOp::create(b, loc, RankedTensorType::get(l.shape, elem), v);
+    if (l.shape != common)
+      v = BroadcastInDimOp::create(b, loc, type, v,
+                                   ArrayRef<int64_t>{0, 1, 2, 3});
+    if (l.term.inverted)
+      v = SelectOp::create(b, loc, v, splat(false), splat(true));
+    if (!sum)
+      sum = v;
+    else if (l.term.additive)
+      sum = AddOp::create(b, loc, sum, v);
+    else
+      sum = SelectOp::create(b, loc, sum, v, splat(false));
+  }
+  return sum;
+}
+
 struct FuseAttentionPass
     : public loom::impl::FuseAttentionPassBase<FuseAttentionPass> {
   using FuseAttentionPassBase::FuseAttentionPassBase;
@@ -667,6 +906,7 @@ struct FuseAttentionPass
     MLIRContext *ctx = module.getContext();
     MaskEvaluator eval;
     ChainMatcher::Cache cache;
+    ArgDependence dependsOnArgs;
     SmallVector<Attribute> report;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
@@ -675,7 +915,7 @@ struct FuseAttentionPass
       func.walk([&](SoftmaxOp sm) { softmaxes.push_back(sm); });
       bool changed = false;
       for (SoftmaxOp sm : softmaxes) {
-        ChainMatcher matcher(eval, cache);
+        ChainMatcher matcher(eval, cache, dependsOnArgs);
         std::optional<Chain> chain = matcher.match(sm);
         std::string node = nodeName(sm.getLoc());
         auto entry = [&](StringRef outcome, StringRef detail) {
@@ -700,11 +940,19 @@ struct FuseAttentionPass
           continue;
         }
         rewrite(*chain);
-        std::string kind = chain->mask.window
-                               ? "causal, window " +
-                                     std::to_string(chain->mask.window)
-                           : chain->mask.causal ? "causal"
-                                                : "no mask";
+        SmallVector<std::string> parts;
+        if (chain->mask.window)
+          parts.push_back("causal, window " +
+                          std::to_string(chain->mask.window));
+        else if (chain->mask.causal)
+          parts.push_back("causal");
+        if (chain->segments)
+          parts.push_back("document ids from the inputs");
+        if (!chain->runMasks.empty())
+          parts.push_back("mask from the inputs");
+        if (!chain->runBiases.empty())
+          parts.push_back("bias from the inputs");
+        std::string kind = parts.empty() ? "no mask" : llvm::join(parts, ", ");
         entry("fused", kind);
         ++numFused;
         changed = true;
@@ -730,8 +978,9 @@ struct FuseAttentionPass
         {qt.getDimSize(0), qt.getDimSize(1), qt.getDimSize(2)},
         b.getF32Type());
     auto attn = AttentionOp::create(
-        b, loc, outType, lseType, c.q, c.k, c.v, /*mask=*/Value(),
-        /*bias=*/Value(), b.getF64FloatAttr(c.scale),
+        b, loc, outType, lseType, c.q, c.k, c.v,
+        combineLeaves(b, loc, c.runMasks), combineLeaves(b, loc, c.runBiases),
+        c.segments, b.getF64FloatAttr(c.scale),
         c.mask.causal ? b.getUnitAttr() : UnitAttr(),
         b.getI64IntegerAttr(c.mask.window));
     Value out = attn.getOut();

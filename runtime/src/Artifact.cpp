@@ -401,6 +401,7 @@ bool issueStep(Backend &backend, Arena &arena, const PlanEntry &entry,
     call.lse = buffer(a.lse);
     call.mask = optional(a.mask);
     call.bias = optional(a.bias);
+    call.segments = optional(a.segments);
     if (a.direction == AttentionDirection::Backward) {
       call.dout = buffer(a.dout);
       call.dq = buffer(a.dq);

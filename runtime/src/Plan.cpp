@@ -620,6 +620,8 @@ void parseAttentionStep(const json &value, const std::string &where,
     a.mask = getBufferId(value, "mask", where, entry);
   if (present("bias"))
     a.bias = getBufferId(value, "bias", where, entry);
+  if (present("segments"))
+    a.segments = getBufferId(value, "segments", where, entry);
   if (present("dbias")) {
     if (!backward)
       fail(fieldWhere(where, "dbias"),
@@ -752,6 +754,17 @@ void parseAttentionStep(const json &value, const std::string &where,
     broadcasts("bias", *a.bias);
   if (a.dbias)
     exactly("dbias", *a.dbias, buffer(*a.bias).shape, "bias's shape");
+  if (a.segments) {
+    DType st = buffer(*a.segments).dtype;
+    if (st != DType::I64 && st != DType::I32)
+      fail(fieldWhere(where, "segments"),
+           text(*a.segments) + "; document ids are i64 or i32");
+    exactly("segments", *a.segments, {B, T}, "[B, T]");
+    if (T != S)
+      fail(fieldWhere(where, "segments"),
+           "document ids need as many queries as keys, q has T = " +
+               std::to_string(T) + " and k S = " + std::to_string(S));
+  }
   if (a.causal && T != S)
     fail(fieldWhere(where, "causal"),
          "a causal step needs as many queries as keys, q has T = " +
@@ -774,6 +787,8 @@ void parseAttentionStep(const json &value, const std::string &where,
     touched.push_back({"mask", *a.mask});
   if (a.bias)
     touched.push_back({"bias", *a.bias});
+  if (a.segments)
+    touched.push_back({"segments", *a.segments});
   touched.insert(touched.end(), writes.begin(), writes.end());
   for (const auto &[wkey, wid] : writes)
     for (const auto &[key, id] : touched) {

@@ -40,6 +40,11 @@ struct Case {
   double scale = 0; ///< 0: 1 / sqrt(d)
   /// Query rows whose mask is all false (with a mask of T rows).
   std::vector<int64_t> deadRows;
+  /// Document ids [B, T]: 0 none; 1 packed documents (runs of random
+  /// length, ids increasing); 2 ids i % 3 (unsorted: no block can be
+  /// skipped by order). `segments32`: as i32 instead of i64.
+  int segments = 0;
+  bool segments32 = false;
   unsigned seed = 1;
 
   double realScale() const { return scale != 0 ? scale : 1 / std::sqrt(d); }
@@ -69,6 +74,8 @@ int64_t broadcastIndex(const std::vector<int64_t> &shape, int64_t b, int64_t h,
 struct Inputs {
   std::vector<float> q, k, v, dout, bias;
   std::vector<uint8_t> mask;
+  std::vector<int64_t> segments;
+  std::vector<int32_t> segments32;
 };
 
 Inputs randomInputs(const Case &c) {
@@ -97,6 +104,22 @@ Inputs randomInputs(const Case &c) {
         for (int64_t h = 0; h < c.maskShape[1]; ++h)
           for (int64_t j = 0; j < c.maskShape[3]; ++j)
             in.mask[broadcastIndex(c.maskShape, b, h, row, j)] = 0;
+  }
+  if (c.segments) {
+    std::uniform_int_distribution<int64_t> length(1, 150);
+    for (int64_t b = 0; b < c.b; ++b) {
+      int64_t id = 0, left = length(rng);
+      for (int64_t i = 0; i < c.t; ++i) {
+        if (c.segments == 2) {
+          in.segments.push_back(i % 3);
+          continue;
+        }
+        if (left-- == 0)
+          ++id, left = length(rng) - 1;
+        in.segments.push_back(id);
+      }
+    }
+    in.segments32.assign(in.segments.begin(), in.segments.end());
   }
   return in;
 }
@@ -133,7 +156,9 @@ Reference reference(const Case &c, const Inputs &in) {
           bool ok = (!c.causal || j <= i) &&
                     (c.window == 0 || i - j < c.window) &&
                     (c.maskShape.empty() ||
-                     in.mask[broadcastIndex(c.maskShape, b, h, i, j)]);
+                     in.mask[broadcastIndex(c.maskShape, b, h, i, j)]) &&
+                    (!c.segments || in.segments[b * T + i] ==
+                                        in.segments[b * T + j]);
           double dot = 0;
           for (int64_t x = 0; x < D; ++x)
             dot += double(q[i * D + x]) * k[j * D + x];
@@ -238,6 +263,11 @@ Results runKernels(const Case &c, const Inputs &in, AttentionIsa isa) {
   t.out = r.out.data(), t.lse = r.lse.data();
   t.mask = c.maskShape.empty() ? nullptr : in.mask.data();
   t.bias = c.biasShape.empty() ? nullptr : in.bias.data();
+  if (c.segments) {
+    t.segments = c.segments32 ? static_cast<const void *>(in.segments32.data())
+                              : static_cast<const void *>(in.segments.data());
+    t.segments64 = !c.segments32;
+  }
   std::string error;
   EXPECT_TRUE(runAttention(stepOf(c, AttentionDirection::Forward), shape, t,
                            &error, isa))
@@ -350,6 +380,23 @@ TEST(CpuAttention, BiasAndItsGradient) {
   expectMatchesReference(c);
   c.name = "bias [1, 1, T, 1], no dbias", c.biasShape = {1, 1, 130, 1};
   c.dbias = false;
+  expectMatchesReference(c);
+}
+
+// Packed documents: ids that increase along the sequence (block pairs whose
+// ids do not meet are skipped), causal and not, i64 and i32; and unsorted
+// ids, where nothing can be skipped by their order.
+TEST(CpuAttention, DocumentIds) {
+  Case c;
+  c.name = "packed documents, causal", c.b = 2, c.hq = 2, c.hkv = 1;
+  c.t = c.s = 400, c.causal = true, c.segments = 1, c.seed = 9;
+  expectMatchesReference(c);
+  c.name = "packed documents, i32, not causal", c.causal = false;
+  c.segments32 = true, c.seed = 10;
+  expectMatchesReference(c);
+  c.name = "unsorted document ids with a bias", c.segments = 2;
+  c.segments32 = false, c.t = c.s = 150, c.biasShape = {1, 2, 150, 150};
+  c.dbias = true;
   expectMatchesReference(c);
 }
 

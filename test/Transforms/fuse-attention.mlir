@@ -98,18 +98,110 @@ func.func @odd_mask(%q: tensor<1x1x4x2xf32>, %k: tensor<1x1x4x2xf32>, %v: tensor
 
 // -----
 
-// Tests that a bias from an argument (a padding mask, a learned relative
-// bias) keeps the chain, and so do probabilities read by something else
-// than the product with V.
-// CHECK: loom.attention_report = [{detail = "its mask: it depends on the function's arguments (a mask computed from the inputs)", node = "biased", outcome = "kept"}, {detail = "its probabilities have other readers", node = "returned", outcome = "kept"}]
-// CHECK-LABEL: func.func @kept
-// CHECK-NOT:     loom.attention
-func.func @kept(%q: tensor<1x1x4x2xf32>, %k: tensor<1x1x4x2xf32>, %v: tensor<1x1x4x2xf32>, %b: tensor<1x1x4x4xf32>) -> (tensor<1x1x4x2xf32>, tensor<1x1x4x4xf32>) {
+// Tests that a bias from an argument (a learned relative bias) becomes
+// the op's bias operand, and that probabilities read by something else
+// than the product with V keep the chain.
+// CHECK: loom.attention_report = [{detail = "bias from the inputs", node = "biased", outcome = "fused"}, {detail = "its probabilities have other readers", node = "returned", outcome = "kept"}]
+// CHECK-LABEL: func.func @biased
+// CHECK-SAME:    (%[[Q:.+]]: tensor<1x1x4x2xf32>, %[[K:.+]]: tensor<1x1x4x2xf32>, %[[V:.+]]: tensor<1x1x4x2xf32>, %[[B:.+]]: tensor<1x1x4x4xf32>)
+// CHECK:         loom.attention %[[Q]], %[[K]], %[[V]] bias %[[B]] {scale = 1.000000e+00 : f64}
+// CHECK:         loom.softmax
+func.func @biased(%q: tensor<1x1x4x2xf32>, %k: tensor<1x1x4x2xf32>, %v: tensor<1x1x4x2xf32>, %b: tensor<1x1x4x4xf32>) -> (tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x1x4x4xf32>) {
   %s = loom.matmul %q, %k {transpose_b} : (tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>) -> tensor<1x1x4x4xf32>
   %x = loom.add %s, %b : tensor<1x1x4x4xf32>
   %p = loom.softmax %x axis = 3 : tensor<1x1x4x4xf32> loc("biased")
   %o = loom.matmul %p, %v : (tensor<1x1x4x4xf32>, tensor<1x1x4x2xf32>) -> tensor<1x1x4x2xf32>
   %p2 = loom.softmax %s axis = 3 : tensor<1x1x4x4xf32> loc("returned")
   %o2 = loom.matmul %p2, %v : (tensor<1x1x4x4xf32>, tensor<1x1x4x2xf32>) -> tensor<1x1x4x2xf32>
-  return %o2, %p2 : tensor<1x1x4x2xf32>, tensor<1x1x4x4xf32>
+  return %o, %o2, %p2 : tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x1x4x4xf32>
+}
+
+// -----
+
+// Tests the padding mask transformers builds from an attention_mask input
+// for a causal model (Qwen2, Llama, GPT-2 as PyTorch exports them): the
+// constant causal mask and the run-time key mask [B, 1, 1, S] joined by
+// And (a select with false), turned additive (0 / lowest) and broadcast
+// over heads and queries. The causal part becomes the attribute and the
+// key mask the op's mask operand at its own shape: nothing [B, H, T, S]
+// is made.
+// CHECK: loom.attention_report = [{detail = "causal, mask from the inputs", node = "padded", outcome = "fused"}]
+// CHECK-LABEL: func.func @padded
+// CHECK-SAME:    (%[[Q:.+]]: tensor<2x2x4x2xf32>, %[[K:.+]]: tensor<2x2x4x2xf32>, %[[V:.+]]: tensor<2x2x4x2xf32>, %[[KEEP:.+]]: tensor<2x1x1x4xi1>)
+// CHECK:         loom.attention %[[Q]], %[[K]], %[[V]] mask %[[KEEP]] {causal, scale = 5.000000e-01 : f64}
+// CHECK-NOT:     loom.softmax
+func.func @padded(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<2x2x4x2xf32>, %keep: tensor<2x1x1x4xi1>) -> tensor<2x2x4x2xf32> {
+  %tril = loom.constant dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>
+  %causal = loom.broadcast_in_dim %tril dims = [0, 1, 2, 3] : tensor<1x1x4x4xi1> -> tensor<2x1x4x4xi1>
+  %pad = loom.broadcast_in_dim %keep dims = [0, 1, 2, 3] : tensor<2x1x1x4xi1> -> tensor<2x1x4x4xi1>
+  %false = loom.constant dense<false> : tensor<2x1x4x4xi1>
+  %both = loom.select %causal, %pad, %false : tensor<2x1x4x4xi1>, tensor<2x1x4x4xi1>
+  %zero = loom.constant dense<0.0> : tensor<2x1x4x4xf32>
+  %low = loom.constant dense<-3.40282347E+38> : tensor<2x1x4x4xf32>
+  %add1 = loom.select %both, %zero, %low : tensor<2x1x4x4xi1>, tensor<2x1x4x4xf32>
+  %add = loom.broadcast_in_dim %add1 dims = [0, 1, 2, 3] : tensor<2x1x4x4xf32> -> tensor<2x2x4x4xf32>
+  %s = loom.matmul %q, %k {transpose_b} : (tensor<2x2x4x2xf32>, tensor<2x2x4x2xf32>) -> tensor<2x2x4x4xf32>
+  %half = loom.constant dense<0.5> : tensor<2x2x4x4xf32>
+  %ss = loom.mul %s, %half : tensor<2x2x4x4xf32>
+  %x = loom.add %ss, %add : tensor<2x2x4x4xf32>
+  %p = loom.softmax %x axis = 3 : tensor<2x2x4x4xf32> loc("padded")
+  %o = loom.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x2xf32>) -> tensor<2x2x4x2xf32>
+  return %o : tensor<2x2x4x2xf32>
+}
+
+// -----
+
+// Tests a key mask [B, S] from an argument selected in inverted (masked
+// where true, as `masked_fill(pad, lowest)` writes) through a broadcast
+// that inserts the head and query dimensions: the operand is the mask
+// reshaped to [B, 1, 1, S] and negated; no causal attribute.
+// CHECK: loom.attention_report = [{detail = "mask from the inputs", node = "filled", outcome = "fused"}]
+// CHECK-LABEL: func.func @filled
+// CHECK-SAME:    %[[PAD:[^:]+]]: tensor<2x4xi1>)
+// CHECK:         %[[R:.+]] = loom.reshape %[[PAD]] : tensor<2x4xi1> -> tensor<2x1x1x4xi1>
+// CHECK:         %[[NOT:.+]] = loom.select %[[R]], %{{.+}}, %{{.+}} : tensor<2x1x1x4xi1>, tensor<2x1x1x4xi1>
+// CHECK:         loom.attention %{{.+}}, %{{.+}}, %{{.+}} mask %[[NOT]] {scale = 1.000000e+00 : f64}
+func.func @filled(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<2x2x4x2xf32>, %pad: tensor<2x4xi1>) -> tensor<2x2x4x2xf32> {
+  %m = loom.broadcast_in_dim %pad dims = [0, 3] : tensor<2x4xi1> -> tensor<2x2x4x4xi1>
+  %s = loom.matmul %q, %k {transpose_b} : (tensor<2x2x4x2xf32>, tensor<2x2x4x2xf32>) -> tensor<2x2x4x4xf32>
+  %low = loom.constant dense<-3.40282347E+38> : tensor<2x2x4x4xf32>
+  %x = loom.select %m, %low, %s : tensor<2x2x4x4xi1>, tensor<2x2x4x4xf32>
+  %p = loom.softmax %x axis = 3 : tensor<2x2x4x4xf32> loc("filled")
+  %o = loom.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x2xf32>) -> tensor<2x2x4x2xf32>
+  return %o : tensor<2x2x4x2xf32>
+}
+
+// -----
+
+// Tests the document mask of packed sequences as a model writes it from
+// document ids `docs : [B, T]` (`docs[:, None, :, None] == docs[:, None,
+// None, :]`, and-ed with the causal mask): the ids become the op's
+// segments operand, the causal part its attribute, and no [B, 1, T, T]
+// mask is left.
+// CHECK: loom.attention_report = [{detail = "causal, document ids from the inputs", node = "packed", outcome = "fused"}]
+// CHECK-LABEL: func.func @packed
+// CHECK-SAME:    %[[DOCS:[^:]+]]: tensor<2x4xi64>)
+// CHECK:         loom.attention %{{.+}}, %{{.+}}, %{{.+}} segments %[[DOCS]] {causal, scale = 1.000000e+00 : f64}
+// CHECK-NOT:     loom.compare
+func.func @packed(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<2x2x4x2xf32>, %docs: tensor<2x4xi64>) -> tensor<2x2x4x2xf32> {
+  %r1 = loom.reshape %docs : tensor<2x4xi64> -> tensor<2x1x4xi64>
+  %rows = loom.reshape %r1 : tensor<2x1x4xi64> -> tensor<2x1x4x1xi64>
+  %r2 = loom.reshape %docs : tensor<2x4xi64> -> tensor<2x1x4xi64>
+  %cols = loom.reshape %r2 : tensor<2x1x4xi64> -> tensor<2x1x1x4xi64>
+  %rb = loom.broadcast_in_dim %rows dims = [0, 1, 2, 3] : tensor<2x1x4x1xi64> -> tensor<2x1x4x4xi64>
+  %cb = loom.broadcast_in_dim %cols dims = [0, 1, 2, 3] : tensor<2x1x1x4xi64> -> tensor<2x1x4x4xi64>
+  %same = loom.compare eq, %rb, %cb : tensor<2x1x4x4xi64> -> tensor<2x1x4x4xi1>
+  %tril = loom.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %causal = loom.broadcast_in_dim %tril dims = [2, 3] : tensor<4x4xi1> -> tensor<2x1x4x4xi1>
+  %false = loom.constant dense<false> : tensor<2x1x4x4xi1>
+  %keep = loom.select %same, %causal, %false : tensor<2x1x4x4xi1>, tensor<2x1x4x4xi1>
+  %zero = loom.constant dense<0.0> : tensor<2x1x4x4xf32>
+  %low = loom.constant dense<0xFF800000> : tensor<2x1x4x4xf32>
+  %add1 = loom.select %keep, %zero, %low : tensor<2x1x4x4xi1>, tensor<2x1x4x4xf32>
+  %add = loom.broadcast_in_dim %add1 dims = [0, 1, 2, 3] : tensor<2x1x4x4xf32> -> tensor<2x2x4x4xf32>
+  %s = loom.matmul %q, %k {transpose_b} : (tensor<2x2x4x2xf32>, tensor<2x2x4x2xf32>) -> tensor<2x2x4x4xf32>
+  %x = loom.add %s, %add : tensor<2x2x4x4xf32>
+  %p = loom.softmax %x axis = 3 : tensor<2x2x4x4xf32> loc("packed")
+  %o = loom.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x2xf32>) -> tensor<2x2x4x2xf32>
+  return %o : tensor<2x2x4x2xf32>
 }

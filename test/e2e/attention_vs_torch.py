@@ -2,15 +2,21 @@
 """Fused attention against PyTorch in f64, on causal language models as users
 export them.
 
-For each model (transformers' Qwen2, Llama, GPT-2; small widths, random
-weights, distinct parameters, training mode) at sequence length --seq, this:
+For each model (transformers' Qwen2, Llama, GPT-2, and with --pad BERT;
+small widths, random weights, distinct parameters, training mode) at
+sequence length --seq, this:
   1. exports it with the installed PyTorch's default exporter
-     (torch.onnx.export, optimize=False);
+     (torch.onnx.export, optimize=False); with --pad it takes an
+     attention_mask input too, and the batch is padded (row 0 on the left,
+     row 1 on the right, the padded positions' labels -100, as users
+     train), so the padding mask is computed from an input at run time;
   2. computes PyTorch's loss (mean token cross-entropy) and every
      parameter's gradient in float64 (the module converted with .double());
   3. compiles it with `loomc --train --loss=cross_entropy --report` and
      checks that the report says every attention layer became fused
-     attention and the LM head a fused linear + cross-entropy;
+     attention (with --pad: with a mask from the inputs) and the LM head a
+     fused linear + cross-entropy (BERT's head, a transform and a biased
+     decoder, is not one);
   4. runs @forward_backward in Loom's reference interpreter in f64
      (`loom-interp --f64`) and, unless --no-compiled, the compiled CPU
      artifact (f32, `loom-run`), and compares the loss and every gradient
@@ -32,7 +38,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "utils"))
 import export_zoo as ez  # noqa: E402
 
 
-def build(name, seq, batch):
+def build(name, seq, batch, pad):
     import transformers as tf
     common = dict(vocab_size=256, hidden_size=64, intermediate_size=128,
                   num_hidden_layers=2, num_attention_heads=4,
@@ -43,6 +49,12 @@ def build(name, seq, batch):
     elif name == "llama":
         model = tf.LlamaForCausalLM(tf.LlamaConfig(num_key_value_heads=1,
                                                    **common))
+    elif name == "bert":
+        model = tf.BertForMaskedLM(tf.BertConfig(
+            vocab_size=256, hidden_size=64, intermediate_size=128,
+            num_hidden_layers=2, num_attention_heads=4,
+            max_position_embeddings=max(seq, 64), hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0))
     elif name == "gpt2":
         model = tf.GPT2LMHeadModel(tf.GPT2Config(
             vocab_size=256, n_positions=max(seq, 64), n_embd=64, n_layer=2,
@@ -54,10 +66,19 @@ def build(name, seq, batch):
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.02 * torch.randn_like(p))
-    model = ez.LogitsOnly(model)
-    ids = ez.tokens((batch, seq), 256)
+    # Token ids from 1: BERT's word embedding has padding_idx 0, whose row
+    # PyTorch never updates; the ONNX Gather it exports does not say so.
+    ids = ez.tokens((batch, seq), 256, low=1 if name == "bert" else 0)
     labels = ez.tokens((batch, seq), 256, seed=4)
-    return model, ids, labels
+    if not pad:
+        return ez.LogitsOnly(model), (ids,), labels
+    mask = torch.ones(batch, seq, dtype=torch.long)
+    mask[0, :3] = 0
+    if batch > 1:
+        mask[1, seq - 5:] = 0
+    labels[mask == 0] = -100
+    return (ez.LogitsOnly(model, ("input_ids", "attention_mask")),
+            (ids, mask), labels)
 
 
 def run(cmd):
@@ -69,13 +90,14 @@ def run(cmd):
     return r.stdout
 
 
-def norm_rel(got, want):
+def norm_rel(got, want, floor=1e-300):
+    """||got - want|| / max(||want||, floor)."""
     got = np.asarray(got, np.float64)
     want = np.asarray(want, np.float64)
     if got.shape != want.shape:
         return float("inf")
     return float(np.linalg.norm(got - want) /
-                 max(np.linalg.norm(want), 1e-300))
+                 max(np.linalg.norm(want), floor))
 
 
 def fname(name):
@@ -84,14 +106,16 @@ def fname(name):
 
 def check_model(args, name):
     torch.manual_seed(0)
-    model, ids, labels = build(name, args.seq, args.batch)
+    model, inputs, labels = build(name, args.seq, args.batch, args.pad)
+    input_names = ["input_ids", "attention_mask"][:len(inputs)]
     model.train(True)
-    d = os.path.join(args.workdir, "%s_T%d" % (name, args.seq))
+    d = os.path.join(args.workdir, "%s_T%d%s" % (name, args.seq,
+                                                 "_pad" if args.pad else ""))
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, "model.onnx")
     initial = {k: v.clone() for k, v in model.state_dict().items()}
     with torch.no_grad():
-        torch.onnx.export(model, (ids,), path, input_names=["input_ids"],
+        torch.onnx.export(model, inputs, path, input_names=input_names,
                           output_names=["logits"], external_data=False,
                           optimize=False)
     model.load_state_dict(initial)
@@ -106,7 +130,7 @@ def check_model(args, name):
 
     # PyTorch in float64.
     model.double()
-    logits = model(ids)
+    logits = model(*inputs)
     loss = torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
     grads = torch.autograd.grad(loss, list(params.values()))
@@ -134,13 +158,17 @@ def check_model(args, name):
     fused = re.findall(r"^\s+fused attention: (\S+)", report, re.M)
     kept = re.findall(r"^\s+kept attention: (\S+)", report, re.M)
     ok = len(fused) == 2 and not kept
+    if args.pad:
+        ok &= all("mask from the inputs" in d for d in
+                  re.findall(r"^\s+fused attention: \S+ \((.*)\)$", report,
+                             re.M))
     print("%-4s %-8s report: %d fused attention layers, %d kept" %
           ("ok" if ok else "FAIL", name, len(fused), len(kept)))
     if not ok:
         failures.append("%s report" % name)
         print(report)
     heads = re.findall(r"^\s+lm head: (\S+)", report, re.M)
-    ok = heads == ["fused"]
+    ok = heads == (["fused"] if name != "bert" else [])
     print("%-4s %-8s report: lm head %s" % ("ok" if ok else "FAIL", name,
                                             ",".join(heads) or "absent"))
     if not ok:
@@ -149,7 +177,7 @@ def check_model(args, name):
     feed_dir = os.path.join(d, "in")
     os.makedirs(feed_dir, exist_ok=True)
     feed = []
-    for k, v in (("input_ids", ids), ("labels", labels)):
+    for k, v in list(zip(input_names, inputs)) + [("labels", labels)]:
         f = os.path.join(feed_dir, k + ".npy")
         np.save(f, v.numpy())
         feed += ["--input", "%s=%s" % (k, f)]
@@ -164,10 +192,17 @@ def check_model(args, name):
                  "--output-dir", out] + feed)
         check("%s loss" % how,
               norm_rel(np.load(os.path.join(out, "loss.npy")), want_loss))
+        # A gradient that is zero in exact arithmetic (BERT's key bias:
+        # softmax does not change when a row's scores all move by q.b) is
+        # rounding noise in both (f32's about 1e-10 of the largest); it is
+        # compared relative to 1e-5 of the largest gradient's norm instead
+        # of its own.
+        floor = 1e-5 * max(np.linalg.norm(g) for g in want.values())
         worst, worst_name = 0.0, ""
         for k, g in want.items():
             f = os.path.join(out, fname(k) + ".npy")
-            err = norm_rel(np.load(f), g) if os.path.exists(f) else np.inf
+            err = (norm_rel(np.load(f), g, floor) if os.path.exists(f)
+                   else np.inf)
             if err > worst:
                 worst, worst_name = err, k
         check("%s %d gradients (worst: %s)" % (how, len(want),
@@ -177,7 +212,8 @@ def check_model(args, name):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("models", nargs="+", choices=["qwen2", "llama", "gpt2"])
+    ap.add_argument("models", nargs="+",
+                    choices=["qwen2", "llama", "gpt2", "bert"])
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--loomc", required=True)
@@ -185,6 +221,8 @@ def main():
     ap.add_argument("--loom-run", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--pad", action="store_true",
+                    help="an attention_mask input and a padded batch")
     ap.add_argument("--no-compiled", action="store_true",
                     help="check the interpreter only")
     args = ap.parse_args()

@@ -653,6 +653,16 @@ func.func @case_attention__bias_mask(%q: tensor<2x2x4x3xf64> {loom.param = "q"},
   return %v2 : tensor<f64>
 }
 
+// loom.attention with document ids (three documents in batch row 0, one
+// in row 1), causal, with respect to q, k and v.
+func.func @case_attention__documents(%q: tensor<2x1x5x3xf64> {loom.param = "q"}, %k: tensor<2x1x5x3xf64> {loom.param = "k"}, %v: tensor<2x1x5x2xf64> {loom.param = "v"}, %weights: tensor<2x1x5x2xf64> {loom.input = "weights"}) -> (tensor<f64> {loom.output = "loss"}) {
+  %docs = loom.constant dense<[[0, 0, 1, 2, 2], [7, 7, 7, 7, 7]]> : tensor<2x5xi64>
+  %o, %lse = loom.attention %q, %k, %v segments %docs {scale = 0.6 : f64, causal} : (tensor<2x1x5x3xf64>, tensor<2x1x5x3xf64>, tensor<2x1x5x2xf64>, tensor<2x5xi64>) -> (tensor<2x1x5x2xf64>, tensor<2x1x5xf32>)
+  %v1 = loom.mul %o, %weights : tensor<2x1x5x2xf64>
+  %v2 = loom.reduce_sum %v1 dims = [0, 1, 2, 3] : tensor<2x1x5x2xf64> -> tensor<f64>
+  return %v2 : tensor<f64>
+}
+
 // loom.linear_cross_entropy: w [V, C] (transpose_w), mean over the labels
 // that are not ignored, with respect to x and w.
 func.func @case_linear_cross_entropy(%x: tensor<4x3xf64> {loom.param = "x"}, %w: tensor<5x3xf64> {loom.param = "w"}) -> (tensor<f64> {loom.output = "loss"}) {

@@ -74,10 +74,21 @@ def FuseAttentionPass : Pass<"loom-fuse-attention", "mlir::ModuleOp"> {
     heads of grouped-query attention, additive masks or `select`s with a
     very negative fill, the NaN guard after the softmax) and replaces it by
     one `loom.attention`, whose gradient is one fused
-    `loom.attention_grad`. The masks are evaluated at compile time, one
-    position at a time (never materialized), and must be exactly a causal
-    mask, a causal sliding window, or nothing: they become the op's
-    `causal` and `window`. A chain it cannot prove equal stays as it is
+    `loom.attention_grad`. The masks are split at `And`s and additive
+    `where(keep, 0, lowest)`s into leaves. Leaves computed from constants
+    are evaluated at compile time, one position at a time (never
+    materialized), and must be exactly a causal mask, a causal sliding
+    window, or nothing: they become the op's `causal` and `window`.
+    Leaves computed from the function's inputs (a padding mask from an
+    `attention_mask` input, a relative-position bias) become the op's
+    `mask` (boolean leaves, and-ed) and `bias` (additive ones, summed)
+    operands at their own broadcast shape (a key mask stays `[B, 1, 1,
+    S]`); an equality of `[B, T]` integer ids broadcast along the queries
+    and along the keys (the document mask of packed sequences) becomes
+    its `segments`, so no `[B, 1, T, T]` mask is made. A row whose keys are all masked gives 0 where the exporter's
+    additive-mask graph averages every value (only padded queries of a
+    left-padded batch, whose loss users ignore). A chain it cannot prove
+    equal stays as it is
     (correct, with its T x S scores in memory); the module attribute
     `loom.attention_report` lists each candidate softmax with the outcome
     or the reason, and `loomc --report` prints it. Runs on the imported

@@ -215,6 +215,9 @@ struct AttentionStep {
   /// dimension 1 (broadcast); dbias (backward, only with a bias) has the
   /// bias's shape.
   std::optional<uint32_t> mask, bias, dbias;
+  /// Optional: document ids of packed sequences, i64 or i32 [B, T] (T ==
+  /// S): query i sees key j only when they are equal.
+  std::optional<uint32_t> segments;
   double scale = 1.0; ///< finite
   bool causal = false;
   int64_t window = 0; ///< > 0 (with causal): key j is seen by i - j < window

@@ -86,6 +86,33 @@ struct Problem {
   int64_t taskBatches = 1, taskGroups = 1;
 };
 
+/// Document id of position `i` of batch `b` (the step has segments).
+LOOMRT_INLINE int64_t segmentAt(const Problem &p, int64_t b, int64_t i) {
+  const int64_t at = b * p.shape.queries + i;
+  return p.t.segments64 ? static_cast<const int64_t *>(p.t.segments)[at]
+                        : static_cast<const int32_t *>(p.t.segments)[at];
+}
+
+/// Whether no query row of [i0, i0 + mq) shares a document with a key of
+/// [j0, j0 + nk): their id ranges do not meet, so the block pair is
+/// skipped (packed documents: most pairs far from the diagonal).
+LOOMRT_INLINE bool separateDocuments(const Problem &p, int64_t b, int64_t i0,
+                                     int64_t mq, int64_t j0, int64_t nk) {
+  if (!p.t.segments)
+    return false;
+  int64_t rowLo = segmentAt(p, b, i0), rowHi = rowLo;
+  for (int64_t r = 1; r < mq; ++r) {
+    int64_t x = segmentAt(p, b, i0 + r);
+    rowLo = std::min(rowLo, x), rowHi = std::max(rowHi, x);
+  }
+  for (int64_t c = 0; c < nk; ++c) {
+    int64_t x = segmentAt(p, b, j0 + c);
+    if (x >= rowLo && x <= rowHi)
+      return false;
+  }
+  return true;
+}
+
 /// dot(a[0 .. n), b[0 .. n)).
 LOOMRT_INLINE float dotRow(const float *a, const float *b, int64_t n) {
   float lanes[kLanes] = {};
@@ -260,6 +287,12 @@ template <typename Isa> struct Kernels {
             row[c] = kMinusInf;
         }
       }
+      if (p.t.segments) {
+        const int64_t own = segmentAt(p, b, i);
+        for (int64_t c = 0; c < nk; ++c)
+          if (segmentAt(p, b, j0 + c) != own)
+            row[c] = kMinusInf;
+      }
       // Causal and window: the allowed keys of row i are one range.
       int64_t hi = p.causal ? std::clamp<int64_t>(i - j0 + 1, 0, nk) : nk;
       int64_t lo =
@@ -303,6 +336,8 @@ template <typename Isa> struct Kernels {
         p.window > 0 ? std::max<int64_t>(0, i0 - p.window + 1) : 0;
     for (int64_t j0 = jBegin; j0 < jEnd; j0 += kBlockK) {
       const int64_t nk = std::min(kBlockK, jEnd - j0);
+      if (separateDocuments(p, b, i0, mq, j0, nk))
+        continue; // every score of the block is masked
       const int64_t nkPad = (nk + Isa::kTile - 1) / Isa::kTile * Isa::kTile;
       transposeBlock(k + j0 * D, nk, nkPad, D, kt);
       Isa::gemm({mq, nkPad, D, q, D, 1, kt, kBlockK, sc, kBlockK, false});
@@ -389,6 +424,8 @@ template <typename Isa> struct Kernels {
         float *dqh = p.t.dq + bh * T * D;
         for (int64_t i0 = iBegin; i0 < iEnd; i0 += kBlockQ) {
           const int64_t mq = std::min(kBlockQ, iEnd - i0);
+          if (separateDocuments(p, b, i0, mq, j0, nk))
+            continue; // p = 0 on the whole block: no gradient
           const float *q = qh + i0 * D;
           const float *dout = douth + i0 * Dv;
           // p = exp(s - lse), recomputed.

@@ -10,7 +10,8 @@
 // of the exponentials and an f32 accumulator of the output, rescaled when
 // the maximum grows, and writes out and lse = max + log(sum) at the end.
 // Under `causal` the key blocks wholly above the diagonal (or wholly
-// before the window) are skipped.
+// before the window) are skipped, and with document ids (`segments`) the
+// block pairs whose ids do not meet.
 //
 // Backward (FlashAttention-2): one task per (batch, key/value head), which
 // owns dk and dv of its head and dq of the query heads of its group, so
@@ -70,6 +71,9 @@ struct AttentionTensors {
   float *lse = nullptr; ///< likewise
   const uint8_t *mask = nullptr;
   const float *bias = nullptr;
+  /// Document ids [B, T] (i64, or i32 when !segments64); null: none.
+  const void *segments = nullptr;
+  bool segments64 = true;
   const float *dout = nullptr;
   float *dq = nullptr, *dk = nullptr, *dv = nullptr, *dbias = nullptr;
 };

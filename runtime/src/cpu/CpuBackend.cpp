@@ -318,6 +318,8 @@ public:
     t.lse = at(call.lse);
     t.mask = call.mask ? base + call.mask->offset : nullptr;
     t.bias = at(call.bias);
+    t.segments = call.segments ? base + call.segments->offset : nullptr;
+    t.segments64 = call.segments && call.segments->dtype == DType::I64;
     t.dout = at(call.dout);
     t.dq = at(call.dq);
     t.dk = at(call.dk);

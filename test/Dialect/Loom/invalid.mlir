@@ -2501,6 +2501,25 @@ func.func @attention_c6(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: 
 
 // -----
 
+// Tests that loom.attention rejects document ids that are not [B, T] (C7).
+func.func @attention_c7_shape(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %s: tensor<2x4xi64>) {
+  // expected-error @+1 {{segments is [2, 4], expected [2, 8] ([batch, queries]) (C7)}}
+  %o, %l = loom.attention %q, %k, %v segments %s {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4xi64>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.attention refuses document ids with fewer keys than
+// queries (C7).
+func.func @attention_c7_keys(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x6x16xf32>, %v: tensor<2x2x6x16xf32>, %s: tensor<2x8xi64>) {
+  // expected-error @+1 {{segments need as many queries as keys, not 8 and 6 (C7)}}
+  %o, %l = loom.attention %q, %k, %v segments %s {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x16xf32>, tensor<2x8xi64>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
 // Tests that loom.attention_grad rejects a dq whose type is not q's (C2).
 func.func @attention_grad_c2(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %o: tensor<2x4x8x16xf32>, %l: tensor<2x4x8xf32>) {
   // expected-error @+1 {{dq has type 'tensor<2x4x8x8xf32>', expected 'tensor<2x4x8x16xf32>' (C2)}}

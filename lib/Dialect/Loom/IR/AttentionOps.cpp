@@ -24,12 +24,12 @@ RankedTensorType ranked(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
-/// The checks loom.attention and loom.attention_grad share: (C1) to (C6) of
+/// The checks loom.attention and loom.attention_grad share: (C1) to (C7) of
 /// loom.attention over its operands and its two results' types.
 LogicalResult verifyAttention(Operation *op, Value q, Value k, Value v,
                               Type outType, Type lseType, Value mask,
-                              Value bias, bool causal, int64_t window,
-                              double scale) {
+                              Value bias, Value segments, bool causal,
+                              int64_t window, double scale) {
   auto qt = ranked(q), kt = ranked(k), vt = ranked(v);
   auto ot = cast<RankedTensorType>(outType);
   auto lt = cast<RankedTensorType>(lseType);
@@ -106,6 +106,18 @@ LogicalResult verifyAttention(Operation *op, Value q, Value k, Value v,
   // (C6)
   if (!std::isfinite(scale))
     return op->emitOpError("scale is not finite (C6)");
+  // (C7)
+  if (segments) {
+    auto st = ranked(segments);
+    SmallVector<int64_t> want{B, T};
+    if (st.getShape() != ArrayRef<int64_t>(want))
+      return op->emitOpError("segments is ")
+             << shapeStr(st.getShape()) << ", expected " << shapeStr(want)
+             << " ([batch, queries]) (C7)";
+    if (T != S)
+      return op->emitOpError("segments need as many queries as keys, not ")
+             << T << " and " << S << " (C7)";
+  }
   return success();
 }
 
@@ -124,7 +136,8 @@ int64_t attentionFlops(Value q, Value v, int64_t S, bool causal) {
 LogicalResult AttentionOp::verify() {
   return verifyAttention(*this, getQ(), getK(), getV(), getOut().getType(),
                          getLse().getType(), getMask(), getBias(),
-                         getCausal(), static_cast<int64_t>(getWindow()),
+                         getSegments(), getCausal(),
+                         static_cast<int64_t>(getWindow()),
                          getScale().convertToDouble());
 }
 
@@ -137,7 +150,8 @@ LogicalResult AttentionGradOp::verify() {
   // (C1)
   if (failed(verifyAttention(*this, getQ(), getK(), getV(),
                              getOut().getType(), getLse().getType(),
-                             getMask(), getBias(), getCausal(), static_cast<int64_t>(getWindow()),
+                             getMask(), getBias(), getSegments(), getCausal(),
+                             static_cast<int64_t>(getWindow()),
                              getScale().convertToDouble())))
     return failure();
   // (C2)
@@ -184,7 +198,7 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ValueRange cts,
   auto grad = AttentionGradOp::create(
       b, getLoc(), getQ().getType(), getK().getType(), getV().getType(),
       dbiasType, getQ(), getK(), getV(), getOut(), getLse(), dout, getMask(),
-      bias, getScaleAttr(), getCausalAttr(), getWindowAttr());
+      bias, getSegments(), getScaleAttr(), getCausalAttr(), getWindowAttr());
   out.push_back(grad.getDq());
   out.push_back(grad.getDk());
   out.push_back(grad.getDv());
@@ -192,6 +206,8 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ValueRange cts,
     out.push_back(Value()); // boolean: no gradient
   if (bias)
     out.push_back(grad.getDbias());
+  if (getSegments())
+    out.push_back(Value()); // integer: no gradient
   return success();
 }
 

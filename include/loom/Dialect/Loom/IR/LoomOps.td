@@ -1182,7 +1182,9 @@ def Loom_AttentionOp : Loom_Op<"attention", [Pure, Loom_Opaque, Loom_KeepF32,
     and, for each query `i` and key `j`:
 
     - `allowed(i, j) = (!causal || j <= i) && (window == 0 || i - j < window)
-      && mask[b, h, i, j]` (the mask, if any, broadcast from its shape);
+      && mask[b, h, i, j] && segments[b, i] == segments[b, j]` (the mask,
+      if any, broadcast from its shape; the segments, if any, are document
+      ids of packed sequences: a token attends only within its document);
     - `s_ij = scale * <q[b, h, i], k[b, g, j]> + bias[b, h, i, j]` (the
       bias, if any, broadcast);
     - `lse[b, h, i] = log sum_{allowed j} exp(s_ij)` (`-inf` when no key is
@@ -1219,15 +1221,17 @@ def Loom_AttentionOp : Loom_Op<"attention", [Pure, Loom_Opaque, Loom_KeepF32,
     5. (C5) `causal` needs `T == S`; `window` is >= 0, and positive only
        with `causal`.
     6. (C6) `scale` is finite.
+    7. (C7) `segments` is `[B, T]` of an integer type, and needs `T == S`.
   }];
   let arguments = (ins Loom_FloatTensor:$q, Loom_FloatTensor:$k,
                        Loom_FloatTensor:$v, Optional<Loom_BoolTensor>:$mask,
-                       Optional<Loom_FloatTensor>:$bias, F64Attr:$scale,
+                       Optional<Loom_FloatTensor>:$bias,
+                       Optional<Loom_IndexTensor>:$segments, F64Attr:$scale,
                        UnitAttr:$causal,
                        DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs Loom_FloatTensor:$out, Loom_FloatTensor:$lse);
   let assemblyFormat = [{
-    $q `,` $k `,` $v (`mask` $mask^)? (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $v (`mask` $mask^)? (`bias` $bias^)? (`segments` $segments^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -1265,8 +1269,8 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad", [Pure, Loom_Opaque,
 
     **Constraints**:
 
-    1. (C1) `q`, `k`, `v`, `out`, `lse`, `mask`, `bias` are as for
-       `loom.attention` with the same attributes.
+    1. (C1) `q`, `k`, `v`, `out`, `lse`, `mask`, `bias`, `segments` are as
+       for `loom.attention` with the same attributes.
     2. (C2) `dout` has the type of `out`; `dq`, `dk`, `dv` have the types of
        `q`, `k`, `v`.
     3. (C3) `dbias` is present exactly when `bias` is, with its type.
@@ -1275,13 +1279,14 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad", [Pure, Loom_Opaque,
                        Loom_FloatTensor:$v, Loom_FloatTensor:$out,
                        Loom_FloatTensor:$lse, Loom_FloatTensor:$dout,
                        Optional<Loom_BoolTensor>:$mask,
-                       Optional<Loom_FloatTensor>:$bias, F64Attr:$scale,
+                       Optional<Loom_FloatTensor>:$bias,
+                       Optional<Loom_IndexTensor>:$segments, F64Attr:$scale,
                        UnitAttr:$causal,
                        DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs Loom_FloatTensor:$dq, Loom_FloatTensor:$dk,
                       Loom_FloatTensor:$dv, Optional<Loom_FloatTensor>:$dbias);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $out `,` $lse `,` $dout (`mask` $mask^)? (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $v `,` $out `,` $lse `,` $dout (`mask` $mask^)? (`bias` $bias^)? (`segments` $segments^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
