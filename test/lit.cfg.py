@@ -32,7 +32,7 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.loom_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["loom-opt", "loomc", "loomc-emu", "loom-interp", "loomrt-inspect"], [config.loom_tools_dir])
+    ["loom-opt", "loomc", "loomc-emu", "loom-interp", "loomrt-inspect", "loom-tokens"], [config.loom_tools_dir])
 
 # GPU tests run only where a CUDA device answers.
 def _has_cuda_gpu():

@@ -330,7 +330,9 @@ class Artifact:
     def train(self, data, steps, *, batch_size=None, accumulate=None,
               eval_data=None, eval_every=None, checkpoint_dir=None,
               save_every=None, keep_checkpoints=None, resume=None, seed=None,
-              metrics_file=None, callback=None, progress=None):
+              metrics_file=None, callback=None, progress=None, tokens=None,
+              labels_input=None, doc_separator=None, documents_input=None,
+              positions_input=None, data_trace=None):
         """Trains for `steps` more optimizer steps; returns their metrics.
 
         data: {input name: array [N, ...]} (the entry's data inputs and
@@ -349,6 +351,14 @@ class Artifact:
             its metrics dict; returning False stops training.
         progress: a tqdm bar (None: when tqdm is installed; True: tqdm, or
             the runtime's progress lines without it; False: none).
+        tokens: "uint16", "uint32" or "megatron": `data` (and `eval_data`)
+            is a path to a flat file of token ids (or a Megatron indexed
+            dataset's prefix), read window by window (loom-run
+            --tokens; docs/loom-run.md, "Token streams"); labels_input,
+            doc_separator, documents_input, positions_input name the
+            inputs that get the next tokens, document ids and positions.
+        data_trace: a path that gets one JSON line per micro-batch with
+            the sample indices it read.
 
         Returns a list of dicts, one per step and per evaluation, with the
         fields of loom-run's --metrics lines (step, loss, samples_per_sec,
@@ -372,7 +382,18 @@ class Artifact:
                              "batch size %d (shapes are static: compile "
                              "again for another batch size)"
                              % (batch_size, compiled))
-        options = dict(batch_size=batch_size or 0, accumulate=accumulate or 1,
+        if tokens is not None and not isinstance(data, (str, os.PathLike)):
+            raise TypeError("loom: tokens=%r needs data as the path of a "
+                            "token file, not %s" % (tokens,
+                                                    type(data).__name__))
+        options = dict(tokens=tokens or "",
+                       labels_input=labels_input or "labels",
+                       doc_separator=-1 if doc_separator is None
+                       else doc_separator,
+                       documents_input=documents_input or "",
+                       positions_input=positions_input or "",
+                       data_trace=data_trace or "",
+                       batch_size=batch_size or 0, accumulate=accumulate or 1,
                        eval_every=eval_every or 0,
                        checkpoint_dir=checkpoint_dir or "",
                        save_every=save_every or 0,

@@ -178,6 +178,32 @@ loomrt_status loomrt_train_set_option(loomrt_trainer *trainer, const char *key,
       return o.metricsPath = value, clearError();
     if (k == "save_params")
       return o.saveParamsPath = value, clearError();
+    if (k == "tokens") {
+      static const std::map<std::string, TokenFormat> formats = {
+          {"", TokenFormat::None},
+          {"uint16", TokenFormat::U16},
+          {"uint32", TokenFormat::U32},
+          {"megatron", TokenFormat::Megatron}};
+      auto it = formats.find(value);
+      if (it == formats.end())
+        return badValue(key, value,
+                        "uint16, uint32, megatron or empty (an .npz)");
+      o.tokens.format = it->second;
+      return clearError();
+    }
+    if (k == "labels_input")
+      return o.tokens.labels = value, clearError();
+    if (k == "documents_input")
+      return o.tokens.documentsInput = value, clearError();
+    if (k == "positions_input")
+      return o.tokens.positionsInput = value, clearError();
+    if (k == "doc_separator") {
+      if (!std::strcmp(value, "") || !std::strcmp(value, "-1"))
+        return o.tokens.docSeparator = -1, clearError();
+      return integer(0, o.tokens.docSeparator);
+    }
+    if (k == "data_trace")
+      return o.dataTracePath = value, clearError();
     if (k == "prefetch")
       return flag(o.prefetch);
     if (k == "warnings")
@@ -199,7 +225,9 @@ loomrt_status loomrt_train_set_option(loomrt_trainer *trainer, const char *key,
                         "' (steps, batch_size, accumulate, seed, data, "
                         "eval_data, eval_every, checkpoint_dir, save_every, "
                         "keep_checkpoints, metrics, save_params, progress, "
-                        "prefetch, warnings)");
+                        "prefetch, warnings, tokens, labels_input, "
+                        "doc_separator, documents_input, positions_input, "
+                        "data_trace)");
   } catch (...) {
     return setError(LOOMRT_ERROR_OUT_OF_MEMORY,
                     "loomrt_train_set_option: out of memory");

@@ -1064,17 +1064,23 @@ void PipelineRun::run() {
 
   // The data: every rank checks every stage's inputs (so that all fail
   // alike) and assembles its own stages'.
-  const DataSource source{opt.dataPath, opt.data, "the training data"};
+  const DataSource source{opt.dataPath, opt.data, "the training data",
+                          &opt.tokens};
   Dataset file, data;
-  loadDataset(source, {}, "", file);
-  const DataSource view{"", &file.arrays, file.path};
-  for (int64_t s = 0; s < S; ++s)
-    if (!inputsOf[size_t(s)].empty()) {
-      Dataset check;
-      loadDataset(view, inputsOf[size_t(s)], pipelineEntryName(s, "forward"),
-                  check);
-    }
-  loadDataset(view, allInputs, batchEntry, data);
+  if (opt.tokens.format != TokenFormat::None) {
+    // A token stream gives each input its role from the whole list.
+    loadDataset(source, allInputs, batchEntry, data);
+  } else {
+    loadDataset(source, {}, "", file);
+    const DataSource view{"", &file.arrays, file.path};
+    for (int64_t s = 0; s < S; ++s)
+      if (!inputsOf[size_t(s)].empty()) {
+        Dataset check;
+        loadDataset(view, inputsOf[size_t(s)],
+                    pipelineEntryName(s, "forward"), check);
+      }
+    loadDataset(view, allInputs, batchEntry, data);
+  }
   if (data.samples < uint64_t(batch))
     fail(data.path + ": " + std::to_string(data.samples) +
              " samples, fewer than one batch of " + std::to_string(batch),
@@ -1087,9 +1093,11 @@ void PipelineRun::run() {
 
   if (!opt.checkpointDir.empty() && lead)
     prepareCheckpointDir(opt.checkpointDir);
-  Metrics metrics;
-  if (lead)
+  Metrics metrics, trace;
+  if (lead) {
     metrics.open(opt.metricsPath, resumed);
+    trace.open(opt.dataTracePath, resumed);
+  }
   bool stopRequested = false;
   auto report = [&](const std::string &body) {
     metrics.line(body);
@@ -1163,6 +1171,7 @@ void PipelineRun::run() {
     seeds.clear();
     for (int64_t micro = 0; micro < micros; ++micro) {
       Batch b = loader.next();
+      trace.traceLine(step + 1, micro, micro / M, b.samples);
       posEpoch = b.epoch;
       posBatch = b.index;
       loader.advance(posEpoch, posBatch);

@@ -324,9 +324,11 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   std::FILE *log = opt.log ? opt.log : stderr;
   checkTrainOptions(opt);
   const bool haveEval = !opt.evalDataPath.empty() || opt.evalData;
-  const DataSource trainSource{opt.dataPath, opt.data, "the training data"};
+  const DataSource trainSource{opt.dataPath, opt.data, "the training data",
+                               &opt.tokens};
   const DataSource evalSource{opt.evalDataPath, opt.evalData,
-                              "the evaluation data"};
+                              "the evaluation data", &opt.tokens,
+                              /*materialize=*/true};
 
   // Data parallelism: every rank runs `opt.accumulate` micro-batches of
   // the step's `micros`, and the gradients are summed over the ranks.
@@ -488,9 +490,11 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
   if (!opt.checkpointDir.empty() && lead)
     prepareCheckpointDir(opt.checkpointDir);
 
-  Metrics metrics;
-  if (lead)
+  Metrics metrics, trace;
+  if (lead) {
     metrics.open(opt.metricsPath, resumed);
+    trace.open(opt.dataTracePath, resumed);
+  }
   // A metrics line to the file and to the caller; false once the caller
   // asked to stop.
   bool stopRequested = false;
@@ -686,6 +690,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       Batch b;
       for (int64_t micro = 0; micro < micros; ++micro) {
         Batch next = loader.next();
+        trace.traceLine(step + 1, micro, micro, next.samples);
         posEpoch = next.epoch;
         posBatch = next.index;
         loader.advance(posEpoch, posBatch);
@@ -708,6 +713,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       double lossSum = 0;
       for (int64_t micro = 0; micro < micros; ++micro) {
         Batch b = loader.next();
+        trace.traceLine(step + 1, micro, micro / opt.accumulate, b.samples);
         // Another data-parallel rank's micro-batch.
         if (micro / opt.accumulate != dp.index) {
           posEpoch = b.epoch;

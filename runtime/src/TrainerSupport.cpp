@@ -37,6 +37,34 @@ void checkTrainOptions(const TrainOptions &opt) {
     fail("training data given twice: as a file and in memory");
   if (!opt.evalDataPath.empty() && opt.evalData)
     fail("evaluation data given twice: as a file and in memory");
+  const TokenStreamOptions &t = opt.tokens;
+  if (t.format == TokenFormat::None) {
+    if (t.docSeparator >= 0 || !t.documentsInput.empty() ||
+        !t.positionsInput.empty())
+      fail("--doc-separator, --documents-input and --positions-input need "
+           "--tokens (a token-stream data file)");
+  } else {
+    if (opt.data || opt.evalData)
+      fail("--tokens reads token files; the data was given in memory");
+    uint64_t most = t.format == TokenFormat::U16 ? 0xffff : 0xffffffffu;
+    if (t.format == TokenFormat::Megatron && t.docSeparator >= 0)
+      fail("--doc-separator is not used with --tokens=megatron: the "
+           "documents are those of its .idx");
+    if (t.docSeparator > int64_t(most))
+      fail("--doc-separator " + std::to_string(t.docSeparator) +
+           " cannot occur in " + tokenFormatName(t.format) + " tokens");
+    if ((!t.documentsInput.empty() || !t.positionsInput.empty()) &&
+        t.docSeparator < 0 && t.format != TokenFormat::Megatron)
+      fail("--documents-input and --positions-input need --doc-separator "
+           "(the token that ends a document) or --tokens=megatron");
+    const std::string *names[] = {&t.labels, &t.documentsInput,
+                                  &t.positionsInput};
+    for (int i = 0; i < 3; ++i)
+      for (int j = i + 1; j < 3; ++j)
+        if (!names[i]->empty() && *names[i] == *names[j])
+          fail("--labels-input, --documents-input and --positions-input "
+               "name one input twice: " + quoteName(*names[i]));
+  }
   if (int(!opt.resumePath.empty()) + int(!opt.paramsPath.empty()) +
           int(opt.startTensors != nullptr) >
       1)
@@ -169,6 +197,8 @@ DataArray viewOf(const NpyArray &a) {
 /// shape [N, <sample shape>] with one N for all.
 void loadDataset(const DataSource &source, const std::vector<DataInput> &inputs,
                  const std::string &entryName, Dataset &out) {
+  if (source.tokens && source.tokens->format != TokenFormat::None)
+    return loadTokenStream(source, inputs, entryName, out);
   if (source.arrays) {
     out.path = source.label;
     out.arrays = *source.arrays;

@@ -19,6 +19,7 @@
 
 #include "GradCompression.h"
 #include "Support.h"
+#include "TokenStream.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -85,11 +86,17 @@ std::vector<DataInput> dataInputsOf(const PlanEntry &entry);
 int64_t compiledBatch(const PlanEntry &entry,
                       const std::vector<DataInput> &inputs);
 
-/// Where a data set comes from: an .npz file, or arrays in memory.
+/// Where a data set comes from: an .npz file, arrays in memory, or a
+/// token stream (TokenStream.h).
 struct DataSource {
-  std::string path;                   ///< the .npz, when `arrays` is null
+  std::string path;                   ///< the file, when `arrays` is null
   const DataArrays *arrays = nullptr; ///< borrowed
   std::string label;                  ///< names the in-memory data in errors
+  /// Borrowed; with a format, `path` is a token stream.
+  const TokenStreamOptions *tokens = nullptr;
+  /// A token stream's windows copied into `owned` arrays (evaluation reads
+  /// arrays), instead of assembled per batch from the map.
+  bool materialize = false;
 };
 
 struct Dataset {
@@ -97,6 +104,11 @@ struct Dataset {
   std::map<std::string, NpyArray> owned; ///< what was read from a file
   DataArrays arrays;                     ///< views of `owned` or borrowed
   uint64_t samples = 0;
+  /// A token stream's map (null for arrays): batches are assembled from
+  /// it, each input by its role, windows of `window` tokens.
+  std::shared_ptr<const TokenStream> stream;
+  int64_t window = 0, separator = -1;
+  std::map<std::string, TokenRole> roles;
 };
 
 DataArray viewOf(const NpyArray &a);
@@ -104,6 +116,11 @@ DataArray viewOf(const NpyArray &a);
 /// shape [N, <sample shape>] with one N for all.
 void loadDataset(const DataSource &source, const std::vector<DataInput> &inputs,
                  const std::string &entryName, Dataset &out);
+/// loadDataset for a token stream (TokenStream.cpp): maps the file and
+/// gives each of `inputs` its role; fails naming the input or the file.
+void loadTokenStream(const DataSource &source,
+                     const std::vector<DataInput> &inputs,
+                     const std::string &entryName, Dataset &out);
 
 //===----------------------------------------------------------------------===//
 // The batch loader
@@ -112,11 +129,13 @@ void loadDataset(const DataSource &source, const std::vector<DataInput> &inputs,
 struct Batch {
   std::vector<NpyArray> arrays; ///< one per DataInput, in order
   uint64_t epoch = 0, index = 0;
+  std::vector<uint64_t> samples; ///< the data set's rows, in batch order
 };
 
 /// Produces the batches (epoch, index), (epoch, index + 1), ... in order. Epoch
 /// e visits the samples in a permutation drawn from mt19937_64 seeded with
-/// (seed, e); the last partial batch of an epoch is dropped.
+/// (seed, e) (a token stream's: its WindowOrder); the last partial batch of
+/// an epoch is dropped.
 class BatchLoader {
 public:
   BatchLoader(const Dataset &data, const std::vector<DataInput> &inputs,
@@ -130,7 +149,7 @@ public:
       ++nextEpoch;
     }
     for (const DataInput &d : inputs)
-      sources.push_back(&data.arrays.at(d.name));
+      sources.push_back(data.stream ? nullptr : &data.arrays.at(d.name));
     if (prefetch)
       thread = std::thread([this] { produce(); });
   }
@@ -158,7 +177,7 @@ public:
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return !queue.empty() || failed; });
     if (queue.empty())
-      fail("data loader: out of memory", ErrorCode::OutOfMemory);
+      fail(failure.message, failure.code);
     Batch b = std::move(queue.front());
     queue.pop_front();
     cv.notify_all();
@@ -186,11 +205,19 @@ private:
         index = nextIndex;
       }
       Batch b;
+      TrainError error{ErrorCode::OutOfMemory, "data loader: out of memory"};
+      bool made = false;
       try {
         b = assemble(epoch, index);
+        made = true;
+      } catch (const TrainError &e) {
+        error = e; // a read that failed, named
       } catch (...) {
+      }
+      if (!made) {
         std::lock_guard<std::mutex> lock(mu);
         failed = true;
+        failure = error;
         cv.notify_all();
         return;
       }
@@ -201,6 +228,22 @@ private:
       }
       cv.notify_all();
     }
+  }
+
+  /// The samples of batch `index` of `epoch`: a token stream's from its
+  /// WindowOrder, an array data set's from its Fisher-Yates permutation.
+  std::vector<uint64_t> samplesOf(uint64_t epoch, uint64_t index) {
+    std::vector<uint64_t> out(batch);
+    if (data.stream) {
+      WindowOrder order(data.samples, seed, epoch);
+      for (uint64_t j = 0; j < batch; ++j)
+        out[j] = order.at(index * batch + j);
+      return out;
+    }
+    const std::vector<uint64_t> &order = permutation(epoch);
+    std::copy(order.begin() + index * batch,
+              order.begin() + (index + 1) * batch, out.begin());
+    return out;
   }
 
   const std::vector<uint64_t> &permutation(uint64_t epoch) {
@@ -217,11 +260,11 @@ private:
   }
 
   Batch assemble(uint64_t epoch, uint64_t index) {
-    const std::vector<uint64_t> &order = permutation(epoch);
     Batch b;
     b.epoch = epoch;
     b.index = index;
     b.arrays.resize(inputs.size());
+    b.samples = samplesOf(epoch, index);
     for (size_t i = 0; i < inputs.size(); ++i) {
       const DataInput &d = inputs[i];
       NpyArray &out = b.arrays[i];
@@ -230,10 +273,26 @@ private:
       out.shape.insert(out.shape.end(), d.sampleShape.begin(),
                        d.sampleShape.end());
       out.data.resize(batch * d.rowBytes);
+    }
+    if (data.stream) {
+      // One read per window, every input filled from it.
+      for (uint64_t j = 0; j < batch; ++j) {
+        data.stream->window(b.samples[j], data.window, data.separator,
+                            window);
+        for (size_t i = 0; i < inputs.size(); ++i)
+          TokenStream::fill(data.roles.at(inputs[i].name), window,
+                            inputs[i].dtype,
+                            b.arrays[i].data.data() + j * inputs[i].rowBytes);
+      }
+      return b;
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const DataInput &d = inputs[i];
+      NpyArray &out = b.arrays[i];
       const uint8_t *src = sources[i]->data;
       for (uint64_t j = 0; j < batch; ++j)
         std::memcpy(out.data.data() + j * d.rowBytes,
-                    src + order[index * batch + j] * d.rowBytes, d.rowBytes);
+                    src + b.samples[j] * d.rowBytes, d.rowBytes);
     }
     return b;
   }
@@ -247,12 +306,14 @@ private:
   // Owned by whichever side assembles.
   std::vector<uint64_t> perm;
   uint64_t permEpoch = std::numeric_limits<uint64_t>::max();
+  TokenWindow window;
 
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Batch> queue;
   bool stopping = false;
   bool failed = false;
+  TrainError failure; ///< why, once failed
   std::thread thread;
 };
 
@@ -341,6 +402,7 @@ private:
   std::chrono::steady_clock::time_point lastDraw;
 };
 
+/// A JSON-lines file: the metrics, or the data trace.
 class Metrics {
 public:
   void open(const std::string &path, bool append) {
@@ -348,10 +410,11 @@ public:
       return;
     file = std::fopen(path.c_str(), append ? "a" : "w");
     if (!file)
-      fail(path + ": cannot open metrics file: " + detail::errnoText(errno),
+      fail(path + ": cannot open for writing: " + detail::errnoText(errno),
            ErrorCode::IO);
     this->path = path;
   }
+  bool on() const { return file != nullptr; }
   ~Metrics() {
     if (file)
       std::fclose(file);
@@ -361,8 +424,22 @@ public:
     if (!file)
       return;
     if (std::fprintf(file, "{%s}\n", body.c_str()) < 0 || std::fflush(file))
-      fail(path + ": cannot write metrics: " + detail::errnoText(errno),
+      fail(path + ": cannot write: " + detail::errnoText(errno),
            ErrorCode::IO);
+  }
+  /// A --data-trace line: micro-batch `micro` of step `step` (counted from
+  /// 1), run by data-parallel rank `rank`, read these samples.
+  void traceLine(int64_t step, int64_t micro, int64_t rank,
+                 const std::vector<uint64_t> &samples) {
+    if (!file)
+      return;
+    std::string body = "\"step\": " + std::to_string(step) +
+                       ", \"micro\": " + std::to_string(micro) +
+                       ", \"rank\": " + std::to_string(rank) +
+                       ", \"samples\": [";
+    for (size_t i = 0; i < samples.size(); ++i)
+      body += (i ? ", " : "") + std::to_string(samples[i]);
+    line(body + "]");
   }
 
 private:

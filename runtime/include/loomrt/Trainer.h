@@ -66,8 +66,36 @@ struct CheckpointInfo {
   int64_t gradCompressionRanks = 0;
 };
 
+/// The format of a token-stream data file (TokenStreamOptions): flat
+/// little-endian uint16 or uint32 ids, or a Megatron indexed dataset
+/// (PREFIX.bin with PREFIX.idx, uint16 or int32 ids, documents from the
+/// index).
+enum class TokenFormat : uint8_t { None, U16, U32, Megatron };
+
+/// Training data as a flat file of token ids instead of an .npz
+/// (loom-run --tokens; docs/loom-run.md, "Token streams"): read window by
+/// window, never whole. With the data inputs' sample shape [T], sample s is
+/// the T + 1 tokens from s * T: the token input gets the first T, the
+/// `labels` input the last T. Every data input must be i64 or i32 [B, T].
+struct TokenStreamOptions {
+  TokenFormat format = TokenFormat::None; ///< None: the data is an .npz
+  std::string labels = "labels"; ///< the input that gets the next tokens
+  /// The token that ends a document in packed sequences; < 0: none.
+  int64_t docSeparator = -1;
+  /// With docSeparator: the input that gets each position's document
+  /// index within its window (0, then +1 after each separator), and the
+  /// one that gets its position within its document; "" for none.
+  std::string documentsInput, positionsInput;
+};
+
 struct TrainOptions {
   std::string dataPath;   ///< .npz, arrays named like the data inputs
+  /// With a format: dataPath and evalDataPath are token streams.
+  TokenStreamOptions tokens;
+  /// Where to append one JSON line per micro-batch: step, micro-batch,
+  /// the data-parallel rank that runs it and its sample indices (written
+  /// by rank 0 for every rank); "" for none.
+  std::string dataTracePath;
   /// Instead of dataPath: the training data in memory (not owned).
   const DataArrays *data = nullptr;
   int64_t steps = 0;      ///< train until this many optimizer steps are done

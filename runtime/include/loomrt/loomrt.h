@@ -177,7 +177,13 @@ void loomrt_train_free(loomrt_trainer *trainer);
  *   batch_size        must equal the compiled batch size (0: that size)
  *   accumulate        micro-batches per step (forward_backward x N)
  *   seed              data order and dropout seeds (taken at step 0 only)
- *   data, eval_data   .npz files (or arrays: loomrt_train_add_array)
+ *   data, eval_data   .npz files (or arrays: loomrt_train_add_array), or
+ *                     token streams with `tokens`
+ *   tokens            uint16, uint32, megatron, or empty: data and eval_data
+ *                     are token streams (docs/loom-run.md, "Token streams")
+ *   labels_input, doc_separator (-1 or empty: none), documents_input,
+ *   positions_input   the token stream's roles, as loom-run's flags
+ *   data_trace        a JSON-lines file of each micro-batch's sample indices
  *   eval_every        evaluate every K steps and at the end
  *   checkpoint_dir, save_every, keep_checkpoints
  *   metrics           a JSON-lines file (appended to after step 0)

@@ -71,6 +71,21 @@ Evaluating an entry (--entry):
 Training (--train):
   --data FILE.npz         one array per data input of the entry, named like
                           it, shaped [N, <the input's shape without batch>]
+  --tokens=uint16|uint32  --data (and --eval-data) is instead a flat file of
+                          token ids, read window by window: sample s is the
+                          T + 1 tokens from s * T (T: the inputs' [batch,
+                          T]); the token input gets the first T, the labels
+                          the last T
+  --tokens=megatron       --data PREFIX: a Megatron indexed dataset
+                          (PREFIX.bin, PREFIX.idx), its documents from the
+                          index
+  --labels-input NAME     the input that gets the next tokens (default labels)
+  --doc-separator ID      the token that ends a document (packed sequences;
+                          flat files)
+  --documents-input NAME  gets each position's document index in its window
+  --positions-input NAME  gets each position's index within its document
+  --data-trace FILE       one JSON line per micro-batch: step, micro-batch,
+                          data-parallel rank and the sample indices it read
   --steps N               train until N optimizer steps are done (counting
                           the steps of a resumed checkpoint)
   --batch-size B          optional; must equal the compiled batch size
@@ -250,6 +265,9 @@ const Flag kFlags[] = {
     {"collective-timeout", true}, {"bucket-mb", true},
     {"collectives", true},    {"pp-trace", true},
     {"grad-compression", true},
+    {"tokens", true},         {"labels-input", true},
+    {"doc-separator", true},  {"documents-input", true},
+    {"positions-input", true}, {"data-trace", true},
 };
 
 /// Flags that only make sense in some modes.
@@ -277,6 +295,12 @@ const std::map<std::string, std::set<Mode>> kFlagModes = {
     {"bucket-mb", {Mode::Train}},
     {"pp-trace", {Mode::Train}},
     {"grad-compression", {Mode::Train}},
+    {"tokens", {Mode::Train}},
+    {"labels-input", {Mode::Train}},
+    {"doc-separator", {Mode::Train}},
+    {"documents-input", {Mode::Train}},
+    {"positions-input", {Mode::Train}},
+    {"data-trace", {Mode::Train}},
     {"collectives", {Mode::Train, Mode::Entry}},
     {"profile", {Mode::Train, Mode::Entry}},
     {"check-numerics", {Mode::Train, Mode::Entry}},
@@ -414,6 +438,26 @@ Args parseArgs(int argc, const char *const *argv, bool &help, bool &version) {
       t.seed = parseSeed(value);
     else if (name == "data")
       t.dataPath = value;
+    else if (name == "tokens") {
+      if (value == "uint16")
+        t.tokens.format = TokenFormat::U16;
+      else if (value == "uint32")
+        t.tokens.format = TokenFormat::U32;
+      else if (value == "megatron")
+        t.tokens.format = TokenFormat::Megatron;
+      else
+        usage("--tokens expects uint16, uint32 or megatron, got '" + value +
+              "'");
+    } else if (name == "labels-input")
+      t.tokens.labels = value;
+    else if (name == "doc-separator")
+      t.tokens.docSeparator = parseCount(name, value);
+    else if (name == "documents-input")
+      t.tokens.documentsInput = value;
+    else if (name == "positions-input")
+      t.tokens.positionsInput = value;
+    else if (name == "data-trace")
+      t.dataTracePath = value;
     else if (name == "steps")
       t.steps = parseCount(name, value);
     else if (name == "batch-size") {
