@@ -89,6 +89,16 @@ loomrt_status toDataArray(const loomrt_tensor &t, DataArray &out) {
   return LOOMRT_OK;
 }
 
+/// Sets `field` to the value named `value`; false if none is.
+template <typename T>
+bool choose(std::initializer_list<std::pair<const char *, T>> names,
+            const char *value, T &field) {
+  for (const auto &[name, v] : names)
+    if (!std::strcmp(name, value))
+      return field = v, true;
+  return false;
+}
+
 } // namespace
 
 extern "C" {
@@ -178,19 +188,15 @@ loomrt_status loomrt_train_set_option(loomrt_trainer *trainer, const char *key,
       return o.metricsPath = value, clearError();
     if (k == "save_params")
       return o.saveParamsPath = value, clearError();
-    if (k == "tokens") {
-      static const std::map<std::string, TokenFormat> formats = {
-          {"", TokenFormat::None},
-          {"uint16", TokenFormat::U16},
-          {"uint32", TokenFormat::U32},
-          {"megatron", TokenFormat::Megatron}};
-      auto it = formats.find(value);
-      if (it == formats.end())
-        return badValue(key, value,
-                        "uint16, uint32, megatron or empty (an .npz)");
-      o.tokens.format = it->second;
-      return clearError();
-    }
+    if (k == "tokens")
+      return choose<TokenFormat>({{"", TokenFormat::None},
+                                  {"uint16", TokenFormat::U16},
+                                  {"uint32", TokenFormat::U32},
+                                  {"megatron", TokenFormat::Megatron}},
+                                 value, o.tokens.format)
+                 ? clearError()
+                 : badValue(key, value,
+                            "uint16, uint32, megatron or empty (an .npz)");
     if (k == "labels_input")
       return o.tokens.labels = value, clearError();
     if (k == "documents_input")
@@ -208,18 +214,14 @@ loomrt_status loomrt_train_set_option(loomrt_trainer *trainer, const char *key,
       return flag(o.prefetch);
     if (k == "warnings")
       return flag(o.warnings);
-    if (k == "progress") {
-      static const std::map<std::string, ProgressMode> modes = {
-          {"auto", ProgressMode::Auto},
-          {"bar", ProgressMode::Bar},
-          {"lines", ProgressMode::Lines},
-          {"none", ProgressMode::None}};
-      auto it = modes.find(value);
-      if (it == modes.end())
-        return badValue(key, value, "auto, bar, lines or none");
-      o.progress = it->second;
-      return clearError();
-    }
+    if (k == "progress")
+      return choose<ProgressMode>({{"auto", ProgressMode::Auto},
+                                   {"bar", ProgressMode::Bar},
+                                   {"lines", ProgressMode::Lines},
+                                   {"none", ProgressMode::None}},
+                                  value, o.progress)
+                 ? clearError()
+                 : badValue(key, value, "auto, bar, lines or none");
     return setError(LOOMRT_ERROR_INVALID_ARGUMENT,
                     "loomrt_train_set_option: unknown option '" + k +
                         "' (steps, batch_size, accumulate, seed, data, "

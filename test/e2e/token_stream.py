@@ -271,33 +271,25 @@ def traces(a, b, from_step):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    m = sub.add_parser("make")
-    m.add_argument("--out", required=True)
-    si = sub.add_parser("step-inputs")
-    si.add_argument("tokens")
-    si.add_argument("trace")
-    si.add_argument("out")
-    si.add_argument("--step", type=int, default=1)
-    sl = sub.add_parser("same-loss")
-    sl.add_argument("metrics")
-    sl.add_argument("loss")
-    sl.add_argument("--step", type=int, default=1)
-    p = sub.add_parser("packed")
-    p.add_argument("--out", required=True)
-    pi = sub.add_parser("packed-inputs")
-    pi.add_argument("dir")
-    pi.add_argument("trace")
-    pi.add_argument("out")
-    pc = sub.add_parser("packed-check")
-    pc.add_argument("dir")
-    pc.add_argument("out")
-    pc.add_argument("metrics")
-    mt = sub.add_parser("megatron")
-    mt.add_argument("dir")
-    t = sub.add_parser("traces")
-    t.add_argument("a")
-    t.add_argument("b")
-    t.add_argument("--from-step", type=int, default=1)
+    # Each command's positional arguments; "--out" is an option; "--step"
+    # and "--from-step" default to 1.
+    commands = {
+        "make": ["--out"], "packed": ["--out"], "megatron": ["dir"],
+        "step-inputs": ["tokens", "trace", "out", "--step"],
+        "same-loss": ["metrics", "loss", "--step"],
+        "packed-inputs": ["dir", "trace", "out"],
+        "packed-check": ["dir", "out", "metrics"],
+        "traces": ["a", "b", "--from-step"],
+    }
+    for cmd, params in commands.items():
+        sp = sub.add_parser(cmd)
+        for name in params:
+            if name == "--out":
+                sp.add_argument(name, required=True)
+            elif name.startswith("--"):
+                sp.add_argument(name, type=int, default=1)
+            else:
+                sp.add_argument(name)
     args = ap.parse_args()
     if args.cmd == "make":
         make(args.out)
