@@ -1,13 +1,16 @@
 //===- AttentionBench.cpp - Times the CPU backend's attention steps -------===//
 //
 // loomrt-attention-bench [--threads N] [--batch B] [--heads H] [--kv-heads G]
-//   [--seq T] [--dim D] [--no-causal] [--window W] [--runs R] [--isa NAME]
+//   [--seq T] [--dim D] [--no-causal] [--window W] [--documents L]
+//   [--runs R] [--isa NAME]
 //
 // Runs the forward and the backward attention loops (src/cpu/CpuAttention.h)
 // on random f32 tensors, one warm-up then R timed runs each, and prints the
 // fastest and the median in milliseconds with the rate of the block
 // products (4 B H T S D flops forward, 10 B H T S D backward, half of it
-// under causal). Not a test: timings depend on the machine.
+// under causal; with --documents, packed documents of L tokens each, the
+// rate is still counted over all those pairs). Not a test: timings depend
+// on the machine.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,7 +36,8 @@ int usage(const char *argv0) {
   std::fprintf(stderr,
                "usage: %s [--threads N] [--batch B] [--heads H] "
                "[--kv-heads G] [--seq T] [--dim D] [--no-causal] "
-               "[--window W] [--runs R] [--isa avx512|avx2|baseline]\n",
+               "[--window W] [--documents L] [--runs R] "
+               "[--isa avx512|avx2|baseline]\n",
                argv0);
   return 2;
 }
@@ -43,6 +47,7 @@ int usage(const char *argv0) {
 int main(int argc, char **argv) {
   int threads = 2, runs = 5;
   int64_t batch = 1, heads = 8, kvHeads = 0, seq = 2048, dim = 64, window = 0;
+  int64_t documents = 0;
   bool causal = true;
   AttentionIsa isa = AttentionIsa::Best;
   for (int i = 1; i < argc; ++i) {
@@ -71,6 +76,8 @@ int main(int argc, char **argv) {
       dim = std::atoll(v);
     else if (arg == "--window")
       window = std::atoll(v);
+    else if (arg == "--documents")
+      documents = std::atoll(v);
     else if (arg == "--runs")
       runs = std::atoi(v);
     else if (arg == "--isa") {
@@ -85,7 +92,7 @@ int main(int argc, char **argv) {
   if (kvHeads == 0)
     kvHeads = heads;
   if (threads < 1 || runs < 1 || batch < 1 || heads < 1 || kvHeads < 1 ||
-      heads % kvHeads || seq < 1 || dim < 1 || window < 0 ||
+      heads % kvHeads || seq < 1 || dim < 1 || window < 0 || documents < 0 ||
       (window && !causal))
     return usage(argv[0]);
   setCpuThreads(threads); // before the OpenMP team starts
@@ -120,16 +127,27 @@ int main(int argc, char **argv) {
   t.out = out.data(), t.lse = lse.data();
   t.dout = dout.data();
   t.dq = dq.data(), t.dk = dk.data(), t.dv = dv.data();
+  std::vector<int64_t> ids;
+  if (documents > 0) {
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < T; ++i)
+        ids.push_back(i / documents);
+    t.segments = ids.data();
+    t.segments64 = true;
+  }
   AttentionStep step;
   step.scale = 1.0 / std::sqrt(double(D));
   step.causal = causal;
   step.window = window;
 
   std::printf("attention B=%lld Hq=%lld Hkv=%lld T=S=%lld D=%lld%s, f32, "
-              "%d threads, %s\n",
+              "%d threads, %s",
               (long long)batch, (long long)heads, (long long)kvHeads,
               (long long)T, (long long)D, causal ? " causal" : "", threads,
               attentionIsaName(isa));
+  if (documents > 0)
+    std::printf(", documents of %lld tokens", (long long)documents);
+  std::printf("\n");
   // Products per direction: 2 (forward) or 5 (backward) GEMMs of
   // T x S x D, halved under causal (the window is not counted).
   const double pairs = double(batch) * heads * T * S * (causal ? 0.5 : 1.0);
