@@ -18,8 +18,14 @@ LR=5e-3
 MAX_EVAL_LOSS=2.5
 
 mkdir -p "$OUT"
-echo "=== data: /usr/share/common-licenses -> $OUT/{train,eval}.npz"
-"$PY" "$ROOT/examples/charlm/make_data.py" --out-dir "$OUT"
+echo "=== data: /usr/share/common-licenses -> $OUT/{train,eval}.bin (loom-tokens)"
+# Each file a document of characters through the model's vocabulary,
+# followed by a newline (id 0); Apache-2.0 and CC0-1.0 held out.
+mapfile -t TRAIN_FILES < <("$PY" "$ROOT/examples/charlm/make_data.py" --list train)
+mapfile -t EVAL_FILES < <("$PY" "$ROOT/examples/charlm/make_data.py" --list eval)
+VOCAB="$ROOT/examples/charlm/vocab.json"
+"$BIN/loom-tokens" -o "$OUT/train.bin" --vocab "$VOCAB" --separator 0 "${TRAIN_FILES[@]}"
+"$BIN/loom-tokens" -o "$OUT/eval.bin" --vocab "$VOCAB" --separator 0 "${EVAL_FILES[@]}"
 rm -rf "$OUT/charlm.loom" "$OUT/metrics.jsonl"
 
 echo "=== compile: loomc examples/charlm/charlm.onnx --train --target=cpu"
@@ -33,8 +39,8 @@ COMPILE_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 echo "compiled in $COMPILE_S s"
 
 echo "=== train: $STEPS steps"
-"$BIN/loom-run" "$OUT/charlm.loom" --train --data "$OUT/train.npz" \
-  --eval-data "$OUT/eval.npz" --eval-every 100 --steps "$STEPS" \
+"$BIN/loom-run" "$OUT/charlm.loom" --train --data "$OUT/train.bin" \
+  --eval-data "$OUT/eval.bin" --tokens=uint16 --eval-every 100 --steps "$STEPS" \
   --batch-size 32 --metrics "$OUT/metrics.jsonl" \
   --save-params "$OUT/charlm_trained.safetensors" --progress=lines
 "$PY" "$ROOT/scripts/plot_loss.py" "$OUT/metrics.jsonl" "$OUT/loss.png" \

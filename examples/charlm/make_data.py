@@ -18,6 +18,9 @@ none of them exists, the last 10% of the joined text is held out instead.
 Usage:
   python3 examples/charlm/make_data.py [--out-dir DIR] [--stride 16]
       [--licenses /usr/share/common-licenses] [--eval-files Apache-2.0,CC0-1.0]
+  python3 examples/charlm/make_data.py --list train|eval
+      (the files alone, for loom-tokens: what examples/charlm/demo_charlm.sh
+      does, training from token streams instead of .npz windows)
 
 Needs numpy only. Writes DIR/train.npz and DIR/eval.npz, each with
   input_ids  int64 [N, T]  windows of T characters of the text
@@ -57,7 +60,8 @@ def read_texts(directory):
             data = f.read()
         digest = hashlib.sha256(data).hexdigest()
         if digest in seen:
-            print("make_data: skipping %s (same bytes as %s)" % (name, seen[digest]))
+            print("make_data: skipping %s (same bytes as %s)"
+                  % (name, seen[digest]), file=sys.stderr)
             continue
         seen[digest] = name
         out.append((name, data.decode("utf-8", errors="replace")))
@@ -85,7 +89,20 @@ def main(argv=None):
                     help="comma-separated file names held out for evaluation")
     ap.add_argument("--stride", type=int, default=16,
                     help="characters between the starts of training windows")
+    ap.add_argument("--list", choices=["train", "eval"],
+                    help="print the paths of the training or held-out files, "
+                    "one per line, and write nothing (for loom-tokens)")
     args = ap.parse_args(argv)
+    if args.list:
+        names = [n for n, _ in read_texts(args.licenses)]
+        held = set(filter(None, args.eval_files.split(",")))
+        if not held & set(names):
+            sys.exit("make_data: none of the held-out files %s is in %s"
+                     % (sorted(held), args.licenses))
+        for n in names:
+            if (n in held) == (args.list == "eval"):
+                print(os.path.join(args.licenses, n))
+        return 0
 
     vocab, table, unknown = load_vocab(args.vocab)
     context = int(vocab["context"])

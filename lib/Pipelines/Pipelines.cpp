@@ -79,16 +79,16 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
   PASS.FIELD = options.FIELD;
 #include "loom/Pipelines/TrainingOptions.def"
   AttachLoss.keepPredict = options.keepPredict;
-  // The fused attention and LM head run on the CPU target, in f32, and
-  // have no tensor-parallel rule yet: elsewhere the chains stay
-  // (docs/training.md, "Attention"; without a target, as for the CPU).
-  bool fusedOps = !cuda && options.tp == 1 && options.precision == "fp32";
+  // The fused attention and LM head run on the CPU target, in f32:
+  // elsewhere the chains stay (docs/training.md, "Attention"; without a
+  // target, as for the CPU). Attention splits by heads under --tp; the LM
+  // head has no tensor-parallel rule (with --tp the vocabulary-parallel
+  // cross-entropy of loom-tensor-parallel applies instead).
+  bool fusedOps = !cuda && options.precision == "fp32";
   if (fusedOps)
     pm.addPass(createFuseAttentionPass(FuseAttention));
   pm.addPass(createAttachLossPass(AttachLoss));
-  // The fused language-model head likewise (with --tp the
-  // vocabulary-parallel cross-entropy of loom-tensor-parallel applies).
-  if (fusedOps)
+  if (fusedOps && options.tp == 1)
     pm.addPass(createFuseLinearCrossEntropyPass(FuseLinearCrossEntropy));
   pm.addPass(createBatchNormTrainPass());
   pm.addPass(createTensorParallelPass(TensorParallel));

@@ -62,6 +62,7 @@ bool Propagation::visit(Operation *op) {
                               Twine(s.dim));
         return set(op, ln.getResult(), s);
       })
+      .Case([&](AttentionOp a) { return attention(a); })
       .Case([&](GatherOp g) {
         auto table = cast<RankedTensorType>(g.getTable().getType());
         if (s.dim != 0 || g.getAxis() != 0 || s.groups != 1 ||
@@ -133,6 +134,37 @@ bool Propagation::matmul(MatmulOp op) {
   return fail(op, "no tensor-parallel rule for a product with operands "
                   "split along dimensions " +
                       Twine(a.dim) + " and " + Twine(w.dim));
+}
+
+/// Head-parallel attention: q, k and v split alike along their heads
+/// (dimension 1), each rank attending with its own query heads and the
+/// key/value heads they read (with grouped-query attention the key/value
+/// heads split into the same number of contiguous blocks, which keeps
+/// each query head's key/value head on its rank). A mask or bias must
+/// broadcast over the heads or be split like them; document ids stay
+/// whole. out and lse are split along their heads.
+bool Propagation::attention(AttentionOp op) {
+  Split q = of(op.getQ()), k = of(op.getK()), v = of(op.getV());
+  if (q.dim != 1 || !(k == q) || !(v == q))
+    return fail(op, "head-parallel attention needs q, k and v split alike "
+                    "along their heads (dimension 1)");
+  auto heads = [](Value x) {
+    return cast<RankedTensorType>(x.getType()).getDimSize(1);
+  };
+  if (q.groups != 1 && heads(op.getQ()) != heads(op.getK()))
+    return fail(op, "its query heads are split in groups with fewer "
+                    "key/value heads");
+  for (Value x : {op.getMask(), op.getBias()}) {
+    if (!x)
+      continue;
+    Split s = of(x);
+    if (!(s.isSplit() ? s == q : heads(x) == 1))
+      return fail(op, "its mask or bias is neither split like its heads "
+                      "nor broadcast over them");
+  }
+  if (op.getSegments() && of(op.getSegments()).isSplit())
+    return fail(op, "its document ids are split");
+  return set(op, op.getOut(), q) && set(op, op.getLse(), q);
 }
 
 bool Propagation::pointwise(Operation *op) {

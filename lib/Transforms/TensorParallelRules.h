@@ -120,6 +120,7 @@ struct Propagation {
   bool pointwise(Operation *op);
   bool slice(SliceOp op, Split in);
   bool reshape(ReshapeOp op, Split in);
+  bool attention(AttentionOp op);
 };
 
 

@@ -2,9 +2,10 @@
 """Fused attention against PyTorch in f64, on causal language models as users
 export them.
 
-For each model (transformers' Qwen2, Llama, GPT-2, and with --pad BERT;
-small widths, random weights, distinct parameters, training mode) at
-sequence length --seq, this:
+For each model (transformers' Qwen2, Llama, GPT-2, T5 (encoder-decoder,
+its relative position bias a learned bias on the scores; the decoder reads
+--seq / 2 tokens), and with --pad BERT; small widths, random weights,
+distinct parameters, training mode) at sequence length --seq, this:
   1. exports it with the installed PyTorch's default exporter
      (torch.onnx.export, optimize=False); with --pad it takes an
      attention_mask input too, and the batch is padded (row 0 on the left,
@@ -14,11 +15,13 @@ sequence length --seq, this:
      parameter's gradient in float64 (the module converted with .double());
   3. compiles it with `loomc --train --loss=cross_entropy --report` and
      checks that the report says every attention layer became fused
-     attention (with --pad: with a mask from the inputs) and the LM head a
+     attention (with --pad: with a mask from the inputs; T5's with the
+     bias, whose gradient reaches the bias table) and the LM head a
      fused linear + cross-entropy (BERT's head, a transform and a biased
      decoder, is not one);
   4. runs @forward_backward in Loom's reference interpreter in f64
-     (`loom-interp --f64`) and, unless --no-compiled, the compiled CPU
+     (`loom-interp --f64`; T5 in f32, see check_model) and, unless
+     --no-compiled, the compiled CPU
      artifact (f32, `loom-run`), and compares the loss and every gradient
      with PyTorch's (norm-wise relative error <= --rtol).
 Prints one line per comparison and `N models, M failures`; exit status 0
@@ -49,6 +52,10 @@ def build(name, seq, batch, pad):
     elif name == "llama":
         model = tf.LlamaForCausalLM(tf.LlamaConfig(num_key_value_heads=1,
                                                    **common))
+    elif name == "t5":
+        model = tf.T5ForConditionalGeneration(tf.T5Config(
+            vocab_size=256, d_model=64, d_kv=16, d_ff=128, num_layers=2,
+            num_decoder_layers=2, num_heads=4, dropout_rate=0.0))
     elif name == "bert":
         model = tf.BertForMaskedLM(tf.BertConfig(
             vocab_size=256, hidden_size=64, intermediate_size=128,
@@ -69,6 +76,11 @@ def build(name, seq, batch, pad):
     # Token ids from 1: BERT's word embedding has padding_idx 0, whose row
     # PyTorch never updates; the ONNX Gather it exports does not say so.
     ids = ez.tokens((batch, seq), 256, low=1 if name == "bert" else 0)
+    if name == "t5":
+        dec = ez.tokens((batch, seq // 2), 256, seed=5)
+        labels = ez.tokens((batch, seq // 2), 256, seed=4)
+        return (ez.LogitsOnly(model, ("input_ids", "decoder_input_ids")),
+                (ids, dec), labels)
     labels = ez.tokens((batch, seq), 256, seed=4)
     if not pad:
         return ez.LogitsOnly(model), (ids,), labels
@@ -107,7 +119,8 @@ def fname(name):
 def check_model(args, name):
     torch.manual_seed(0)
     model, inputs, labels = build(name, args.seq, args.batch, args.pad)
-    input_names = ["input_ids", "attention_mask"][:len(inputs)]
+    input_names = (["input_ids", "decoder_input_ids"] if name == "t5" else
+                   ["input_ids", "attention_mask"])[:len(inputs)]
     model.train(True)
     d = os.path.join(args.workdir, "%s_T%d%s" % (name, args.seq,
                                                  "_pad" if args.pad else ""))
@@ -157,11 +170,15 @@ def check_model(args, name):
           (name, arena.group(1) if arena else "?"))
     fused = re.findall(r"^\s+fused attention: (\S+)", report, re.M)
     kept = re.findall(r"^\s+kept attention: (\S+)", report, re.M)
-    ok = len(fused) == 2 and not kept
+    layers = 6 if name == "t5" else 2  # T5: self, self and cross per layer
+    ok = len(fused) == layers and not kept
     if args.pad:
         ok &= all("mask from the inputs" in d for d in
                   re.findall(r"^\s+fused attention: \S+ \((.*)\)$", report,
                              re.M))
+    if name == "t5":
+        ok &= sum("bias from the inputs" in d for d in re.findall(
+            r"^\s+fused attention: \S+ \((.*)\)$", report, re.M)) == 4
     print("%-4s %-8s report: %d fused attention layers, %d kept" %
           ("ok" if ok else "FAIL", name, len(fused), len(kept)))
     if not ok:
@@ -185,8 +202,13 @@ def check_model(args, name):
     for how in hows:
         out = os.path.join(d, "fb_" + how)
         if how == "interp":
-            run([args.interp, ir, "--entry=forward_backward", "--f64",
-                 "--output-dir", out] + feed)
+            # T5 computes its relative-position buckets in float32 (a log,
+            # then a cast to int): promoted to f64, a position on a bucket
+            # boundary lands in the next bucket, as PyTorch's float32 does
+            # not. Its graph is interpreted in its own precision.
+            f64 = [] if name == "t5" else ["--f64"]
+            run([args.interp, ir, "--entry=forward_backward"] + f64 +
+                ["--output-dir", out] + feed)
         else:
             run([args.loom_run, art, "--entry=forward_backward",
                  "--output-dir", out] + feed)
@@ -213,7 +235,7 @@ def check_model(args, name):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("models", nargs="+",
-                    choices=["qwen2", "llama", "gpt2", "bert"])
+                    choices=["qwen2", "llama", "gpt2", "bert", "t5"])
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--loomc", required=True)
