@@ -9,8 +9,9 @@ and compiles it for the CPU. Then:
      in a child process whose peak RSS (ru_maxrss) is reported: the corpus
      is read window by window, so it must stay far below the file's size;
   2. the step-1 loss of that run against `loom-run --entry=forward` on
-     the same windows (taken from --data-trace) given as .npy arrays: they
-     must be equal;
+     the same windows (taken from --data-trace) given as .npy arrays, and
+     against one training step on them given as an .npz: they must be
+     equal (1e-6: the .npz batch's rows are shuffled);
   3. samples per second (median over the steps after the first; the best
      of --repeats alternated runs) from a --small-tokens prefix of the file
      as a token stream and the same windows as an .npz (the .npz is read
@@ -118,6 +119,20 @@ def main():
     print("step-1 loss %.8f; --entry=forward on its windows %.8f (%s)" %
           (rows[0]["loss"], fw,
            "equal" if abs(rows[0]["loss"] - fw) <= 1e-6 * abs(fw)
+           else "DIFFER"))
+    # The same windows as an .npz of one batch, trained one step.
+    npz1 = os.path.join(w, "step1.npz")
+    np.savez(npz1, **{k: np.load(os.path.join(w, k + ".npy"))
+                      for k in ("input_ids", "labels")})
+    met1 = os.path.join(w, "step1.jsonl")
+    if os.path.exists(met1):
+        os.remove(met1)
+    subprocess.run([run, art, "--train", "--data", npz1, "--steps", "1",
+                    "--progress=none", "--metrics", met1], check=True)
+    l1 = metrics_of(met1)[0]["loss"]
+    print("step-1 loss from those windows as an .npz: %.8f (%s; the batch's "
+          "rows in another order)" %
+          (l1, "equal" if abs(rows[0]["loss"] - l1) <= 1e-6 * abs(l1)
            else "DIFFER"))
 
     # 3. Speed: a prefix as a stream and as an .npz.

@@ -131,6 +131,14 @@ def mobilenet_v3_small():
     return m, {"x": images(2, 64)}, class_labels((2,), 10), 1
 
 
+def squeezenet():
+    # SqueezeNet 1.1: its max pools round their output size up
+    # (ceil_mode=True); no BatchNorm. Its dropout is off in eval mode.
+    from torchvision.models import squeezenet1_1 as make
+    m = make(num_classes=10)
+    return m, {"x": images(8, 64)}, class_labels((8,), 10), 1
+
+
 def efficientnet_b0():
     from torchvision.models.efficientnet import EfficientNet, _efficientnet_conf
     setting, last = _efficientnet_conf("efficientnet_b0", width_mult=0.25,
@@ -201,6 +209,7 @@ MODELS = {
     "resnet18_train": resnet18_small_train,
     "mobilenet_v3_small": mobilenet_v3_small,
     "efficientnet_b0": efficientnet_b0,
+    "squeezenet": squeezenet,
     "vit": vit_small,
     "gpt2": gpt2_small,
     "llama": llama_small,

@@ -178,7 +178,8 @@ void OnnxNode::convertPool() {
     n.fail("only 2-D pooling (rank-4 NCHW input) is supported");
   if (n.outputName(1).size())
     n.fail("the Indices output of MaxPool is not supported");
-  if (n.getInt("ceil_mode", 0) != 0)
+  const bool ceilMode = n.getInt("ceil_mode", 0) != 0;
+  if (ceilMode && op != "MaxPool")
     n.fail("ceil_mode=1 is not supported");
   auto dilations = n.getInts("dilations");
   if (dilations && llvm::any_of(*dilations, [](int64_t d) { return d != 1; }))
@@ -191,6 +192,23 @@ void OnnxNode::convertPool() {
   if (kernel.size() != 2 || strides.size() != 2 || pads.size() != 4)
     n.fail("kernel_shape/strides need 2 entries and pads 4");
   resolveAutoPad(x, kernel, strides, pads);
+  if (ceilMode) {
+    // The output size rounds up (SqueezeNet's pools): the part of the last
+    // window past the end is padding at the end, which max pooling never
+    // chooses. As in ONNX and PyTorch, a last window that would start in
+    // the end padding is dropped.
+    for (int i = 0; i < 2; ++i) {
+      int64_t in = typeOf(x).getDimSize(2 + i);
+      int64_t total = in + pads[i] + pads[i + 2];
+      if (total < kernel[i])
+        continue; // the op's verifier names it
+      int64_t out = (total - kernel[i] + strides[i] - 1) / strides[i] + 1;
+      if ((out - 1) * strides[i] >= in + pads[i])
+        --out;
+      pads[i + 2] += std::max<int64_t>(
+          0, (out - 1) * strides[i] + kernel[i] - total);
+    }
+  }
   if (op == "MaxPool") {
     if (n.getInt("storage_order", 0) != 0)
       n.fail("storage_order=1 is not supported");

@@ -9,10 +9,12 @@
                      the windows step K of a --data-trace read, cut from the
                      uint16 file TOKENS here (input_ids[s] = tokens[16 s :
                      16 s + 16], labels one token later) as OUT/input_ids.npy
-                     and OUT/labels.npy, for `loom-run --entry=forward`.
-  same-loss METRICS LOSS.npy [--step K]
-                     step K's loss in METRICS equals the loss in LOSS.npy
-                     (relative 1e-6); prints `step K loss equal`.
+                     and OUT/labels.npy, for `loom-run --entry=forward`, and
+                     both in OUT/windows.npz.
+  same-loss METRICS LOSS [--step K]
+                     step K's loss in METRICS equals the loss in LOSS (an
+                     .npy, or another metrics file's step-1 loss; relative
+                     1e-6); prints `step K loss equal`.
   packed --out DIR   a one-layer causal LM whose attention is masked to each
                      token's own document (F.scaled_dot_product_attention
                      with (docs_i == docs_j) & causal) and whose position
@@ -227,10 +229,12 @@ def step_inputs(tokens_path, trace, out, step):
         rows = [json.loads(line) for line in f]
     samples = [r["samples"] for r in rows if r["step"] == step][0]
     os.makedirs(out, exist_ok=True)
-    for name, off in (("input_ids", 0), ("labels", 1)):
-        np.save(os.path.join(out, name + ".npy"),
-                np.stack([tokens[s * T + off: s * T + off + T]
-                          for s in samples]))
+    arrays = {name: np.stack([tokens[s * T + off: s * T + off + T]
+                              for s in samples])
+              for name, off in (("input_ids", 0), ("labels", 1))}
+    for name, a in arrays.items():
+        np.save(os.path.join(out, name + ".npy"), a)
+    np.savez(os.path.join(out, "windows.npz"), **arrays)
     print("windows", samples)
 
 
@@ -238,7 +242,12 @@ def same_loss(metrics, loss_npy, step):
     with open(metrics) as f:
         got = [json.loads(line) for line in f if '"loss"' in line][step - 1]
     got = got["loss"]
-    want = float(np.load(loss_npy))
+    if loss_npy.endswith(".jsonl"):  # another run's step-1 loss
+        with open(loss_npy) as f:
+            want = [json.loads(line) for line in f if '"loss"' in line][0]
+        want = want["loss"]
+    else:
+        want = float(np.load(loss_npy))
     ok = abs(got - want) <= 1e-6 * abs(want)
     print("step %d loss %s: %.8f and %.8f" % (step, "equal" if ok else
                                               "DIFFERS", got, want))

@@ -17,7 +17,9 @@ Loom compiles the model with `loomc --train --loss=cross_entropy
      zero);
   2. `loom-run --train` takes the 20 steps on a data set of that one batch;
      its losses are compared with PyTorch's trajectory (each step's loss
-     within --traj-rtol, relative).
+     within --traj-rtol, relative; --traj-rtol 0 prints them without a
+     check, for a model whose trajectory PyTorch itself does not reproduce
+     in another precision).
 For a model exported in training mode (the .npz holds `buffer.*`), the
 BatchNorm running statistics are checked too: after one forward_backward
 (its buffer outputs) and after the 20 steps (`--save-params`), against
@@ -150,7 +152,7 @@ def check_model(args, path, work):
     if len(got) != len(want):
         failures.append("%s trajectory: %d losses, want %d" %
                         (name, len(got), len(want)))
-    else:
+    elif args.traj_rtol > 0:
         check("trajectory (%d AdamW steps, worst step)" % len(want),
               max(errs), args.traj_rtol)
     check_buffers("running stats after %d steps" % len(want), ref, "buffer.",
