@@ -231,6 +231,34 @@ def gathernd_runtime():
                  [vi("y", [2, 2, 4]), vi("z", [2, 1, 4])], inits)
 
 
+def cumsum_runtime():
+    """CumSum on run-time data: floats along the last axis (inclusive) and
+    along axis 0 (reverse, exclusive), and integers cast from a boolean
+    (RoBERTa's position ids: cumsum(ids != pad) * (ids != pad))."""
+    n = helper.make_node
+    nodes = [n("CumSum", ["x", "last"], ["y"], name="/cumsum"),
+             n("CumSum", ["x", "first"], ["z"], name="/cumsum_rev",
+               exclusive=1, reverse=1),
+             n("Greater", ["x", "zero"], ["pos"], name="/gt"),
+             n("Cast", ["pos"], ["posi"], name="/cast", to=TensorProto.INT64),
+             n("CumSum", ["posi", "last"], ["c"], name="/cumsum_int"),
+             n("Mul", ["c", "posi"], ["ids"], name="/mul")]
+    inits = [numpy_helper.from_array(np.array(-1, np.int64), "last"),
+             numpy_helper.from_array(np.array(0, np.int64), "first"),
+             numpy_helper.from_array(np.array(0.0, np.float32), "zero")]
+    return model(nodes, [vi("x", [3, 5])],
+                 [vi("y", [3, 5]), vi("z", [3, 5]),
+                  vi("ids", [3, 5], TensorProto.INT64)], inits)
+
+
+def cumsum_runtime_ints():
+    """CumSum of integers that are not known to be 0 or 1: refused."""
+    n = helper.make_node("CumSum", ["x", "axis"], ["y"], name="/cumsum")
+    axis = numpy_helper.from_array(np.array(0, np.int64), "axis")
+    return model([n], [vi("x", [4], TensorProto.INT64)],
+                 [vi("y", [4], TensorProto.INT64)], [axis])
+
+
 def gathernd_runtime_indices():
     """GatherND whose indices are an input: refused by name."""
     n = helper.make_node("GatherND", ["x", "i"], ["y"], name="/gather_nd")
@@ -254,6 +282,8 @@ MODELS = {
     "range_beyond_2p53.onnx": (range_beyond_2p53, True),
     "gathernd_runtime.onnx": (gathernd_runtime, True),
     "gathernd_runtime_indices.onnx": (gathernd_runtime_indices, True),
+    "cumsum_runtime.onnx": (cumsum_runtime, True),
+    "cumsum_runtime_ints.onnx": (cumsum_runtime_ints, True),
     # Written by an ONNX newer than Loom's library: refused, not checked.
     "newer_opset.onnx": (lambda: newer(99, 10), False),
     "newer_ir.onnx": (lambda: newer(20, 99), False),

@@ -306,6 +306,7 @@ public:
   void convertSlice();
   void convertGather();
   void convertGatherND();
+  void convertCumSum();
   void convertSplitToSequence();
   void convertSequenceAt();
   void convertGatherElements();

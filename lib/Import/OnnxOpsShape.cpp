@@ -348,6 +348,98 @@ void OnnxNode::convertGatherND() {
                 .getResult());
 }
 
+void OnnxNode::convertCumSum() {
+  // On run-time data (what transformers' RoBERTa computes its position ids
+  // with, from the padding mask): a product with a constant 0/1 matrix M
+  // along the axis, M[j][i] = 1 where element j adds into sum i, whose
+  // gradient is the product with M's transpose.
+  if (imp.failedValues.contains(n.inputName(1)))
+    throw ImportFailure{};
+  std::optional<ConstTensor> axisConst = imp.getConst(n.inputName(1));
+  if (!axisConst || axisConst->values.size() != 1)
+    n.fail("axis (input 1) must be one compile-time constant");
+  Value x = input(0);
+  auto xt = typeOf(x);
+  int64_t rank = xt.getRank();
+  int64_t axis = normAxis(n, static_cast<int64_t>(axisConst->values[0]), rank);
+  const bool exclusive = n.getInt("exclusive", 0) != 0,
+             reverse = n.getInt("reverse", 0) != 0;
+  const int64_t len = xt.getDimSize(axis);
+  if (len > (int64_t(1) << 12))
+    n.fail("a cumulative sum over " + Twine(len) + " positions would use a " +
+           Twine(len) + " x " + Twine(len) +
+           " constant (at most 4096 positions on run-time data)");
+  Type elem = xt.getElementType();
+  const bool isFloat = isa<FloatType>(elem);
+  if (!isFloat) {
+    // The product runs in f32: exact for sums of 0s and 1s (fewer than
+    // 2^24), which integers cast from a boolean (through integer casts)
+    // are.
+    Value from = x;
+    while (auto c = from.getDefiningOp<CastOp>()) {
+      from = c.getX();
+      if (!isa<IntegerType>(getElementTypeOrSelf(from.getType())))
+        break;
+    }
+    if (!getElementTypeOrSelf(from.getType()).isInteger(1))
+      n.fail("a cumulative sum of integers computed at run time is "
+             "supported for 0/1 values (cast from a boolean, as a padding "
+             "mask is); these are not known to be");
+  }
+  Type ft = isFloat ? elem : b.getF32Type();
+  std::vector<float> m(len * len, 0.0f);
+  for (int64_t j = 0; j < len; ++j)
+    for (int64_t i = 0; i < len; ++i) {
+      bool adds = reverse ? (exclusive ? j > i : j >= i)
+                          : (exclusive ? j < i : j <= i);
+      m[j * len + i] = adds ? 1.0f : 0.0f;
+    }
+  auto mType = RankedTensorType::get({len, len}, ft);
+  Value matrix;
+  if (ft.isF32()) {
+    matrix = ConstantOp::create(b, loc,
+                                DenseElementsAttr::get(mType, ArrayRef(m)));
+  } else {
+    SmallVector<APFloat> vals;
+    for (float v : m) {
+      APFloat a(v);
+      bool lost;
+      a.convert(cast<FloatType>(ft).getFloatSemantics(),
+                APFloat::rmNearestTiesToEven, &lost);
+      vals.push_back(a);
+    }
+    matrix = ConstantOp::create(b, loc, DenseElementsAttr::get(mType, vals));
+  }
+  Value v = isFloat ? x
+                    : CastOp::create(b, loc,
+                                     RankedTensorType::get(xt.getShape(), ft), x)
+                          .getResult();
+  // The axis last, the product, the axis back.
+  SmallVector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      perm.push_back(d);
+  perm.push_back(axis);
+  const bool moved = axis != rank - 1;
+  if (moved)
+    v = check(createInferred<TransposeOp>(b, loc, v, perm)).getResult();
+  if (rank == 1) // a product needs a row dimension
+    v = ReshapeOp::create(b, loc, RankedTensorType::get({1, len}, ft), v);
+  v = check(createInferred<MatmulOp>(b, loc, v, matrix, Value(), false, false))
+          .getResult();
+  if (rank == 1)
+    v = ReshapeOp::create(b, loc, RankedTensorType::get({len}, ft), v);
+  if (moved) {
+    SmallVector<int64_t> back(rank);
+    for (int64_t d = 0; d < rank; ++d)
+      back[perm[d]] = d;
+    v = check(createInferred<TransposeOp>(b, loc, v, back)).getResult();
+  }
+  if (!isFloat)
+    v = CastOp::create(b, loc, xt, v).getResult();
+  setOut(0, v);
+}
+
 void OnnxNode::convertSplitToSequence() {
   // Sequences exist only at import: the tensors are kept by name and
   // SequenceAt with a constant position picks one.
@@ -544,8 +636,25 @@ void OnnxNode::convertTrilu() {
 }
 
 void OnnxNode::convertGatherElements() {
+  // Every element of a constant that holds one value is that value,
+  // wherever the run-time indices point (RoBERTa gathers its all-zero
+  // token-type buffer by position ids): the result is that value in the
+  // indices' shape. The indices are not checked against the data's size.
+  if (auto data = imp.getConst(n.inputName(0)); data && !data->values.empty()) {
+    double v = data->values[0];
+    if (llvm::all_of(data->values, [&](double x) { return x == v; })) {
+      auto shape = typeOf(input(1)).getShape();
+      ConstTensor out;
+      out.shape.assign(shape.begin(), shape.end());
+      out.elementType = data->elementType;
+      out.values.assign(out.numElements(), v);
+      setOut(0, imp.materialize(out, loc));
+      return;
+    }
+  }
   n.fail("GatherElements on run-time values is not supported yet (only "
-         "on compile-time constants, where it is folded)");
+         "on compile-time constants, where it is folded, and on a constant "
+         "holding one value)");
 }
 
 void OnnxNode::convertShapeOnly() {
@@ -592,7 +701,7 @@ void loom::onnx_import::addShapeHandlers(OnnxHandlerTable &table) {
   table["Constant"] = &OnnxNode::convertConstantNode;
   for (StringRef op : {"And", "Or", "Xor"})
     table[op] = &OnnxNode::convertLogical;
-  table["CumSum"] = &OnnxNode::convertFoldOnly;
+  table["CumSum"] = &OnnxNode::convertCumSum;
   table["GatherND"] = &OnnxNode::convertGatherND;
   table["Reshape"] = &OnnxNode::convertReshape;
   table["Flatten"] = &OnnxNode::convertFlatten;

@@ -56,6 +56,14 @@ def build(name, seq, batch, pad):
         model = tf.T5ForConditionalGeneration(tf.T5Config(
             vocab_size=256, d_model=64, d_kv=16, d_ff=128, num_layers=2,
             num_decoder_layers=2, num_heads=4, dropout_rate=0.0))
+    elif name == "roberta":
+        # Its position ids count the tokens that are not padding (a CumSum
+        # on run-time values).
+        model = tf.RobertaForMaskedLM(tf.RobertaConfig(
+            vocab_size=256, hidden_size=64, intermediate_size=128,
+            num_hidden_layers=2, num_attention_heads=4,
+            max_position_embeddings=max(seq, 64) + 2, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0))
     elif name == "bert":
         model = tf.BertForMaskedLM(tf.BertConfig(
             vocab_size=256, hidden_size=64, intermediate_size=128,
@@ -75,7 +83,9 @@ def build(name, seq, batch, pad):
             p.add_(0.02 * torch.randn_like(p))
     # Token ids from 1: BERT's word embedding has padding_idx 0, whose row
     # PyTorch never updates; the ONNX Gather it exports does not say so.
-    ids = ez.tokens((batch, seq), 256, low=1 if name == "bert" else 0)
+    # (RoBERTa's padding id is 1: its tokens start at 2.)
+    ids = ez.tokens((batch, seq), 256,
+                    low={"bert": 1, "roberta": 2}.get(name, 0))
     if name == "t5":
         dec = ez.tokens((batch, seq // 2), 256, seed=5)
         labels = ez.tokens((batch, seq // 2), 256, seed=4)
@@ -185,7 +195,7 @@ def check_model(args, name):
         failures.append("%s report" % name)
         print(report)
     heads = re.findall(r"^\s+lm head: (\S+)", report, re.M)
-    ok = heads == (["fused"] if name != "bert" else [])
+    ok = heads == (["fused"] if name not in ("bert", "roberta") else [])
     print("%-4s %-8s report: lm head %s" % ("ok" if ok else "FAIL", name,
                                             ",".join(heads) or "absent"))
     if not ok:
@@ -235,7 +245,8 @@ def check_model(args, name):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("models", nargs="+",
-                    choices=["qwen2", "llama", "gpt2", "bert", "t5"])
+                    choices=["qwen2", "llama", "gpt2", "bert", "roberta",
+                             "t5"])
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--loomc", required=True)
