@@ -56,9 +56,7 @@ public:
   TokenStream(const TokenStream &) = delete;
   TokenStream &operator=(const TokenStream &) = delete;
 
-  const std::string &path() const { return path_; }
   uint64_t size() const { return count; }
-  TokenFormat format() const { return format_; }
   /// Whether the file itself says where documents start (Megatron).
   bool hasDocuments() const { return format_ == TokenFormat::Megatron; }
 

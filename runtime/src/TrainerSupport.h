@@ -414,7 +414,6 @@ public:
            ErrorCode::IO);
     this->path = path;
   }
-  bool on() const { return file != nullptr; }
   ~Metrics() {
     if (file)
       std::fclose(file);
