@@ -135,7 +135,10 @@ private:
   llvm::StringSet<> failedValues;
   /// Initializers imported as `loom.buffer` arguments.
   llvm::StringSet<> buffers;
+  /// The `loom.rng_seed` argument, added at the first random op.
+  Value seedArgument();
   Value rngSeed;
+  /// The next `stream` of a dropout or random op (one per op).
   int64_t dropoutStreams = 0;
   func::FuncOp func;
   Block *entry = nullptr;
@@ -289,6 +292,7 @@ public:
   void convertLayerNorm();
   void convertBatchNorm();
   void convertDropout();
+  void convertRandom();
   void convertSoftmaxCrossEntropy();
   void convertReduce();
   // Shape

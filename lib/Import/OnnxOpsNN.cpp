@@ -349,6 +349,18 @@ void OnnxNode::convertBatchNorm() {
   return;
 }
 
+Value OnnxImporter::seedArgument() {
+  if (!rngSeed) {
+    auto seedType = RankedTensorType::get({}, b.getI64Type());
+    argTypes.push_back(seedType);
+    argAttrs.push_back(
+        b.getDictionaryAttr(b.getNamedAttr(kRngSeedAttr, b.getUnitAttr())));
+    rngSeed =
+        entry->addArgument(seedType, NameLoc::get(b.getStringAttr("rng_seed")));
+  }
+  return rngSeed;
+}
+
 void OnnxNode::convertDropout() {
   Value x = input(0);
   bool training = false;
@@ -365,23 +377,85 @@ void OnnxNode::convertDropout() {
       n.fail("ratio must be a compile-time constant");
     ratio = r->values.at(0);
   }
-  if (n.outputName(1).size())
-    n.fail("the mask output of Dropout is not supported");
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    n.fail("ratio must be in [0, 1), got " + std::to_string(ratio));
+  auto maskType = RankedTensorType::get(typeOf(x).getShape(), b.getI1Type());
   if (!training || ratio == 0.0) {
-    // Inference mode: the identity.
+    // Inference mode: the identity, and a mask that keeps everything.
     setOut(0, x);
+    if (n.outputName(1).size())
+      setOut(1, ConstantOp::create(b, loc, DenseElementsAttr::get(
+                                               maskType, true)));
     return;
   }
-  if (!imp.rngSeed) {
-    auto seedType = RankedTensorType::get({}, b.getI64Type());
-    imp.argTypes.push_back(seedType);
-    imp.argAttrs.push_back(
-        b.getDictionaryAttr(b.getNamedAttr(kRngSeedAttr, b.getUnitAttr())));
-    imp.rngSeed = imp.entry->addArgument(
-        seedType, NameLoc::get(b.getStringAttr("rng_seed")));
+  auto stream = b.getI64IntegerAttr(imp.dropoutStreams++);
+  Value seed = imp.seedArgument();
+  setOut(0, DropoutOp::create(b, loc, x, seed, b.getF32FloatAttr(ratio),
+                              stream));
+  if (n.outputName(1).size()) {
+    // The mask of the same draw (same seed and stream): where dropout of
+    // ones is not 0. It carries no gradient.
+    Value kept = DropoutOp::create(b, loc, splat(x, 1.0), seed,
+                                   b.getF32FloatAttr(ratio), stream);
+    setOut(1, CompareOp::create(b, loc, maskType, ComparePredicate::NE, kept,
+                                splat(x, 0.0)));
   }
-  setOut(0, DropoutOp::create(b, loc, x, imp.rngSeed, b.getF32FloatAttr(ratio),
-                              b.getI64IntegerAttr(imp.dropoutStreams++)));
+  return;
+}
+
+/// RandomUniform(Like), RandomNormal(Like) and Bernoulli: draws of
+/// loom.random from Loom's per-step seed (the node's `seed` attribute is
+/// not used: a fixed seed would give the same mask every step).
+void OnnxNode::convertRandom() {
+  bool like = op == "RandomUniformLike" || op == "RandomNormalLike" ||
+              op == "Bernoulli";
+  SmallVector<int64_t> shape;
+  Type elt;
+  if (like) {
+    RankedTensorType in = typeOf(input(0));
+    shape.assign(in.getShape().begin(), in.getShape().end());
+    elt = in.getElementType();
+  } else {
+    auto s = n.getInts("shape");
+    if (!s)
+      n.fail("the shape attribute is required");
+    shape = *s;
+    for (int64_t d : shape)
+      if (d < 0)
+        n.fail("shape " + formatShape(shape) + " has a negative dimension");
+    elt = b.getF32Type();
+  }
+  if (n.attr("dtype")) {
+    elt = imp.elementType(n.getInt("dtype", 0), loc);
+    if (!elt)
+      throw ImportFailure{};
+  }
+  bool bernoulli = op == "Bernoulli";
+  if (!bernoulli && !isa<FloatType>(elt))
+    n.fail("draws of a non-float element type are not supported");
+  bool normal = op == "RandomNormal" || op == "RandomNormalLike";
+  double a = normal ? n.getFloat("mean", 0.0f) : n.getFloat("low", 0.0f);
+  double hi = normal ? n.getFloat("scale", 1.0f) : n.getFloat("high", 1.0f);
+  if (bernoulli)
+    a = 0.0, hi = 1.0;
+  Type drawType = bernoulli ? typeOf(input(0)).getElementType() : elt;
+  if (!isa<FloatType>(drawType))
+    n.fail("Bernoulli probabilities must be floats");
+  auto type = RankedTensorType::get(shape, drawType);
+  Value draw = RandomOp::create(
+      b, loc, type, imp.seedArgument(),
+      b.getStringAttr(normal ? "normal" : "uniform"), b.getF64FloatAttr(a),
+      b.getF64FloatAttr(hi), b.getI64IntegerAttr(imp.dropoutStreams++));
+  if (!bernoulli) {
+    setOut(0, draw);
+    return;
+  }
+  // Bernoulli(p): 1 where u < p, else 0, in the output's element type.
+  auto maskType = RankedTensorType::get(shape, b.getI1Type());
+  Value one = CompareOp::create(b, loc, maskType, ComparePredicate::LT, draw,
+                                input(0));
+  auto outType = RankedTensorType::get(shape, elt);
+  setOut(0, elt.isInteger(1) ? one : CastOp::create(b, loc, outType, one));
   return;
 }
 
@@ -497,6 +571,9 @@ void loom::onnx_import::addNNHandlers(OnnxHandlerTable &table) {
   table["LayerNormalization"] = &OnnxNode::convertLayerNorm;
   table["BatchNormalization"] = &OnnxNode::convertBatchNorm;
   table["Dropout"] = &OnnxNode::convertDropout;
+  for (const char *name : {"RandomUniformLike", "RandomNormalLike",
+                           "RandomUniform", "RandomNormal", "Bernoulli"})
+    table[name] = &OnnxNode::convertRandom;
   table["SoftmaxCrossEntropyLoss"] = &OnnxNode::convertSoftmaxCrossEntropy;
   table["ReduceL1"] = &OnnxNode::convertReduce;
   table["ReduceL2"] = &OnnxNode::convertReduce;

@@ -352,3 +352,10 @@ double loom::interp::dropoutUniform(int64_t seed, int64_t stream,
   h = splitmix64(h + static_cast<uint64_t>(index));
   return static_cast<double>(h >> 40) * 0x1p-24;
 }
+
+double loom::interp::normalDraw(int64_t seed, int64_t stream, int64_t index) {
+  double u1 = dropoutUniform(seed, stream, 2 * index);
+  double u2 = dropoutUniform(seed, stream, 2 * index + 1);
+  return std::sqrt(-2.0 * std::log(1.0 - u1)) *
+         std::cos(2.0 * M_PI * u2);
+}

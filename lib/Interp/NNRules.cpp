@@ -235,6 +235,23 @@ LogicalResult dropoutRule(Operation *op, ArrayRef<const Tensor *> in,
   return success();
 }
 
+LogicalResult randomRule(Operation *op, ArrayRef<const Tensor *> in,
+                         MutableArrayRef<Tensor> out, Interpreter &) {
+  auto random = cast<loom::RandomOp>(op);
+  double a = random.getA().convertToDouble();
+  double b = random.getB().convertToDouble();
+  int64_t stream = static_cast<int64_t>(random.getStream());
+  int64_t seed = static_cast<int64_t>(in[0]->data[0]);
+  bool normal = random.getDistribution() == "normal";
+  for (size_t i = 0; i < out[0].data.size(); ++i) {
+    int64_t k = static_cast<int64_t>(i);
+    out[0].data[i] =
+        normal ? a + b * loom::interp::normalDraw(seed, stream, k)
+               : a + (b - a) * loom::interp::dropoutUniform(seed, stream, k);
+  }
+  return success();
+}
+
 } // namespace
 
 void loom::interp::addNNRules(llvm::StringMap<Rule> &t) {
@@ -249,4 +266,5 @@ void loom::interp::addNNRules(llvm::StringMap<Rule> &t) {
   t["loom.max_pool2d_argmax"] = pool(PoolKind::Argmax);
   t["loom.max_pool2d_grad"] = maxPoolGradRule;
   t["loom.dropout"] = dropoutRule;
+  t["loom.random"] = randomRule;
 }

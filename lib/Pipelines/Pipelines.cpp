@@ -67,6 +67,7 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
                        bool cuda, Phase stopAfter) {
   // Each option goes to its pass (the defaults of TrainingOptions.def and
   // of the passes agree: test/Driver/loomc-vs-loom-opt.test).
+  RecognizeDropoutPassOptions RecognizeDropout;
   FuseAttentionPassOptions FuseAttention;
   AttachLossPassOptions AttachLoss;
   FuseLinearCrossEntropyPassOptions FuseLinearCrossEntropy;
@@ -85,6 +86,7 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
   // head has no tensor-parallel rule (with --tp the vocabulary-parallel
   // cross-entropy of loom-tensor-parallel applies instead).
   bool fusedOps = !cuda && options.precision == "fp32";
+  pm.addPass(createRecognizeDropoutPass(RecognizeDropout));
   if (fusedOps)
     pm.addPass(createFuseAttentionPass(FuseAttention));
   pm.addPass(createAttachLossPass(AttachLoss));
@@ -103,6 +105,7 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
     return;
   pm.addPass(createOptimizerPass(Optimizer));
   pm.addPass(createPipelineStagesPass(PipelineStages));
+  pm.addPass(createEvalEntriesPass());
 }
 
 void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,

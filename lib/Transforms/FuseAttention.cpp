@@ -34,6 +34,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "PassHelpers.h"
+
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Transforms/Passes.h"
 
@@ -64,28 +66,6 @@ namespace {
 
 RankedTensorType typeOf(Value v) {
   return cast<RankedTensorType>(v.getType());
-}
-
-/// The value of `v` if it is a scalar constant (a splat, or a broadcast of
-/// a one-element constant).
-std::optional<double> scalarConstant(Value v) {
-  while (auto b = v.getDefiningOp<BroadcastInDimOp>())
-    v = b.getX();
-  while (auto r = v.getDefiningOp<ReshapeOp>())
-    v = r.getX();
-  auto c = v.getDefiningOp<ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
-  if (!attr || !(attr.isSplat() || attr.getNumElements() == 1))
-    return std::nullopt;
-  if (isa<FloatType>(attr.getElementType()))
-    return attr.getSplatValue<APFloat>().convertToDouble();
-  if (attr.getElementType().isInteger(1))
-    return double(!attr.getSplatValue<APInt>().isZero());
-  if (isa<IntegerType>(attr.getElementType()))
-    return double(attr.getSplatValue<APInt>().getSExtValue());
-  return std::nullopt;
 }
 
 /// Strips multiplications and divisions by scalar constants off `v`,

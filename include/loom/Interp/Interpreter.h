@@ -100,6 +100,11 @@ uint64_t splitmix64(uint64_t x);
 /// double and the product rounded to the element type.
 double dropoutUniform(int64_t seed, int64_t stream, int64_t index);
 
+/// A standard normal draw for element `index` of `loom.random` `stream`
+/// (Box-Muller on two of the uniforms above):
+///   sqrt(-2 log(1 - u(2 index))) * cos(2 pi u(2 index + 1)).
+double normalDraw(int64_t seed, int64_t stream, int64_t index);
+
 } // namespace loom::interp
 
 #endif // LOOM_INTERP_INTERPRETER_H

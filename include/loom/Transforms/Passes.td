@@ -66,6 +66,64 @@ def BatchNormTrainPass : Pass<"loom-batch-norm-train", "mlir::ModuleOp"> {
   let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
 }
 
+def RecognizeDropoutPass : Pass<"loom-recognize-dropout", "mlir::ModuleOp"> {
+  let summary = "Dropout and drop-path masks from random draws into loom.dropout.";
+  let description = [{
+    Exporters write dropout and stochastic depth (drop path: one draw per
+    sample, broadcast over the rest) as a uniform draw, a comparison and a
+    scaling; PyTorch's `bernoulli_(keep)` followed by `div_(keep)` becomes
+
+      %u = loom.random %seed "uniform" a = 0.0 b = 1.0 stream = s : [S]
+      %m = loom.compare lt, %u, keep
+      %c = loom.cast %m : i1 -> float
+      %n = loom.div %c, keep         (or loom.mul %c, 1 / keep)
+
+    with `keep` a scalar constant (possibly broadcast) in (0, 1]. Such an
+    `%n` is `loom.dropout` of ones of shape S with ratio `1 - keep` and the
+    draw's stream: the same distribution (a value kept with probability
+    `keep` and scaled by `1 / keep`), and a form `loom-eval-entries` and
+    `--dropout=off` know how to remove. Draws it does not recognize stay as
+    they are.
+
+    With `off`, every `loom.dropout` (the importers' and the recognized
+    ones) is replaced by its input, as PyTorch does with p = 0; a
+    `loom.random` left after recognition stays random and is reported with
+    a warning naming its node.
+  }];
+  let options = [
+    Option<"dropout", "dropout", "std::string", "\"on\"",
+           "on (dropout as the model has it) or off (every dropout and "
+           "recognized drop-path mask is the identity)">,
+  ];
+  let statistics = [
+    Statistic<"numRecognized", "num-recognized",
+              "Random masks recognized as dropout">,
+    Statistic<"numRemoved", "num-removed", "Dropouts removed (off)">,
+  ];
+  let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
+}
+
+def EvalEntriesPass : Pass<"loom-eval-entries", "mlir::ModuleOp"> {
+  let summary = "Evaluation entries without dropout, as in PyTorch's eval mode.";
+  let description = [{
+    The runtime evaluates a model (held-out loss, accuracy, predictions)
+    with `@predict` and `@forward`, and trains with `@forward_backward` /
+    `@train_step`. In each function named in `entries`, every
+    `loom.dropout` is replaced by its input (PyTorch's `model.eval()`), and
+    a `loom.rng_seed` argument nothing reads any more is removed. Runs after
+    `loom-autodiff` and `loom-optimizer`, which build the training entries
+    from `@forward` with its dropout.
+  }];
+  let options = [
+    ListOption<"entries", "entries", "std::string",
+               "Functions evaluated in eval mode (default: predict, forward)">,
+  ];
+  let statistics = [
+    Statistic<"numRemoved", "num-removed", "Dropouts removed">,
+  ];
+  let dependentDialects = ["loom::LoomDialect", "mlir::func::FuncDialect"];
+}
+
 def FuseAttentionPass : Pass<"loom-fuse-attention", "mlir::ModuleOp"> {
   let summary = "Rewrites attention chains into loom.attention.";
   let description = [{

@@ -116,34 +116,80 @@ Value splitmix(Lowerer &l, Value x) {
   return xorShift(z, 31);
 }
 
+/// The row-major linear index (i64) of the current element of an
+/// elementwise generic over `type`.
+Value linearIndexI64(Lowerer &l, RankedTensorType type) {
+  Value linear = l.index(0);
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    linear = l.add(l.mul(linear, l.index(type.getDimSize(d))), l.linalgIndex(d));
+  return arith::IndexCastOp::create(l.b, l.loc, l.b.getI64Type(), linear);
+}
+
+/// The interpreter's dropoutUniform(seed, stream, i) as f64 in [0, 1):
+/// splitmix64(splitmix64(seed ^ stream * golden) + i) >> 40, times 2^-24
+/// (the stream mix folds at compile time).
+Value uniformAt(Lowerer &l, Value seed, int64_t stream, Value i) {
+  Type i64 = l.b.getI64Type(), f64 = l.b.getF64Type();
+  uint64_t streamMix = static_cast<uint64_t>(stream) * 0x9E3779B97F4A7C15ull;
+  Value mixed = arith::XOrIOp::create(
+      l.b, l.loc, seed,
+      arith::ConstantOp::create(
+          l.b, l.loc, l.b.getIntegerAttr(i64, static_cast<int64_t>(streamMix))));
+  Value h2 = splitmix(l, l.add(splitmix(l, mixed), i));
+  Value top = arith::ShRUIOp::create(l.b, l.loc, h2, l.constant(i64, 40));
+  return l.mul(arith::SIToFPOp::create(l.b, l.loc, f64, top),
+               l.constant(f64, std::ldexp(1.0, -24)));
+}
+
 Rewrite lowerDropout(Lowerer &l, DropoutOp op, Value x, Value seed) {
   RankedTensorType xt = tensorType(x);
-  int64_t rank = xt.getRank();
-  Type et = xt.getElementType(), i64 = l.b.getI64Type();
+  Type et = xt.getElementType();
   double ratio = op.getRatio().convertToFloat();
   int64_t stream = static_cast<int64_t>(op.getStream());
   Value seedV = tensor::ExtractOp::create(l.b, l.loc, seed, ValueRange{});
   return one(l.elementwise(x, xt, [&](ValueRange a) {
-    Value linear = l.index(0);
-    for (int64_t d = 0; d < rank; ++d)
-      linear = l.add(l.mul(linear, l.index(xt.getDimSize(d))), l.linalgIndex(d));
-    Value i = arith::IndexCastOp::create(l.b, l.loc, i64, linear);
-    // splitmix64(splitmix64(seed ^ stream * golden) + index), the
-    // interpreter's dropoutUniform; the stream mix folds at compile time.
-    uint64_t streamMix = static_cast<uint64_t>(stream) * 0x9E3779B97F4A7C15ull;
-    Value mixed = arith::XOrIOp::create(
-        l.b, l.loc, seedV,
-        arith::ConstantOp::create(
-            l.b, l.loc,
-            l.b.getIntegerAttr(i64, static_cast<int64_t>(streamMix))));
-    Value h2 = splitmix(l, l.add(splitmix(l, mixed), i));
-    Value top = arith::ShRUIOp::create(l.b, l.loc, h2, l.constant(i64, 40));
-    Value u = l.mul(arith::SIToFPOp::create(l.b, l.loc, l.b.getF64Type(), top),
-                    l.constant(l.b.getF64Type(), std::ldexp(1.0, -24)));
+    Value u = uniformAt(l, seedV, stream, linearIndexI64(l, xt));
     Value drop = arith::CmpFOp::create(l.b, l.loc, arith::CmpFPredicate::OLT,
                                        u, l.constant(l.b.getF64Type(), ratio));
     Value kept = l.mul(a[0], l.constant(et, 1.0 / (1.0 - ratio)));
     return l.select(drop, l.constant(et, 0), kept);
+  }));
+}
+
+/// loom.random: uniform draws a + (b - a) u(i), or normal ones by
+/// Box-Muller on u(2i) and u(2i + 1) (interp::normalDraw), in f64 and
+/// rounded to the element type.
+Rewrite lowerRandom(Lowerer &l, RandomOp op) {
+  RankedTensorType t = tensorType(op.getResult());
+  Type f64 = l.b.getF64Type(), i64 = l.b.getI64Type();
+  double a = op.getA().convertToDouble(), b = op.getB().convertToDouble();
+  int64_t stream = static_cast<int64_t>(op.getStream());
+  bool normal = op.getDistribution() == "normal";
+  Value seedV =
+      tensor::ExtractOp::create(l.b, l.loc, op.getSeed(), ValueRange{});
+  return one(l.elementwise(ValueRange{}, t, [&](ValueRange) {
+    Value i = linearIndexI64(l, t);
+    Value draw;
+    if (normal) {
+      Value i2 = l.mul(i, l.constant(i64, 2));
+      Value u1 = uniformAt(l, seedV, stream, i2);
+      Value u2 = uniformAt(l, seedV, stream, l.add(i2, l.constant(i64, 1)));
+      Value logTerm =
+          math::LogOp::create(l.b, l.loc, l.sub(l.constant(f64, 1.0), u1));
+      Value radius = math::SqrtOp::create(
+          l.b, l.loc, l.mul(l.constant(f64, -2.0), logTerm));
+      Value angle = math::CosOp::create(
+          l.b, l.loc, l.mul(l.constant(f64, 2.0 * M_PI), u2));
+      draw = l.add(l.constant(f64, a), l.mul(l.constant(f64, b),
+                                             l.mul(radius, angle)));
+    } else {
+      Value u = uniformAt(l, seedV, stream, i);
+      draw = l.add(l.constant(f64, a), l.mul(l.constant(f64, b - a), u));
+    }
+    if (t.getElementType() == f64)
+      return draw;
+    return arith::TruncFOp::create(l.b, l.loc, t.getElementType(), draw)
+        .getResult();
   }));
 }
 } // namespace
@@ -220,5 +266,8 @@ void loom::lowering::populateElementwiseRules(RewritePatternSet &patterns) {
   });
   addRule<DropoutOp>(patterns, [](Lowerer &l, DropoutOp d) {
     return lowerDropout(l, d, d->getOperand(0), d->getOperand(1));
+  });
+  addRule<RandomOp>(patterns, [](Lowerer &l, RandomOp r) {
+    return lowerRandom(l, r);
   });
 }

@@ -1797,6 +1797,42 @@ func.func @avg_pool2d_result_shape(%x: tensor<8x8x28x28xf32>) {
 
 // -----
 
+// Tests that loom.random rejects an empty uniform interval (C1).
+func.func @random_c1_empty_interval(%seed: tensor<i64>) {
+  // expected-error @+1 {{a uniform distribution needs a < b, got [1.000000e+00, 1.000000e+00)}}
+  %r = loom.random %seed "uniform" a = 1.0 b = 1.0 stream = 0 : tensor<i64>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.random rejects a negative standard deviation (C1).
+func.func @random_c1_negative_scale(%seed: tensor<i64>) {
+  // expected-error @+1 {{a normal distribution needs a standard deviation b >= 0, got -1.000000e+00}}
+  %r = loom.random %seed "normal" a = 0.0 b = -1.0 stream = 0 : tensor<i64>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.random rejects an unknown distribution (C1).
+func.func @random_c1_distribution(%seed: tensor<i64>) {
+  // expected-error @+1 {{distribution must be 'uniform' or 'normal', got 'poisson'}}
+  %r = loom.random %seed "poisson" a = 0.0 b = 1.0 stream = 0 : tensor<i64>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that loom.random rejects a seed that is not a 0-D i64 tensor (C2).
+func.func @random_c2_seed(%seed: tensor<2xi64>) {
+  // expected-error @+1 {{operand #0 must be 0D tensor of 64-bit signless integer values}}
+  %r = loom.random %seed "uniform" a = 0.0 b = 1.0 stream = 0 : tensor<2xi64>, tensor<4xf32>
+  return
+}
+
+// -----
+
 // Tests that loom.dropout rejects a ratio of 1 (C1).
 func.func @dropout_c1_ratio_one(%x: tensor<4xf32>, %seed: tensor<i64>) {
   // expected-error @+1 {{ratio must be in [0, 1), got 1.000000e+00}}

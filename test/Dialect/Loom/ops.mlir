@@ -673,6 +673,19 @@ func.func @dropout(%x: tensor<2x16x64xf32>, %seed: tensor<i64>) -> tensor<2x16x6
 
 // -----
 
+// Tests that loom.random round-trips its distribution, parameters and stream.
+// CHECK-LABEL: func.func @random(
+// CHECK-SAME:    %[[SEED:[^:]+]]: tensor<i64>)
+// CHECK:         loom.random %[[SEED]] "uniform" a = 0.000000e+00 b = 1.000000e+00 stream = 2 : tensor<i64>, tensor<8x1x1x1xf32>
+// CHECK:         loom.random %[[SEED]] "normal" a = 5.000000e-01 b = 2.000000e+00 stream = 0 : tensor<i64>, tensor<3x4xbf16>
+func.func @random(%seed: tensor<i64>) -> (tensor<8x1x1x1xf32>, tensor<3x4xbf16>) {
+  %u = loom.random %seed "uniform" a = 0.0 b = 1.0 stream = 2 : tensor<i64>, tensor<8x1x1x1xf32>
+  %n = loom.random %seed "normal" a = 0.5 b = 2.0 stream = 0 : tensor<i64>, tensor<3x4xbf16>
+  return %u, %n : tensor<8x1x1x1xf32>, tensor<3x4xbf16>
+}
+
+// -----
+
 // Tests that loom.cross_entropy round-trips its reductions and ignore_index.
 // CHECK-LABEL: func.func @cross_entropy(
 // CHECK-SAME:    %[[L:[^:]+]]: tensor<32x10xf32>, %[[Y:[^:]+]]: tensor<32xi64>)

@@ -9,6 +9,8 @@
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 
+#include <cmath>
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -680,6 +682,29 @@ LogicalResult DropoutOp::verify() {
   if (!(ratio >= 0.0 && ratio < 1.0))
     return emitOpError("ratio must be in [0, 1), got ") << ratio;
   return success();
+}
+
+LogicalResult RandomOp::verify() {
+  // (C1); (C2) is the operand's type constraint.
+  double a = getA().convertToDouble(), b = getB().convertToDouble();
+  if (!std::isfinite(a) || !std::isfinite(b))
+    return emitOpError("a and b must be finite, got ") << a << " and " << b;
+  StringRef d = getDistribution();
+  if (d == "uniform") {
+    if (!(a < b))
+      return emitOpError("a uniform distribution needs a < b, got [")
+             << a << ", " << b << ")";
+    return success();
+  }
+  if (d == "normal") {
+    if (b < 0)
+      return emitOpError("a normal distribution needs a standard deviation "
+                         "b >= 0, got ")
+             << b;
+    return success();
+  }
+  return emitOpError("distribution must be 'uniform' or 'normal', got '")
+         << d << "'";
 }
 
 //===----------------------------------------------------------------------===//

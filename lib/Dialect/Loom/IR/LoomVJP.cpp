@@ -991,6 +991,11 @@ LogicalResult DropoutOp::buildVJP(OpBuilder &b, ValueRange cts,
   return success();
 }
 
+LogicalResult RandomOp::buildVJP(OpBuilder &, ValueRange,
+                                 SmallVectorImpl<Value> &out) {
+  return noCotangents(*this, out);
+}
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//

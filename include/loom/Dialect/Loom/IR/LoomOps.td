@@ -1149,9 +1149,13 @@ def Loom_DropoutOp : Loom_Op<"dropout", [Pure, Loom_Pointwise, Loom_Follow,
     ```
 
     **Lifecycle**: created by the importers (ONNX `Dropout` in training
-    mode; in inference mode it is the identity and no op is made). The seed
-    is a function argument marked `loom.rng_seed`, advanced by the runtime
-    every step.
+    mode; in inference mode it is the identity and no op is made) and by
+    `loom-recognize-dropout` (dropout and drop-path masks built from
+    `loom.random`; with `--dropout=off` it replaces every dropout by its
+    input). `loom-eval-entries` removes it from the evaluation entries
+    (`@predict`, `@forward`), as PyTorch's eval mode does. The seed is a
+    function argument marked `loom.rng_seed`, advanced by the runtime every
+    step.
 
     **Constraints**:
 
@@ -1163,6 +1167,46 @@ def Loom_DropoutOp : Loom_Op<"dropout", [Pure, Loom_Pointwise, Loom_Follow,
   let results = (outs Loom_FloatTensor:$y);
   let assemblyFormat = [{
     $x `,` $seed `ratio` `=` $ratio `stream` `=` $stream attr-dict `:` type($y) `,` type($seed)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_RandomOp : Loom_Op<"random", [Pure, Loom_Pointwise, Loom_Follow]> {
+  let summary = "Random numbers drawn from an explicit seed.";
+  let description = [{
+    Fills the result with draws from `distribution`: `uniform` in
+    `[a, b)`, or `normal` with mean `a` and standard deviation `b`. Element
+    `i` is a pure function of (`seed`, `stream`, `i`), with the counter-based
+    generator of `loom.dropout`: `u(i) = dropoutUniform(seed, stream, i)`
+    (24 random bits in `[0, 1)`); uniform draws are `a + (b - a) * u(i)`,
+    normal ones `a + b * sqrt(-2 log(1 - u(2i))) * cos(2 pi u(2i + 1))`
+    (Box-Muller). The same seed gives the same numbers in the forward, the
+    backward and recomputation; the runtime advances the seed every step.
+    The result carries no gradient.
+
+    ```mlir
+    %r = loom.random %seed "uniform" a = 0.0 b = 1.0 stream = 2 : tensor<i64>, tensor<8x1x1x1xf32>
+    ```
+
+    **Lifecycle**: created by the ONNX importer (`RandomUniformLike`,
+    `RandomNormalLike`, `RandomUniform`, `RandomNormal`, `Bernoulli`; the
+    node's own `seed` attribute is not used: Loom's per-step seed is).
+    `loom-recognize-dropout` turns the dropout and drop-path masks built from
+    uniform draws into `loom.dropout`; the draws it does not recognize stay.
+
+    **Constraints**:
+
+    1. (C1) `distribution` is `uniform` (with `a < b`) or `normal` (with
+       `b >= 0`); `a` and `b` are finite.
+    2. (C2) `seed` is a 0-D `i64` tensor.
+  }];
+  let arguments = (ins Loom_SeedTensor:$seed, StrAttr:$distribution,
+                       F64Attr:$a, F64Attr:$b,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $seed $distribution `a` `=` $a `b` `=` $b `stream` `=` $stream attr-dict
+    `:` type($seed) `,` type($result)
   }];
   let hasVerifier = 1;
 }

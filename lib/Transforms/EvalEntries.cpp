@@ -1,0 +1,58 @@
+//===- EvalEntries.cpp - Evaluation entries in eval mode ------------------===//
+//
+// `loom-eval-entries`: in the functions the runtime evaluates with
+// (@predict, @forward), dropout is the identity, as in PyTorch's eval mode;
+// a seed argument nothing reads any more goes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PassHelpers.h"
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace loom {
+#define GEN_PASS_DEF_EVALENTRIESPASS
+#include "loom/Transforms/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+struct EvalEntriesPass : loom::impl::EvalEntriesPassBase<EvalEntriesPass> {
+  using EvalEntriesPassBase::EvalEntriesPassBase;
+
+  void runOnOperation() override {
+    SmallVector<std::string> names(entries.begin(), entries.end());
+    if (names.empty())
+      names = {"predict", "forward"};
+    for (const std::string &name : names)
+      if (auto func = getOperation().lookupSymbol<func::FuncOp>(name))
+        if (!func.isExternal())
+          evalMode(func);
+  }
+
+  void evalMode(func::FuncOp func) {
+    SmallVector<DropoutOp> dropouts;
+    func.walk([&](DropoutOp d) { dropouts.push_back(d); });
+    for (DropoutOp d : dropouts) {
+      d.getY().replaceAllUsesWith(d.getX());
+      d.erase();
+      ++numRemoved;
+    }
+    if (dropouts.empty())
+      return;
+    // The ops only the dropouts read (the ones of a drop-path mask).
+    if (failed(cleanUpAfterDropout(func))) {
+      func.emitError() << "loom-eval-entries: cannot remove the unused seed "
+                          "argument";
+      return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
