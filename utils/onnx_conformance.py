@@ -113,7 +113,17 @@ EXPECTED_NUMERIC_FAILURES = {
 # in ONNX's reference implementation): no deterministic backend reproduces
 # them. Their outputs are compared only where both masks keep the element
 # (the kept values must agree: x / (1 - ratio)).
-RANDOM_MASK_TESTS = {"test_training_dropout", "test_training_dropout_default"}
+RANDOM_MASK_TESTS = {"test_training_dropout", "test_training_dropout_default",
+                     "test_training_dropout_mask",
+                     "test_training_dropout_default_mask"}
+
+# Tests whose expected outputs are random draws of 0 and 1 (Bernoulli, from
+# NumPy's generator): Loom's draws come from its own seed, so only the
+# shape, the element type and that every value is 0 or 1 are compared.
+RANDOM_DRAW_TESTS = {"test_bernoulli", "test_bernoulli_double",
+                     "test_bernoulli_double_expanded",
+                     "test_bernoulli_expanded", "test_bernoulli_seed",
+                     "test_bernoulli_seed_expanded"}
 
 # Models whose compiled results (loomc --target=cpu + loom-run) differ from
 # the test data although the interpreter's match, with the reason. A model is
@@ -274,12 +284,23 @@ def read_pb(path, value_info=None):
     return array
 
 
-def compare(expected, got, random_mask=False):
+def compare(expected, got, random_mask=False, random_draw=False):
     """None if `got` matches `expected` under the backend-test tolerances,
     else (max abs error, a short reason). With `random_mask`, only elements
-    that are non-zero in both are compared."""
+    that are non-zero in both are compared (a boolean mask output: only the
+    shape and type); with `random_draw`, `got` must have the shape and type
+    and hold only 0 and 1."""
     import numpy as np
-    if random_mask and expected.shape == got.shape:
+    if (random_mask or random_draw) and expected.shape == got.shape:
+        if random_draw or expected.dtype == bool:
+            if expected.dtype != got.dtype:
+                return float("inf"), "dtype %s, expected %s" % (
+                    got.dtype, expected.dtype)
+            bad = ~((got == 0) | (got == 1))
+            if random_draw and bad.any():
+                return float("inf"), "%d of %d draws are not 0 or 1" % (
+                    bad.sum(), bad.size)
+            return None
         keep = (expected != 0) & (got != 0)
         expected, got = expected[keep], got[keep]
     if expected.shape != got.shape:
@@ -340,6 +361,7 @@ def check_outputs(outputs, data, data_set, model_dir, result_file):
     import numpy as np
     worst = 0.0
     random_mask = os.path.basename(model_dir) in RANDOM_MASK_TESTS
+    random_draw = os.path.basename(model_dir) in RANDOM_DRAW_TESTS
     for idx, out in enumerate(outputs):
         pb = os.path.join(data, "output_%d.pb" % idx)
         if not os.path.isfile(pb):
@@ -350,11 +372,12 @@ def check_outputs(outputs, data, data_set, model_dir, result_file):
             return "missing", "%s: no result for output '%s'" % (
                 data_set, out.name), 0.0
         got = np.load(got_path)
-        bad = compare(expected, got, random_mask)
+        bad = compare(expected, got, random_mask, random_draw)
         if bad is not None:
             return "fail", "%s output '%s': %s, max error %.3g" % (
                 data_set, out.name, bad[1], bad[0]), bad[0]
-        if expected.dtype.kind == "f" and expected.size and not random_mask:
+        if (expected.dtype.kind == "f" and expected.size and
+                not (random_mask or random_draw)):
             with np.errstate(invalid="ignore"):
                 e = np.abs(expected.astype(np.float64) -
                            got.astype(np.float64))
