@@ -2647,8 +2647,10 @@ LogicalResult Importer::buildAttention(NodeContext &c) {
       {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2)}, b.getF32Type());
   auto op = AttentionOp::create(
       b, c.loc, outType, lseType, c.operands[0], c.operands[1],
-      c.operands[2], Value(), Value(), segments, b.getF64FloatAttr(scale),
-      causal ? b.getUnitAttr() : UnitAttr(), b.getI64IntegerAttr(window));
+      c.operands[2], Value(), Value(), segments, Value(),
+      b.getF64FloatAttr(scale), causal ? b.getUnitAttr() : UnitAttr(),
+      b.getI64IntegerAttr(window), b.getF32FloatAttr(0.0f),
+      b.getI64IntegerAttr(0));
   if (failed(verify(op))) {
     op->erase();
     return failure();

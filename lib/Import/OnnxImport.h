@@ -140,6 +140,11 @@ private:
   Value rngSeed;
   /// The next `stream` of a dropout or random op (one per op).
   int64_t dropoutStreams = 0;
+  /// Dropout nodes with a ratio above 0 that are the identity because they
+  /// have no training_mode input (their location and name), and the
+  /// warning about them when other dropouts of the model train.
+  SmallVector<std::pair<Location, std::string>> inferenceDropouts;
+  void warnInferenceDropouts();
   func::FuncOp func;
   Block *entry = nullptr;
   SmallVector<Type> argTypes;

@@ -810,6 +810,7 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
   }
   if (!ok)
     return nullptr;
+  warnInferenceDropouts();
 
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;
@@ -907,4 +908,26 @@ OwningOpRef<ModuleOp> loom::importOnnxModel(StringRef path, MLIRContext &ctx,
         << "failed to import '" << path << "'";
     return nullptr;
   }
+}
+
+void loom::onnx_import::OnnxImporter::warnInferenceDropouts() {
+  if (dropoutStreams == 0 || inferenceDropouts.empty())
+    return;
+  // PyTorch's exporter writes scaled_dot_product_attention's dropout_p as
+  // a Dropout without training_mode: by ONNX's default the identity, even
+  // in a model whose other dropouts train.
+  std::string names;
+  for (size_t i = 0; i < inferenceDropouts.size() && i < 3; ++i)
+    names += (i ? ", '" : "'") + inferenceDropouts[i].second + "'";
+  if (inferenceDropouts.size() > 3)
+    names += ", ...";
+  emitWarning(inferenceDropouts.front().first)
+      << inferenceDropouts.size()
+      << " Dropout node(s) with a ratio above 0 and no training_mode input ("
+      << names << ") are the identity, as ONNX defines them, while other "
+      << "dropouts of this model train; PyTorch's exporter writes the "
+      << "dropout_p of scaled_dot_product_attention this way, so that "
+      << "dropout is not in the file (export the attention as a module "
+      << "dropout, e.g. transformers' attn_implementation=\"eager\", to "
+      << "train with it)";
 }

@@ -380,6 +380,8 @@ void OnnxNode::convertDropout() {
   if (!(ratio >= 0.0 && ratio < 1.0))
     n.fail("ratio must be in [0, 1), got " + std::to_string(ratio));
   auto maskType = RankedTensorType::get(typeOf(x).getShape(), b.getI1Type());
+  if (!n.hasInput(2) && ratio > 0.0)
+    imp.inferenceDropouts.push_back({loc, node.name()});
   if (!training || ratio == 0.0) {
     // Inference mode: the identity, and a mask that keeps everything.
     setOut(0, x);

@@ -25,6 +25,20 @@ struct AttentionGeometry {
   double scale;
   bool causal;
   int64_t window;
+  /// Dropout on the probabilities: its ratio (0: none), seed and stream.
+  double dropout = 0.0;
+  int64_t seed = 0, stream = 0;
+
+  /// The dropout factor z of probability (b, h, i, j): loom.dropout's mask
+  /// of the [B, Hq, T, S] probabilities (LoomOps.td).
+  double keep(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    if (dropout == 0.0)
+      return 1.0;
+    int64_t index = ((b * Hq + h) * T + i) * S + j;
+    return dropoutUniform(seed, stream, index) < dropout
+               ? 0.0
+               : 1.0 / (1.0 - dropout);
+  }
 
   bool allowed(int64_t b, int64_t h, int64_t i, int64_t j) const {
     if (causal && j > i)
@@ -70,6 +84,11 @@ AttentionGeometry geometryOf(AttnOp op, ArrayRef<const Tensor *> in,
     g.bias = in[next++];
   if (op.getSegments())
     g.segments = in[next++];
+  if (op.getSeed()) {
+    g.seed = static_cast<int64_t>(in[next++]->data[0]);
+    g.dropout = op.getDropout().convertToFloat();
+    g.stream = static_cast<int64_t>(op.getStream());
+  }
   g.scale = op.getScale().convertToDouble();
   g.causal = op.getCausal();
   g.window = static_cast<int64_t>(op.getWindow());
@@ -124,7 +143,7 @@ LogicalResult attentionRule(Operation *op, ArrayRef<const Tensor *> in,
         for (int64_t j = 0; j < g.S; ++j) {
           if (!allowed[j])
             continue;
-          double p = std::exp(s[j] - lse);
+          double p = std::exp(s[j] - lse) * g.keep(b, h, i, j);
           const double *vj = &v.data[g.kAt(b, grp, j) * g.Dv];
           for (int64_t d = 0; d < g.Dv; ++d)
             o[d] += p * vj[d];
@@ -162,14 +181,14 @@ LogicalResult attentionGradRule(Operation *op, ArrayRef<const Tensor *> in,
           if (!allowed[j])
             continue;
           int64_t key = g.kAt(b, grp, j);
-          double p = std::exp(s[j] - lse);
+          double p = std::exp(s[j] - lse), z = g.keep(b, h, i, j);
           const double *vj = &v.data[key * g.Dv], *kj = &k.data[key * g.D];
           double dp = 0;
           for (int64_t d = 0; d < g.Dv; ++d) {
             dp += doi[d] * vj[d];
-            out[2].data[key * g.Dv + d] += p * doi[d];
+            out[2].data[key * g.Dv + d] += z * p * doi[d];
           }
-          double ds = p * (dp - Di);
+          double ds = p * (z * dp - Di);
           for (int64_t d = 0; d < g.D; ++d) {
             out[0].data[row * g.D + d] += g.scale * ds * kj[d];
             out[1].data[key * g.D + d] += g.scale * ds * qi[d];

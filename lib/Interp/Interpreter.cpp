@@ -19,6 +19,7 @@
 #include "SimulatedMesh.h"
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loomrt/Random.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/APFloat.h"
@@ -337,20 +338,11 @@ bool loom::interp::hasRule(llvm::StringRef opName) {
   return it != rules().end() && it->second;
 }
 
-uint64_t loom::interp::splitmix64(uint64_t x) {
-  uint64_t z = x + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+uint64_t loom::interp::splitmix64(uint64_t x) { return loomrt::splitmix64(x); }
 
 double loom::interp::dropoutUniform(int64_t seed, int64_t stream,
                                     int64_t index) {
-  uint64_t h =
-      splitmix64(static_cast<uint64_t>(seed) ^
-                 (static_cast<uint64_t>(stream) * 0x9E3779B97F4A7C15ull));
-  h = splitmix64(h + static_cast<uint64_t>(index));
-  return static_cast<double>(h >> 40) * 0x1p-24;
+  return loomrt::randomUniform(loomrt::randomStreamKey(seed, stream), index);
 }
 
 double loom::interp::normalDraw(int64_t seed, int64_t stream, int64_t index) {

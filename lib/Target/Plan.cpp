@@ -191,6 +191,11 @@ struct EntryWriter {
       step["scale"] = a.getScale().convertToDouble();
       step["causal"] = a.getCausal();
       step["window"] = static_cast<int64_t>(a.getWindow());
+      if (Value seed = a.getSeed()) {
+        step["seed"] = ids.lookup(seed);
+        step["dropout"] = a.getDropout().convertToDouble();
+        step["stream"] = static_cast<int64_t>(a.getStream());
+      }
     };
     if (auto a = dyn_cast<AttentionOp>(op)) {
       common(a);

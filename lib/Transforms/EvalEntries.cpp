@@ -44,7 +44,19 @@ struct EvalEntriesPass : loom::impl::EvalEntriesPassBase<EvalEntriesPass> {
       d.erase();
       ++numRemoved;
     }
-    if (dropouts.empty())
+    // Fused attention draws its probabilities' dropout itself.
+    SmallVector<AttentionOp> attentions;
+    func.walk([&](AttentionOp a) {
+      if (a.getSeed())
+        attentions.push_back(a);
+    });
+    for (AttentionOp a : attentions) {
+      a.getSeedMutable().clear();
+      a.setDropout(APFloat(0.0f));
+      a.setStream(0);
+      ++numRemoved;
+    }
+    if (dropouts.empty() && attentions.empty())
       return;
     // The ops only the dropouts read (the ones of a drop-path mask).
     if (failed(cleanUpAfterDropout(func))) {

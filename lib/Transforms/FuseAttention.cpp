@@ -10,7 +10,8 @@
 //            reshape -> broadcast -> reshape);
 //   x      = scores (times / divided by scalars) + additive terms, or
 //            select(keep, x, very negative) at any level of the sum;
-//   p      = softmax(x, last), optionally guarded (select(p != p, 0, p));
+//   p      = softmax(x, last), optionally guarded (select(p != p, 0, p)),
+//            optionally with dropout (loom.dropout: the op's dropout);
 //   out    = matmul(p, V), V possibly repeated like K.
 //
 // The additive terms and kept masks are split into leaves (an additive
@@ -47,6 +48,7 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 #include <functional>
@@ -616,6 +618,11 @@ struct Chain {
   SmallVector<MaskLeaf> runMasks, runBiases;
   /// Document ids [B, T] an equality leaf compares (the op's segments).
   Value segments;
+  /// Dropout on the probabilities (a loom.dropout between the softmax and
+  /// the product with V): its seed, ratio and stream; null seed: none.
+  Value seed;
+  float dropout = 0.0f;
+  int64_t stream = 0;
   MatmulOp scores, pv;
   SoftmaxOp softmax;
 };
@@ -782,6 +789,18 @@ private:
     }
     if (users.size() != 1)
       return rejectFalse("its probabilities have other readers");
+    // Dropout on the probabilities: the fused op draws the same mask (it
+    // indexes the [B, Hq, T, S] probabilities as loom.dropout does).
+    if (auto drop = dyn_cast<DropoutOp>(users[0])) {
+      c.seed = drop.getSeed();
+      c.dropout = drop.getRatio().convertToFloat();
+      c.stream = static_cast<int64_t>(drop.getStream());
+      used = drop.getY();
+      users.assign(used.getUsers().begin(), used.getUsers().end());
+      if (users.size() != 1)
+        return rejectFalse("its probabilities after dropout have other "
+                           "readers");
+    }
     auto pv = dyn_cast<MatmulOp>(users[0]);
     if (!pv || pv.getLhs() != used || pv.getTransposeA() ||
         pv.getTransposeB() || pv.getBias())
@@ -932,6 +951,8 @@ struct FuseAttentionPass
           parts.push_back("mask from the inputs");
         if (!chain->runBiases.empty())
           parts.push_back("bias from the inputs");
+        if (chain->seed)
+          parts.push_back(llvm::formatv("dropout {0}", chain->dropout).str());
         std::string kind = parts.empty() ? "no mask" : llvm::join(parts, ", ");
         entry("fused", kind);
         ++numFused;
@@ -960,9 +981,10 @@ struct FuseAttentionPass
     auto attn = AttentionOp::create(
         b, loc, outType, lseType, c.q, c.k, c.v,
         combineLeaves(b, loc, c.runMasks), combineLeaves(b, loc, c.runBiases),
-        c.segments, b.getF64FloatAttr(c.scale),
+        c.segments, c.seed, b.getF64FloatAttr(c.scale),
         c.mask.causal ? b.getUnitAttr() : UnitAttr(),
-        b.getI64IntegerAttr(c.mask.window));
+        b.getI64IntegerAttr(c.mask.window), b.getF32FloatAttr(c.dropout),
+        b.getI64IntegerAttr(c.stream));
     Value out = attn.getOut();
     if (out.getType() != c.pv.getType())
       out = ReshapeOp::create(b, loc, c.pv.getType(), out);

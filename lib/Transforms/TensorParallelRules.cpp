@@ -164,6 +164,9 @@ bool Propagation::attention(AttentionOp op) {
   }
   if (op.getSegments() && of(op.getSegments()).isSplit())
     return fail(op, "its document ids are split");
+  if (op.getSeed())
+    return fail(op, "its dropout mask is drawn over all the heads (a rank "
+                    "would draw its heads' elements at other indices)");
   return set(op, op.getOut(), q) && set(op, op.getLse(), q);
 }
 

@@ -402,6 +402,7 @@ bool issueStep(Backend &backend, Arena &arena, const PlanEntry &entry,
     call.mask = optional(a.mask);
     call.bias = optional(a.bias);
     call.segments = optional(a.segments);
+    call.seed = optional(a.seed);
     if (a.direction == AttentionDirection::Backward) {
       call.dout = buffer(a.dout);
       call.dq = buffer(a.dq);

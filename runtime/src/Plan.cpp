@@ -622,6 +622,17 @@ void parseAttentionStep(const json &value, const std::string &where,
     a.bias = getBufferId(value, "bias", where, entry);
   if (present("segments"))
     a.segments = getBufferId(value, "segments", where, entry);
+  if (present("seed"))
+    a.seed = getBufferId(value, "seed", where, entry);
+  if (present("dropout")) {
+    const json &d = member(value, "dropout", where);
+    if (!d.is_number())
+      fail(fieldWhere(where, "dropout"),
+           std::string("expected a number, got ") + typeName(d));
+    a.dropout = d.get<float>();
+  }
+  if (present("stream"))
+    a.stream = getInt(value, "stream", where);
   if (present("dbias")) {
     if (!backward)
       fail(fieldWhere(where, "dbias"),
@@ -769,6 +780,18 @@ void parseAttentionStep(const json &value, const std::string &where,
     fail(fieldWhere(where, "causal"),
          "a causal step needs as many queries as keys, q has T = " +
              std::to_string(T) + " and k S = " + std::to_string(S));
+  if (a.seed) {
+    if (buffer(*a.seed).dtype != DType::I64 || !buffer(*a.seed).shape.empty())
+      fail(fieldWhere(where, "seed"),
+           text(*a.seed) + "; a dropout seed is i64 []");
+    if (!(a.dropout > 0.0f && a.dropout < 1.0f))
+      fail(fieldWhere(where, "dropout"),
+           "expected a ratio in (0, 1) with a seed, got " +
+               std::to_string(a.dropout));
+  } else if (a.dropout != 0.0f) {
+    fail(fieldWhere(where, "dropout"),
+         "a dropout ratio needs a 'seed' buffer to draw its mask from");
+  }
 
   // What the step writes overlaps nothing else it touches (not even
   // another of its outputs).
@@ -1737,7 +1760,8 @@ std::vector<uint32_t> stepBuffers(const PlanStep &step) {
     std::vector<uint32_t> ids = {a.q, a.k, a.v, a.out, a.lse};
     if (a.direction == AttentionDirection::Backward)
       ids.insert(ids.end(), {a.dout, a.dq, a.dk, a.dv});
-    for (const std::optional<uint32_t> &id : {a.mask, a.bias, a.dbias})
+    for (const std::optional<uint32_t> &id :
+         {a.mask, a.bias, a.dbias, a.segments, a.seed})
       if (id)
         ids.push_back(*id);
     return ids;

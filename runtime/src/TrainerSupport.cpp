@@ -79,13 +79,6 @@ void checkTrainOptions(const TrainOptions &opt) {
   throw TrainError{code, std::move(message)};
 }
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 /// Uniform in [0, n) from a 64-bit generator, without modulo bias. Written
 /// out (not std::uniform_int_distribution) so that every standard library
 /// shuffles the same way.

@@ -14,6 +14,7 @@
 
 #include "loomrt/Artifact.h"
 #include "loomrt/Mesh.h"
+#include "loomrt/Random.h"
 #include "loomrt/Safetensors.h"
 #include "loomrt/Trainer.h"
 
@@ -56,7 +57,7 @@ struct TrainError {
 /// twice).
 void checkTrainOptions(const TrainOptions &opt);
 
-uint64_t splitmix64(uint64_t x);
+using loomrt::splitmix64;
 /// Uniform in [0, n) from a 64-bit generator, without modulo bias.
 uint64_t bounded(std::mt19937_64 &rng, uint64_t n);
 std::string describe(DType dtype, const std::vector<int64_t> &shape);

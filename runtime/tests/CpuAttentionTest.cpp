@@ -18,6 +18,7 @@
 
 #include "loomrt/Artifact.h"
 #include "loomrt/Plan.h"
+#include "loomrt/Random.h"
 
 #include <gtest/gtest.h>
 
@@ -45,6 +46,19 @@ struct Case {
   /// skipped by order). `segments32`: as i32 instead of i64.
   int segments = 0;
   bool segments32 = false;
+  /// Dropout on the probabilities (0: none), drawn from (dropoutSeed,
+  /// stream) as loomrt/Random.h defines.
+  float dropout = 0.0f;
+  int64_t dropoutSeed = 0, stream = 0;
+  /// The dropout factor of probability (b, h, i, j): 0 or 1 / (1 - p).
+  double keep(int64_t bi, int64_t h, int64_t i, int64_t j) const {
+    if (dropout == 0.0f)
+      return 1.0;
+    int64_t index = ((bi * hq + h) * t + i) * s + j;
+    return randomUniform(randomStreamKey(dropoutSeed, stream), index) < dropout
+               ? 0.0
+               : 1.0 / (1.0 - double(dropout));
+  }
   unsigned seed = 1;
 
   double realScale() const { return scale != 0 ? scale : 1 / std::sqrt(d); }
@@ -181,7 +195,7 @@ Reference reference(const Case &c, const Inputs &in) {
         for (int64_t x = 0; x < Dv; ++x) {
           double o = 0;
           for (int64_t j = 0; j < S; ++j)
-            o += p[i * S + j] * v[j * Dv + x];
+            o += c.keep(b, h, i, j) * p[i * S + j] * v[j * Dv + x];
           out[i * Dv + x] = o;
         }
       }
@@ -194,7 +208,7 @@ Reference reference(const Case &c, const Inputs &in) {
           double dp = 0;
           for (int64_t x = 0; x < Dv; ++x)
             dp += double(dout[i * Dv + x]) * v[j * Dv + x];
-          ds[i * S + j] = p[i * S + j] * (dp - di);
+          ds[i * S + j] = p[i * S + j] * (c.keep(b, h, i, j) * dp - di);
         }
       }
       double *dq = &r.dq[((b * c.hq + h) * T) * D];
@@ -203,8 +217,9 @@ Reference reference(const Case &c, const Inputs &in) {
       for (int64_t i = 0; i < T; ++i)
         for (int64_t j = 0; j < S; ++j) {
           const double pij = p[i * S + j], dsij = ds[i * S + j];
+          const double zp = c.keep(b, h, i, j) * pij;
           for (int64_t x = 0; x < Dv; ++x)
-            dv[j * Dv + x] += pij * dout[i * Dv + x];
+            dv[j * Dv + x] += zp * dout[i * Dv + x];
           for (int64_t x = 0; x < D; ++x) {
             dq[i * D + x] += scale * dsij * k[j * D + x];
             dk[j * D + x] += scale * dsij * q[i * D + x];
@@ -222,6 +237,11 @@ AttentionStep stepOf(const Case &c, AttentionDirection direction) {
   step.scale = c.realScale();
   step.causal = c.causal;
   step.window = c.window;
+  if (c.dropout > 0.0f) {
+    step.seed = 0; // a buffer id; runAttention reads the value from t.seed
+    step.dropout = c.dropout;
+    step.stream = c.stream;
+  }
   return step;
 }
 
@@ -268,6 +288,7 @@ Results runKernels(const Case &c, const Inputs &in, AttentionIsa isa) {
                               : static_cast<const void *>(in.segments.data());
     t.segments64 = !c.segments32;
   }
+  t.seed = c.dropoutSeed;
   std::string error;
   EXPECT_TRUE(runAttention(stepOf(c, AttentionDirection::Forward), shape, t,
                            &error, isa))
@@ -397,6 +418,21 @@ TEST(CpuAttention, DocumentIds) {
   c.name = "unsorted document ids with a bias", c.segments = 2;
   c.segments32 = false, c.t = c.s = 150, c.biasShape = {1, 2, 150, 150};
   c.dbias = true;
+  expectMatchesReference(c);
+}
+
+// Dropout on the probabilities: the mask of loom.dropout over [B, Hq, T, S]
+// (the reference draws it element by element), over blocks that are not
+// multiples of the tiles, causal and grouped, with a bias and its gradient.
+TEST(CpuAttention, Dropout) {
+  Case c;
+  c.name = "dropout, causal, grouped", c.b = 2, c.hq = 4, c.hkv = 2;
+  c.t = c.s = 150, c.causal = true, c.dropout = 0.25f, c.dropoutSeed = 42;
+  c.stream = 3, c.seed = 12;
+  expectMatchesReference(c);
+  c.name = "dropout with a bias", c.causal = false, c.t = 70, c.s = 200;
+  c.biasShape = {1, 4, 70, 200}, c.dbias = true, c.dropout = 0.5f;
+  c.dropoutSeed = -7, c.seed = 13;
   expectMatchesReference(c);
 }
 

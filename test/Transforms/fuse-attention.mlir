@@ -98,6 +98,28 @@ func.func @odd_mask(%q: tensor<1x1x4x2xf32>, %k: tensor<1x1x4x2xf32>, %v: tensor
 
 // -----
 
+// Tests dropout on the probabilities (transformers' eager attention in
+// training mode): the fused op takes its seed, ratio and stream and draws
+// the same mask; the dropout is gone.
+// CHECK: loom.attention_report = [{detail = "causal, dropout 0.10", node = "dropped", outcome = "fused"}]
+// CHECK-LABEL: func.func @dropout
+// CHECK-SAME:    (%[[Q:.+]]: tensor<1x2x4x2xf32>, %[[K:.+]]: tensor<1x2x4x2xf32>, %[[V:.+]]: tensor<1x2x4x2xf32>, %[[S:.+]]: tensor<i64>)
+// CHECK:         loom.attention %[[Q]], %[[K]], %[[V]] seed %[[S]] {causal, dropout = 1.000000e-01 : f32, scale = 1.000000e+00 : f64, stream = 5 : i64}
+// CHECK-NOT:     loom.dropout
+func.func @dropout(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>, %seed: tensor<i64>) -> tensor<1x2x4x2xf32> {
+  %s = loom.matmul %q, %k {transpose_b} : (tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x4xf32>
+  %tri = loom.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %keep = loom.broadcast_in_dim %tri dims = [2, 3] : tensor<4x4xi1> -> tensor<1x2x4x4xi1>
+  %low = loom.constant dense<-3.40282347E+38> : tensor<1x2x4x4xf32>
+  %x = loom.select %keep, %s, %low : tensor<1x2x4x4xi1>, tensor<1x2x4x4xf32>
+  %p = loom.softmax %x axis = 3 : tensor<1x2x4x4xf32> loc("dropped")
+  %d = loom.dropout %p, %seed ratio = 0.1 stream = 5 : tensor<1x2x4x4xf32>, tensor<i64>
+  %o = loom.matmul %d, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o : tensor<1x2x4x2xf32>
+}
+
+// -----
+
 // Tests that a bias from an argument (a learned relative bias) becomes
 // the op's bias operand, and that probabilities read by something else
 // than the product with V keep the chain.

@@ -26,7 +26,12 @@ training=TRAINING: Dropout nodes with their mask output), this:
      matches <gradient, direction>;
   4. with --steps N, loom-run --train at a learning rate of ~0 on one batch:
      a new mask every step, the same losses from the same --seed, one loss
-     with dropout off.
+     with dropout off;
+  5. for GPT-2, both attention layers are reported fused (with their
+     dropout, where the file has it: transformers' eager attention), and at
+     one seed the fused step equals the unfused chain's
+     (--attention=unfused), interpreted and compiled: the fused op draws
+     the mask the chain's loom.dropout draws.
 Prints one line per check and `N models, M failures`; exit status 0 when
 everything agrees.
 """
@@ -83,8 +88,21 @@ def gpt2():
     return m, ez.tokens((2, 16), 64), ez.tokens((2, 16), 64, seed=4)
 
 
+def gpt2_eager():
+    # transformers' eager attention: the dropout on the probabilities is a
+    # module (PyTorch's exporter writes SDPA's own dropout_p as a Dropout
+    # without training_mode: the identity, by ONNX's default).
+    import transformers
+    c = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=64,
+                                n_positions=32, resid_pdrop=0.2,
+                                embd_pdrop=0.2, attn_pdrop=0.2)
+    c._attn_implementation = "eager"
+    m = ez.LogitsOnly(transformers.GPT2LMHeadModel(c), ("input_ids",))
+    return m, ez.tokens((2, 16), 64), ez.tokens((2, 16), 64, seed=4)
+
+
 MODELS = {"convnext": convnext, "efficientnet": efficientnet,
-          "mobilenet": mobilenet, "gpt2": gpt2}
+          "mobilenet": mobilenet, "gpt2": gpt2, "gpt2_eager": gpt2_eager}
 
 
 def set_dropout(model, p):
@@ -302,9 +320,52 @@ def check_model(args, name):
                                 direction[k])) for k in want)
     check("seeded gradient = central differences", norm_rel(fd, analytic),
           args.fd_rtol)
+    if name.startswith("gpt2"):
+        check_fused_attention(args, name, path, d, feed, seed_a, loss_a,
+                              grads_a, interp_loss, interp_grads, check,
+                              fact, floor)
     if args.steps:
         check_steps(args, name, path, d, x, labels, fact)
     return failures
+
+
+def check_fused_attention(args, name, path, d, feed, seed, loss, grads,
+                          interp_loss, interp_grads, check, fact, floor):
+    """The attention layers are fused (with their dropout where the file
+    has it), and at one seed the fused step equals the unfused chain's
+    (--attention=unfused): the fused op draws the same mask."""
+    import re
+    flags = ["--train", "--loss=cross_entropy", "--optimizer=sgd"]
+    report = run([args.loomc, path] + flags + ["--target=cpu", "--report",
+                                               "-o", os.path.join(d, "r.loom")])
+    fused = re.findall(r"^\s+fused attention: \S+ \((.*)\)$", report, re.M)
+    with_dropout = sum("dropout" in f for f in fused)
+    fact("report: %d fused attention layers, %d with dropout" %
+         (len(fused), with_dropout), len(fused) == 2)
+    ir = os.path.join(d, "unfused.mlir")
+    art = os.path.join(d, "unfused.loom")
+    run([args.loomc, path] + flags + ["--attention=unfused", "-o", ir])
+    run([args.loomc, path] + flags + ["--attention=unfused", "--target=cpu",
+                                      "-o", art])
+    f = os.path.join(d, "in", "seed_%d.npy" % seed)
+    out = os.path.join(d, "unfused_compiled")
+    run([args.loom_run, art, "--entry=forward_backward", "--input",
+         "seed=" + f, "--output-dir", out] + feed)
+    got = {k: np.load(os.path.join(out, fname(k) + ".npy")) for k in grads}
+    check("seeded fused = unfused, compiled loss",
+          norm_rel(loss, float(np.load(os.path.join(out, "loss.npy")))),
+          args.compiled_rtol)
+    check("seeded fused = unfused, compiled gradients",
+          max(norm_rel(grads[k], got[k], floor) for k in grads),
+          args.compiled_rtol)
+    out = os.path.join(d, "unfused_interp")
+    run([args.interp, ir, "--entry=forward_backward", "--f64", "--seed",
+         str(seed), "--output-dir", out] + feed)
+    got = {k: np.load(os.path.join(out, fname(k) + ".npy")) for k in grads}
+    check("seeded fused = unfused, interp loss",
+          norm_rel(interp_loss, float(np.load(os.path.join(out, "loss.npy")))))
+    check("seeded fused = unfused, interp gradients",
+          max(norm_rel(interp_grads[k], got[k], floor) for k in grads))
 
 
 def check_steps(args, name, path, d, x, labels, fact):

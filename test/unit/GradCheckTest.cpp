@@ -56,6 +56,7 @@ const std::map<std::string, std::string> &nonDifferentiableOps() {
   static const std::map<std::string, std::string> ops = {
       {"compare", "boolean result"},
       {"constant", "no operands"},
+      {"random", "its only operand is the integer seed"},
       {"max_pool2d_argmax", "integer result"},
       {"stop_gradient", "blocks gradients by definition (finite differences "
                         "see the identity)"},

@@ -653,6 +653,16 @@ func.func @case_attention__bias_mask(%q: tensor<2x2x4x3xf64> {loom.param = "q"},
   return %v2 : tensor<f64>
 }
 
+// loom.attention with dropout on the probabilities (a fixed seed: the mask
+// is fixed, the function smooth), causal, grouped-query.
+func.func @case_attention__dropout(%q: tensor<1x2x6x3xf64> {loom.param = "q"}, %k: tensor<1x1x6x3xf64> {loom.param = "k"}, %v: tensor<1x1x6x2xf64> {loom.param = "v"}, %weights: tensor<1x2x6x2xf64> {loom.input = "weights"}) -> (tensor<f64> {loom.output = "loss"}) {
+  %seed = loom.constant dense<11> : tensor<i64>
+  %o, %lse = loom.attention %q, %k, %v seed %seed {scale = 0.6 : f64, causal, dropout = 0.4 : f32, stream = 3 : i64} : (tensor<1x2x6x3xf64>, tensor<1x1x6x3xf64>, tensor<1x1x6x2xf64>, tensor<i64>) -> (tensor<1x2x6x2xf64>, tensor<1x2x6xf32>)
+  %v1 = loom.mul %o, %weights : tensor<1x2x6x2xf64>
+  %v2 = loom.reduce_sum %v1 dims = [0, 1, 2, 3] : tensor<1x2x6x2xf64> -> tensor<f64>
+  return %v2 : tensor<f64>
+}
+
 // loom.attention with document ids (three documents in batch row 0, one
 // in row 1), causal, with respect to q, k and v.
 func.func @case_attention__documents(%q: tensor<2x1x5x3xf64> {loom.param = "q"}, %k: tensor<2x1x5x3xf64> {loom.param = "k"}, %v: tensor<2x1x5x2xf64> {loom.param = "v"}, %weights: tensor<2x1x5x2xf64> {loom.input = "weights"}) -> (tensor<f64> {loom.output = "loss"}) {

@@ -109,7 +109,8 @@ def EvalEntriesPass : Pass<"loom-eval-entries", "mlir::ModuleOp"> {
     The runtime evaluates a model (held-out loss, accuracy, predictions)
     with `@predict` and `@forward`, and trains with `@forward_backward` /
     `@train_step`. In each function named in `entries`, every
-    `loom.dropout` is replaced by its input (PyTorch's `model.eval()`), and
+    `loom.dropout` is replaced by its input and every `loom.attention`
+    loses its dropout (PyTorch's `model.eval()`), and
     a `loom.rng_seed` argument nothing reads any more is removed. Runs after
     `loom-autodiff` and `loom-optimizer`, which build the training entries
     from `@forward` with its dropout.

@@ -60,7 +60,8 @@ struct AttentionCall {
   const AttentionStep *step = nullptr;
   const PlanBuffer *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr,
                    *lse = nullptr;
-  const PlanBuffer *mask = nullptr, *bias = nullptr, *segments = nullptr;
+  const PlanBuffer *mask = nullptr, *bias = nullptr, *segments = nullptr,
+                   *seed = nullptr;
   const PlanBuffer *dout = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr,
                    *dbias = nullptr;
 };

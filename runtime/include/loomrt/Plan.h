@@ -221,6 +221,12 @@ struct AttentionStep {
   double scale = 1.0; ///< finite
   bool causal = false;
   int64_t window = 0; ///< > 0 (with causal): key j is seen by i - j < window
+  /// Optional: dropout on the probabilities, drawn from the i64 [] `seed`
+  /// buffer as loom.dropout draws the [B, Hq, T, S] probabilities' mask
+  /// (loomrt/Random.h); `dropout` in (0, 1) exactly when `seed` is given.
+  std::optional<uint32_t> seed;
+  float dropout = 0.0f;
+  int64_t stream = 0;
 };
 
 /// How a linear_cross_entropy step reduces its rows' losses: their mean

@@ -1,6 +1,7 @@
 //===- CpuAttention.cpp - Attention steps as tiled online-softmax loops ---===//
 
 #include "CpuAttention.h"
+#include "loomrt/Random.h"
 #include "CpuSoftmaxMath.h"
 
 #include <algorithm>
@@ -80,11 +81,33 @@ struct Problem {
   bool causal = false;
   int64_t window = 0;
   int64_t group = 1; ///< query heads per key/value head
+  /// Dropout on the probabilities: ratio (0: none), 1 / (1 - ratio), and
+  /// the key of its stream under the step's seed (loomrt/Random.h).
+  float dropout = 0.0f, dropoutScale = 1.0f;
+  uint64_t dropoutKey = 0;
   /// Backward task grid: batches x key/value heads, or 1 along a
   /// dimension a dbias broadcasts over (that dimension then runs inside
   /// each task, so no two tasks add into one dbias element).
   int64_t taskBatches = 1, taskGroups = 1;
 };
+
+/// Dropout on a block of probabilities: rows [i0, i0 + mq) of head h of
+/// batch b, columns [j0, j0 + nk), `block` with row stride kBlockK. Element
+/// (i, j) is dropped as loom.dropout drops element ((b Hq + h) T + i) S + j
+/// of the [B, Hq, T, S] probabilities, and kept ones are scaled.
+LOOMRT_INLINE void dropBlock(const Problem &p, int64_t b, int64_t h,
+                             int64_t i0, int64_t mq, int64_t j0, int64_t nk,
+                             float *block, int64_t stride) {
+  const AttentionShape &s = p.shape;
+  for (int64_t r = 0; r < mq; ++r) {
+    float *row = block + r * stride;
+    const int64_t first = ((b * s.heads + h) * s.queries + i0 + r) * s.keys + j0;
+    for (int64_t c = 0; c < nk; ++c)
+      row[c] = randomUniform(p.dropoutKey, first + c) < p.dropout
+                   ? 0.0f
+                   : row[c] * p.dropoutScale;
+  }
+}
 
 /// Document id of position `i` of batch `b` (the step has segments).
 LOOMRT_INLINE int64_t segmentAt(const Problem &p, int64_t b, int64_t i) {
@@ -360,6 +383,8 @@ template <typename Isa> struct Kernels {
             o[x] *= alpha;
         }
       }
+      if (p.dropout > 0.0f) // after the sums: lse is dropout's own
+        dropBlock(p, b, h, i0, mq, j0, nk, sc, kBlockK);
       Isa::gemm({mq, Dv, nk, sc, kBlockK, 1, v + j0 * Dv, Dv, acc, Dv, true});
     }
     float *out = p.t.out + (bh * T + i0) * Dv;
@@ -399,6 +424,7 @@ template <typename Isa> struct Kernels {
     float *pb = dvAcc + kBlockK * Dv;        // [kBlockQ][kBlockK]: p
     float *ds = pb + kBlockQ * kBlockK;      // [kBlockQ][kBlockK]: dp, ds
     float *rowDots = ds + kBlockQ * kBlockK; // [kBlockQ]
+    float *pz = rowDots + kBlockQ; // [kBlockQ][kBlockK]: p with dropout
 
     for (int64_t h = h0; h < h0 + p.group; ++h)
       std::fill(p.t.dq + (b * s.heads + h) * T * D,
@@ -440,17 +466,31 @@ template <typename Isa> struct Kernels {
               expRow(row, nkPad, lse);
             rowDots[r] = dotRow(dout + r * Dv, outh + (i0 + r) * Dv, Dv);
           }
-          // dv += p^T dout.
-          Isa::gemm({nk, Dv, mq, pb, 1, kBlockK, dout, Dv, dvAcc, Dv, true});
-          // dp = dout v^T; ds = p (dp - rowsum(dout * out)).
+          // With dropout, z p (z the mask's 0 or 1 / (1 - ratio)) is
+          // what multiplied the values.
+          const bool drop = p.dropout > 0.0f;
+          if (drop) {
+            std::memcpy(pz, pb, sizeof(float) * mq * kBlockK);
+            dropBlock(p, b, h, i0, mq, j0, nk, pz, kBlockK);
+          }
+          // dv += (z p)^T dout.
+          Isa::gemm({nk, Dv, mq, drop ? pz : pb, 1, kBlockK, dout, Dv, dvAcc,
+                     Dv, true});
+          // dp = dout v^T; ds = p (z dp - rowsum(dout * out)).
           Isa::gemm(
               {mq, nkPad, Dv, dout, Dv, 1, vt, kBlockK, ds, kBlockK, false});
           for (int64_t r = 0; r < mq; ++r) {
             float *d = ds + r * kBlockK;
             const float *pr = pb + r * kBlockK;
             const float dot = rowDots[r];
-            for (int64_t c = 0; c < nkPad; ++c)
-              d[c] = pr[c] * (d[c] - dot);
+            if (drop) {
+              const float *zr = pz + r * kBlockK;
+              for (int64_t c = 0; c < nkPad; ++c)
+                d[c] = zr[c] * d[c] - pr[c] * dot;
+            } else {
+              for (int64_t c = 0; c < nkPad; ++c)
+                d[c] = pr[c] * (d[c] - dot);
+            }
           }
           if (p.t.dbias)
             for (int64_t r = 0; r < mq; ++r) {
@@ -627,6 +667,11 @@ bool runAttention(const AttentionStep &step, const AttentionShape &shape,
   p.causal = step.causal;
   p.window = step.window;
   p.group = shape.kvHeads > 0 ? shape.heads / shape.kvHeads : 1;
+  if (step.seed) {
+    p.dropout = step.dropout;
+    p.dropoutScale = static_cast<float>(1.0 / (1.0 - double(step.dropout)));
+    p.dropoutKey = randomStreamKey(tensors.seed, step.stream);
+  }
   const int64_t D = shape.headDim, Dv = shape.valueDim;
   int64_t tasks, scratchFloats;
   if (!backward) {
@@ -644,7 +689,8 @@ bool runAttention(const AttentionStep &step, const AttentionShape &shape,
                 ? 0
                 : p.taskBatches * p.taskGroups;
     scratchFloats = 2 * lineUp(D * kBlockK) + 2 * lineUp(Dv * kBlockK) +
-                    2 * lineUp(kBlockQ * kBlockK) + kBlockQ;
+                    2 * lineUp(kBlockQ * kBlockK) + kBlockQ +
+                    (step.seed ? kBlockQ * kBlockK : 0);
     if (tensors.dbias)
       std::fill(tensors.dbias, tensors.dbias + shape.biasElements, 0.0f);
   }

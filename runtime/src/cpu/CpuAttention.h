@@ -74,6 +74,8 @@ struct AttentionTensors {
   /// Document ids [B, T] (i64, or i32 when !segments64); null: none.
   const void *segments = nullptr;
   bool segments64 = true;
+  /// The dropout seed's value (read only when the step has dropout).
+  int64_t seed = 0;
   const float *dout = nullptr;
   float *dq = nullptr, *dk = nullptr, *dv = nullptr, *dbias = nullptr;
 };

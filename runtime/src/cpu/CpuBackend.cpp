@@ -320,6 +320,8 @@ public:
     t.bias = at(call.bias);
     t.segments = call.segments ? base + call.segments->offset : nullptr;
     t.segments64 = call.segments && call.segments->dtype == DType::I64;
+    if (call.seed)
+      std::memcpy(&t.seed, base + call.seed->offset, sizeof(int64_t));
     t.dout = at(call.dout);
     t.dq = at(call.dq);
     t.dk = at(call.dk);

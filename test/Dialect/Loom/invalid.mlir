@@ -2556,6 +2556,33 @@ func.func @attention_c7_keys(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x6x16xf32>,
 
 // -----
 
+// Tests that loom.attention rejects a dropout of 1 (C8).
+func.func @attention_c8_ratio(%q: tensor<1x1x4x2xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{dropout must be in [0, 1), got 1.000000e+00 (C8)}}
+  %o, %l = loom.attention %q, %q, %q seed %s {scale = 1.0 : f64, dropout = 1.0 : f32} : (tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>, tensor<i64>) -> (tensor<1x1x4x2xf32>, tensor<1x1x4xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.attention refuses a dropout without a seed (C8).
+func.func @attention_c8_no_seed(%q: tensor<1x1x4x2xf32>) {
+  // expected-error @+1 {{dropout needs a seed operand (C8)}}
+  %o, %l = loom.attention %q, %q, %q {scale = 1.0 : f64, dropout = 0.5 : f32} : (tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>) -> (tensor<1x1x4x2xf32>, tensor<1x1x4xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.attention refuses a seed without a dropout (C8).
+func.func @attention_c8_seed_only(%q: tensor<1x1x4x2xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{has a seed but no dropout (C8)}}
+  %o, %l = loom.attention %q, %q, %q seed %s {scale = 1.0 : f64} : (tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>, tensor<i64>) -> (tensor<1x1x4x2xf32>, tensor<1x1x4xf32>)
+  return
+}
+
+// -----
+
 // Tests that loom.attention_grad rejects a dq whose type is not q's (C2).
 func.func @attention_grad_c2(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %o: tensor<2x4x8x16xf32>, %l: tensor<2x4x8xf32>) {
   // expected-error @+1 {{dq has type 'tensor<2x4x8x8xf32>', expected 'tensor<2x4x8x16xf32>' (C2)}}

@@ -846,15 +846,19 @@ module attributes {loom.mesh_axes = ["dp", "tp"], loom.mesh_shape = array<i64: 2
 // CHECK: loom.attention_grad %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} bias %{{.+}} {scale = 5.000000e-01 : f64}
 // CHECK: loom.attention %{{.+}}, %{{.+}}, %{{.+}} segments %{{.+}} {causal, scale = 5.000000e-01 : f64}
 // CHECK: loom.attention_grad %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} segments %{{.+}} {causal, scale = 5.000000e-01 : f64}
+// CHECK: loom.attention %{{.+}}, %{{.+}}, %{{.+}} seed %{{.+}} {causal, dropout = 1.000000e-01 : f32, scale = 5.000000e-01 : f64, stream = 2 : i64}
+// CHECK: loom.attention_grad %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} seed %{{.+}} {causal, dropout = 1.000000e-01 : f32, scale = 5.000000e-01 : f64, stream = 2 : i64}
 func.func @attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>,
                      %v: tensor<2x2x8x32xf32>, %m: tensor<2x1x1x8xi1>,
                      %b: tensor<1x4x8x8xf32>, %do: tensor<2x4x8x32xf32>,
-                     %docs: tensor<2x8xi32>) {
+                     %docs: tensor<2x8xi32>, %seed: tensor<i64>) {
   %o, %lse = loom.attention %q, %k, %v {scale = 0.125 : f64, causal, window = 4 : i64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>) -> (tensor<2x4x8x32xf32>, tensor<2x4x8xf32>)
   %o2, %lse2 = loom.attention %q, %k, %v mask %m bias %b {scale = 0.5 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<2x1x1x8xi1>, tensor<1x4x8x8xf32>) -> (tensor<2x4x8x32xf32>, tensor<2x4x8xf32>)
   %dq, %dk, %dv, %db = loom.attention_grad %q, %k, %v, %o2, %lse2, %do bias %b {scale = 0.5 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8xf32>, tensor<2x4x8x32xf32>, tensor<1x4x8x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<1x4x8x8xf32>)
   %o3, %lse3 = loom.attention %q, %k, %v segments %docs {scale = 0.5 : f64, causal} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<2x8xi32>) -> (tensor<2x4x8x32xf32>, tensor<2x4x8xf32>)
   %dq3, %dk3, %dv3 = loom.attention_grad %q, %k, %v, %o3, %lse3, %do segments %docs {scale = 0.5 : f64, causal} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8xf32>, tensor<2x4x8x32xf32>, tensor<2x8xi32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>)
+  %o4, %lse4 = loom.attention %q, %k, %v seed %seed {scale = 0.5 : f64, causal, dropout = 0.1 : f32, stream = 2 : i64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<i64>) -> (tensor<2x4x8x32xf32>, tensor<2x4x8xf32>)
+  %dq4, %dk4, %dv4 = loom.attention_grad %q, %k, %v, %o4, %lse4, %do seed %seed {scale = 0.5 : f64, causal, dropout = 0.1 : f32, stream = 2 : i64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8xf32>, tensor<2x4x8x32xf32>, tensor<i64>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x32xf32>)
   return
 }
 

@@ -121,6 +121,17 @@ LogicalResult verifyAttention(Operation *op, Value q, Value k, Value v,
   return success();
 }
 
+/// (C8): dropout in [0, 1), with a seed exactly when it is positive.
+LogicalResult verifyDropout(Operation *op, Value seed, double dropout) {
+  if (!(dropout >= 0.0 && dropout < 1.0))
+    return op->emitOpError("dropout must be in [0, 1), got ")
+           << dropout << " (C8)";
+  if (bool(seed) != (dropout > 0.0))
+    return op->emitOpError(seed ? "has a seed but no dropout (C8)"
+                                : "dropout needs a seed operand (C8)");
+  return success();
+}
+
 /// Multiply-adds of the two products of one attention pass, halved when
 /// causal (the blocks above the diagonal are skipped).
 int64_t attentionFlops(Value q, Value v, int64_t S, bool causal) {
@@ -134,11 +145,13 @@ int64_t attentionFlops(Value q, Value v, int64_t S, bool causal) {
 } // namespace
 
 LogicalResult AttentionOp::verify() {
-  return verifyAttention(*this, getQ(), getK(), getV(), getOut().getType(),
-                         getLse().getType(), getMask(), getBias(),
-                         getSegments(), getCausal(),
-                         static_cast<int64_t>(getWindow()),
-                         getScale().convertToDouble());
+  if (failed(verifyAttention(*this, getQ(), getK(), getV(),
+                             getOut().getType(), getLse().getType(),
+                             getMask(), getBias(), getSegments(), getCausal(),
+                             static_cast<int64_t>(getWindow()),
+                             getScale().convertToDouble())))
+    return failure();
+  return verifyDropout(*this, getSeed(), getDropout().convertToDouble());
 }
 
 int64_t AttentionOp::getFlopCount() {
@@ -152,7 +165,8 @@ LogicalResult AttentionGradOp::verify() {
                              getOut().getType(), getLse().getType(),
                              getMask(), getBias(), getSegments(), getCausal(),
                              static_cast<int64_t>(getWindow()),
-                             getScale().convertToDouble())))
+                             getScale().convertToDouble())) ||
+      failed(verifyDropout(*this, getSeed(), getDropout().convertToDouble())))
     return failure();
   // (C2)
   if (getDout().getType() != getOut().getType())
@@ -198,7 +212,8 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ValueRange cts,
   auto grad = AttentionGradOp::create(
       b, getLoc(), getQ().getType(), getK().getType(), getV().getType(),
       dbiasType, getQ(), getK(), getV(), getOut(), getLse(), dout, getMask(),
-      bias, getSegments(), getScaleAttr(), getCausalAttr(), getWindowAttr());
+      bias, getSegments(), getSeed(), getScaleAttr(), getCausalAttr(),
+      getWindowAttr(), getDropoutAttr(), getStreamAttr());
   out.push_back(grad.getDq());
   out.push_back(grad.getDk());
   out.push_back(grad.getDv());
@@ -208,6 +223,8 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ValueRange cts,
     out.push_back(grad.getDbias());
   if (getSegments())
     out.push_back(Value()); // integer: no gradient
+  if (getSeed())
+    out.push_back(Value());
   return success();
 }
 

@@ -1233,8 +1233,12 @@ def Loom_AttentionOp : Loom_Op<"attention", [Pure, Loom_Opaque, Loom_KeepF32,
       bias, if any, broadcast);
     - `lse[b, h, i] = log sum_{allowed j} exp(s_ij)` (`-inf` when no key is
       allowed), `p_ij = exp(s_ij - lse_i)` where allowed, else 0;
-    - `out[b, h, i] = sum_j p_ij v[b, g, j]` (0 for a row with no allowed
-      key, where PyTorch's SDPA would give NaN).
+    - `out[b, h, i] = sum_j z_ij p_ij v[b, g, j]` (0 for a row with no
+      allowed key, where PyTorch's SDPA would give NaN), where `z_ij` is 1
+      without dropout and, with `dropout` > 0, `loom.dropout`'s mask of the
+      `[B, Hq, T, S]` probabilities: 0 where `dropoutUniform(seed, stream,
+      ((b Hq + h) T + i) S + j) < dropout`, else `1 / (1 - dropout)` (so
+      the fused op draws exactly the mask of the chain it replaces).
 
     `lse` is the row log-sum-exp the backward needs; it is f32 whatever the
     element type of `q`. The masks that exporters build as `T x T` tensors
@@ -1266,16 +1270,21 @@ def Loom_AttentionOp : Loom_Op<"attention", [Pure, Loom_Opaque, Loom_KeepF32,
        with `causal`.
     6. (C6) `scale` is finite.
     7. (C7) `segments` is `[B, T]` of an integer type, and needs `T == S`.
+    8. (C8) `dropout` is in `[0, 1)`; `seed` (a 0-D `i64` tensor) is
+       present exactly when `dropout` > 0.
   }];
   let arguments = (ins Loom_FloatTensor:$q, Loom_FloatTensor:$k,
                        Loom_FloatTensor:$v, Optional<Loom_BoolTensor>:$mask,
                        Optional<Loom_FloatTensor>:$bias,
-                       Optional<Loom_IndexTensor>:$segments, F64Attr:$scale,
+                       Optional<Loom_IndexTensor>:$segments,
+                       Optional<Loom_SeedTensor>:$seed, F64Attr:$scale,
                        UnitAttr:$causal,
-                       DefaultValuedAttr<I64Attr, "0">:$window);
+                       DefaultValuedAttr<I64Attr, "0">:$window,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
   let results = (outs Loom_FloatTensor:$out, Loom_FloatTensor:$lse);
   let assemblyFormat = [{
-    $q `,` $k `,` $v (`mask` $mask^)? (`bias` $bias^)? (`segments` $segments^)? attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $v (`mask` $mask^)? (`bias` $bias^)? (`segments` $segments^)? (`seed` $seed^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -1285,14 +1294,16 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad", [Pure, Loom_Opaque,
   let extraClassDeclaration = [{ int64_t getFlopCount(); }];
   let summary = "The gradient of loom.attention, fused (FlashAttention's backward).";
   let description = [{
-    For `out, lse = loom.attention(q, k, v, mask, bias)` with the same
-    attributes, and the cotangent `dout` of `out`: with `p_ij` recomputed
-    from `q`, `k` and `lse`, `D_i = <dout_i, out_i>`, `dp_ij = <dout_i,
-    v_j>` and `ds_ij = p_ij (dp_ij - D_i)`:
+    For `out, lse = loom.attention(q, k, v, mask, bias, segments, seed)`
+    with the same attributes, and the cotangent `dout` of `out`: with
+    `p_ij` recomputed from `q`, `k` and `lse`, the dropout mask `z_ij`
+    drawn again from the seed (1 without dropout), `D_i = <dout_i,
+    out_i>`, `dp_ij = z_ij <dout_i, v_j>` and `ds_ij = p_ij (dp_ij -
+    D_i)`:
 
     - `dq[b, h, i] = scale * sum_j ds_ij k[b, g, j]`;
     - `dk[b, g, j] = scale * sum_{h in g, i} ds_ij q[b, h, i]`;
-    - `dv[b, g, j] = sum_{h in g, i} p_ij dout[b, h, i]`;
+    - `dv[b, g, j] = sum_{h in g, i} z_ij p_ij dout[b, h, i]`;
     - `dbias` (present exactly when `bias` is) is `ds` summed over the
       dimensions where `bias` has size 1.
 
@@ -1313,8 +1324,8 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad", [Pure, Loom_Opaque,
 
     **Constraints**:
 
-    1. (C1) `q`, `k`, `v`, `out`, `lse`, `mask`, `bias`, `segments` are as
-       for `loom.attention` with the same attributes.
+    1. (C1) `q`, `k`, `v`, `out`, `lse`, `mask`, `bias`, `segments`,
+       `seed` are as for `loom.attention` with the same attributes.
     2. (C2) `dout` has the type of `out`; `dq`, `dk`, `dv` have the types of
        `q`, `k`, `v`.
     3. (C3) `dbias` is present exactly when `bias` is, with its type.
@@ -1324,13 +1335,16 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad", [Pure, Loom_Opaque,
                        Loom_FloatTensor:$lse, Loom_FloatTensor:$dout,
                        Optional<Loom_BoolTensor>:$mask,
                        Optional<Loom_FloatTensor>:$bias,
-                       Optional<Loom_IndexTensor>:$segments, F64Attr:$scale,
+                       Optional<Loom_IndexTensor>:$segments,
+                       Optional<Loom_SeedTensor>:$seed, F64Attr:$scale,
                        UnitAttr:$causal,
-                       DefaultValuedAttr<I64Attr, "0">:$window);
+                       DefaultValuedAttr<I64Attr, "0">:$window,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
   let results = (outs Loom_FloatTensor:$dq, Loom_FloatTensor:$dk,
                       Loom_FloatTensor:$dv, Optional<Loom_FloatTensor>:$dbias);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $out `,` $lse `,` $dout (`mask` $mask^)? (`bias` $bias^)? (`segments` $segments^)? attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $v `,` $out `,` $lse `,` $dout (`mask` $mask^)? (`bias` $bias^)? (`segments` $segments^)? (`seed` $seed^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
