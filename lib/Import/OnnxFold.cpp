@@ -110,7 +110,8 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
       "Equal",  "Less",          "Greater",   "Where",   "Slice",   "Range",
       "Max",    "Min",           "Not",       "Expand",  "Abs",     "Floor",
       "Sqrt",   "GatherElements", "And", "Or", "Xor", "LessOrEqual",
-      "GreaterOrEqual", "CumSum", "GatherND", "Transpose"};
+      "GreaterOrEqual", "CumSum", "GatherND", "Transpose", "Mod",
+      "ScatterND"};
   const std::string &op = node.op_type();
   NodeCtx n(node, nodeLoc(node));
   if (op == "Shape" || op == "Size") {
@@ -238,11 +239,23 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
     binary([isInt](double x,
                    double y) { return isInt ? std::trunc(x / y) : x / y; },
            false);
-  } else if (op == "Max")
-    binary([](double x, double y) { return std::max(x, y); }, false);
-  else if (op == "Min")
-    binary([](double x, double y) { return std::min(x, y); }, false);
-  else if (op == "Equal")
+  } else if (op == "Max" || op == "Min") {
+    // Variadic: one input is itself; more fold pairwise, left to right.
+    auto f = [&](double x, double y) {
+      return op == "Max" ? std::max(x, y) : std::min(x, y);
+    };
+    if (in.size() == 1) {
+      out = in[0];
+    } else {
+      binary(f, false);
+      for (size_t i = 2; i < in.size(); ++i) {
+        in[0] = out, in[1] = in[i];
+        out = ConstTensor{};
+        out.elementType = in[0].elementType;
+        binary(f, false);
+      }
+    }
+  } else if (op == "Equal")
     binary([](double x, double y) { return double(x == y); }, true);
   else if (op == "Less")
     binary([](double x, double y) { return double(x < y); }, true);
@@ -259,6 +272,36 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
   else if (op == "Xor")
     binary([](double x, double y) { return double((x != 0) != (y != 0)); },
            true);
+  else if (op == "Mod") {
+    // fmod = 0 (integers only): the sign of the divisor, as Python's %;
+    // fmod = 1: C's fmod, the sign of the dividend.
+    bool cMod = n.getInt("fmod", 0) != 0;
+    if (!isInt && !cMod)
+      n.fail("fmod must be 1 for floating-point operands");
+    if (isInt && llvm::is_contained(in[1].values, 0.0))
+      n.fail("integer modulo by zero in a constant expression");
+    binary(
+        [cMod](double x, double y) {
+          double r = std::fmod(x, y);
+          if (!cMod && r != 0 && ((r < 0) != (y < 0)))
+            r += y;
+          return r;
+        },
+        false);
+  } else if (op == "ScatterND") {
+    // Rows of the data (its first k dimensions) replaced by update slices.
+    if (n.getString("reduction", "none") != "none")
+      return false;
+    int64_t slice = 0;
+    std::vector<int64_t> src =
+        scatterNDSources(n, in[0].shape, in[1], in[2].shape, slice);
+    const ConstTensor &updates = in[2];
+    out = in[0];
+    for (size_t row = 0; row < src.size(); ++row)
+      if (src[row] >= 0)
+        for (int64_t e = 0; e < slice; ++e)
+          out.values[row * slice + e] = updates.values[src[row] * slice + e];
+  }
   else if (op == "Neg" || op == "Abs" || op == "Floor" || op == "Sqrt" ||
            op == "Not") {
     out = in[0];
@@ -292,12 +335,24 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
       out.values.push_back(c[i] != 0 ? x[i] : y[i]);
   } else if (op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" ||
              op == "Expand") {
-    // Only the shape changes: take it from ONNX shape inference.
+    // Only the shape changes: take it from ONNX shape inference, or for
+    // Expand from its shape input (inference gives nothing where that
+    // shape is itself computed, as the TorchScript exporter writes it).
     auto it = inferred.find(n.outputName(0));
-    if (it == inferred.end())
+    if (it != inferred.end()) {
+      out.shape.assign(it->second.getShape().begin(),
+                       it->second.getShape().end());
+    } else if (op == "Expand" && in.size() == 2) {
+      SmallVector<int64_t> target;
+      for (double d : in[1].values)
+        target.push_back(static_cast<int64_t>(d));
+      auto shape = broadcastShapes(in[0].shape, target);
+      if (!shape)
+        return false;
+      out.shape.assign(shape->begin(), shape->end());
+    } else {
       return false;
-    out.shape.assign(it->second.getShape().begin(),
-                     it->second.getShape().end());
+    }
     if (op == "Expand") {
       if (!broadcastShapes(in[0].shape, out.shape))
         return false;

@@ -315,6 +315,7 @@ public:
   void convertSlice();
   void convertGather();
   void convertGatherND();
+  void convertScatterND();
   void convertCumSum();
   void convertSplitToSequence();
   void convertSequenceAt();
@@ -323,6 +324,18 @@ public:
   void convertTrilu();
   void convertShapeOnly();
 };
+
+/// ScatterND's compile-time `indices` as the rows they write, the data
+/// (of `dataShape`) seen as [rows, slice] with rows its first k dimensions
+/// (k: the indices' last size): src[row] is the update slice written there
+/// (the last one where indices repeat), -1 where none is. Checks the
+/// indices' range and that `updatesShape` is indices.shape[:-1] ++
+/// dataShape[k:]; `slice` gets the elements per row.
+std::vector<int64_t> scatterNDSources(const NodeCtx &n,
+                                      ArrayRef<int64_t> dataShape,
+                                      const ConstTensor &indices,
+                                      ArrayRef<int64_t> updatesShape,
+                                      int64_t &slice);
 
 using OnnxHandler = void (OnnxNode::*)();
 using OnnxHandlerTable = llvm::StringMap<OnnxHandler>;

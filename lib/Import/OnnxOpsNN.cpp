@@ -179,8 +179,6 @@ void OnnxNode::convertPool() {
   if (n.outputName(1).size())
     n.fail("the Indices output of MaxPool is not supported");
   const bool ceilMode = n.getInt("ceil_mode", 0) != 0;
-  if (ceilMode && op != "MaxPool")
-    n.fail("ceil_mode=1 is not supported");
   auto dilations = n.getInts("dilations");
   if (dilations && llvm::any_of(*dilations, [](int64_t d) { return d != 1; }))
     n.fail("dilated pooling is not supported");
@@ -192,11 +190,12 @@ void OnnxNode::convertPool() {
   if (kernel.size() != 2 || strides.size() != 2 || pads.size() != 4)
     n.fail("kernel_shape/strides need 2 entries and pads 4");
   resolveAutoPad(x, kernel, strides, pads);
+  const SmallVector<int64_t> declaredPads = pads;
   if (ceilMode) {
     // The output size rounds up (SqueezeNet's pools): the part of the last
     // window past the end is padding at the end, which max pooling never
-    // chooses. As in ONNX and PyTorch, a last window that would start in
-    // the end padding is dropped.
+    // chooses and average pooling never counts. As in ONNX and PyTorch, a
+    // last window that would start in the end padding is dropped.
     for (int i = 0; i < 2; ++i) {
       int64_t in = typeOf(x).getDimSize(2 + i);
       int64_t total = in + pads[i] + pads[i + 2];
@@ -216,10 +215,43 @@ void OnnxNode::convertPool() {
                                                 pads, false))
                   .getResult());
   } else {
-    setOut(0, check(createInferred<AvgPool2DOp>(
-                        b, loc, x, kernel, strides, pads,
-                        n.getInt("count_include_pad", 0) != 0))
-                  .getResult());
+    bool countPad = n.getInt("count_include_pad", 0) != 0;
+    bool extended = pads != declaredPads;
+    // With count_include_pad, the declared padding counts but not what
+    // ceil_mode added: average without padding, then scale each output
+    // position by (its window's elements in the input) / (those in the
+    // input and the declared padding).
+    Value y = check(createInferred<AvgPool2DOp>(b, loc, x, kernel, strides,
+                                                pads, countPad && !extended))
+                  .getResult();
+    if (countPad && extended) {
+      auto yt = typeOf(y);
+      int64_t oh = yt.getDimSize(2), ow = yt.getDimSize(3);
+      SmallVector<double> factor(oh * ow);
+      auto counts = [&](int i, int64_t o, int64_t &valid, int64_t &clipped) {
+        int64_t in = typeOf(x).getDimSize(2 + i);
+        int64_t start = o * strides[i] - declaredPads[i];
+        int64_t end = start + kernel[i];
+        valid = std::min(end, in) - std::max<int64_t>(start, 0);
+        clipped = std::min(end, in + declaredPads[i + 2]) - start;
+      };
+      for (int64_t r = 0; r < oh; ++r)
+        for (int64_t c = 0; c < ow; ++c) {
+          int64_t vr, cr, vc, cc;
+          counts(0, r, vr, cr);
+          counts(1, c, vc, cc);
+          factor[r * ow + c] = double(vr * vc) / double(cr * cc);
+        }
+      auto ft = RankedTensorType::get({oh, ow}, yt.getElementType());
+      SmallVector<Attribute> values;
+      for (double f : factor)
+        values.push_back(b.getFloatAttr(yt.getElementType(), f));
+      Value f = ConstantOp::create(b, loc, DenseElementsAttr::get(ft, values));
+      y = MulOp::create(b, loc, y,
+                        BroadcastInDimOp::create(b, loc, yt, f,
+                                                 ArrayRef<int64_t>{2, 3}));
+    }
+    setOut(0, y);
   }
   return;
 }

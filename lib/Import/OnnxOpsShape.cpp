@@ -348,6 +348,102 @@ void OnnxNode::convertGatherND() {
                 .getResult());
 }
 
+std::vector<int64_t> loom::onnx_import::scatterNDSources(
+    const NodeCtx &n, ArrayRef<int64_t> dataShape, const ConstTensor &indices,
+    ArrayRef<int64_t> updatesShape, int64_t &slice) {
+  int64_t r = dataShape.size(), q = indices.shape.size();
+  if (q == 0)
+    n.fail("indices must have rank >= 1");
+  int64_t k = indices.shape[q - 1];
+  if (k < 1 || k > r)
+    n.fail("index depth " + Twine(k) + " must be in [1, " + Twine(r) +
+           "] for data of rank " + Twine(r));
+  SmallVector<int64_t> want(indices.shape.begin(), indices.shape.end() - 1);
+  want.append(dataShape.begin() + k, dataShape.end());
+  if (updatesShape != ArrayRef<int64_t>(want))
+    n.fail("updates are " + formatShape(updatesShape) + ", expected " +
+           formatShape(want) + " (indices' leading dimensions, then the "
+           "data's after the first " + Twine(k) + ")");
+  int64_t rows = 1;
+  slice = 1;
+  for (int64_t d = 0; d < r; ++d)
+    (d < k ? rows : slice) *= dataShape[d];
+  std::vector<int64_t> src(rows, -1);
+  int64_t tuples = k ? indices.numElements() / k : 0;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t row = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t dim = dataShape[j];
+      int64_t v = static_cast<int64_t>(indices.values[t * k + j]);
+      if (v < -dim || v >= dim)
+        n.fail("index " + Twine(v) + " is out of range for data dimension " +
+               Twine(j) + " of size " + Twine(dim));
+      row = row * dim + (v < 0 ? v + dim : v);
+    }
+    src[row] = t;
+  }
+  return src;
+}
+
+void OnnxNode::convertScatterND() {
+  // Run-time data or updates with compile-time indices (exporters' slice
+  // and index assignments): the data seen as [rows, slice]; the rows the
+  // indices write are a loom.gather of the update slices, the others the
+  // data's, picked by a constant row mask.
+  if (imp.failedValues.contains(n.inputName(1)))
+    throw ImportFailure{};
+  std::optional<ConstTensor> index = imp.getConst(n.inputName(1));
+  if (!index)
+    n.fail("indices (input 1) computed at run time are not supported: the "
+         "data and updates may be, the indices must be compile-time "
+         "constants");
+  std::string reduction = n.getString("reduction", "none");
+  if (reduction != "none")
+    n.fail("reduction '" + reduction + "' on run-time values is not "
+           "supported (only 'none')");
+  Value data = input(0), updates = input(2);
+  auto dt = typeOf(data), ut = typeOf(updates);
+  if (dt.getElementType() != ut.getElementType())
+    n.fail("data and updates have different element types");
+  int64_t slice = 0;
+  std::vector<int64_t> src =
+      scatterNDSources(n, dt.getShape(), *index, ut.getShape(), slice);
+  int64_t rows = static_cast<int64_t>(src.size());
+  int64_t tuples = ut.getNumElements() / std::max<int64_t>(slice, 1);
+  if (tuples == 0 || slice == 0) {
+    setOut(0, data); // nothing written
+    return;
+  }
+  Type et = dt.getElementType();
+  auto flatType = [&](int64_t n) {
+    return RankedTensorType::get({n, slice}, et);
+  };
+  Value table = ReshapeOp::create(b, loc, flatType(tuples), updates);
+  std::vector<int64_t> from(rows);
+  std::vector<bool> written(rows);
+  for (int64_t row = 0; row < rows; ++row) {
+    from[row] = std::max<int64_t>(src[row], 0);
+    written[row] = src[row] >= 0;
+  }
+  Value idx = ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(RankedTensorType::get({rows}, b.getI64Type()),
+                             ArrayRef<int64_t>(from)));
+  Value picked =
+      check(createInferred<GatherOp>(b, loc, table, idx, int64_t(0)))
+          .getResult();
+  auto rowMaskType = RankedTensorType::get({rows}, b.getI1Type());
+  SmallVector<bool> mask(written.begin(), written.end());
+  Value rowMask = ConstantOp::create(
+      b, loc, DenseElementsAttr::get(rowMaskType, ArrayRef<bool>(mask)));
+  auto maskType = RankedTensorType::get({rows, slice}, b.getI1Type());
+  Value fullMask = BroadcastInDimOp::create(b, loc, maskType, rowMask,
+                                            ArrayRef<int64_t>{0});
+  Value flatData = ReshapeOp::create(b, loc, flatType(rows), data);
+  Value merged = SelectOp::create(b, loc, fullMask, picked, flatData);
+  setOut(0, ReshapeOp::create(b, loc, dt, merged));
+}
+
 void OnnxNode::convertCumSum() {
   // On run-time data (what transformers' RoBERTa computes its position ids
   // with, from the padding mask): a product with a constant 0/1 matrix M
@@ -703,6 +799,7 @@ void loom::onnx_import::addShapeHandlers(OnnxHandlerTable &table) {
     table[op] = &OnnxNode::convertLogical;
   table["CumSum"] = &OnnxNode::convertCumSum;
   table["GatherND"] = &OnnxNode::convertGatherND;
+  table["ScatterND"] = &OnnxNode::convertScatterND;
   table["Reshape"] = &OnnxNode::convertReshape;
   table["Flatten"] = &OnnxNode::convertFlatten;
   table["Unsqueeze"] = &OnnxNode::convertSqueeze;
@@ -720,6 +817,7 @@ void loom::onnx_import::addShapeHandlers(OnnxHandlerTable &table) {
   table["Pad"] = &OnnxNode::convertPad;
   table["Trilu"] = &OnnxNode::convertTrilu;
   table["Range"] = &OnnxNode::convertShapeOnly;
+  table["Mod"] = &OnnxNode::convertFoldOnly;
   table["ConstantOfShape"] = &OnnxNode::convertShapeOnly;
   table["Shape"] = &OnnxNode::convertShapeOnly;
   table["Size"] = &OnnxNode::convertShapeOnly;

@@ -910,6 +910,7 @@ struct FuseAttentionPass
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
+      splitKeyTransposes(func);
       SmallVector<SoftmaxOp> softmaxes;
       func.walk([&](SoftmaxOp sm) { softmaxes.push_back(sm); });
       bool changed = false;
@@ -963,6 +964,36 @@ struct FuseAttentionPass
     }
     if (!report.empty())
       module->setAttr("loom.attention_report", ArrayAttr::get(ctx, report));
+  }
+
+  /// The TorchScript exporter transposes K from [B, S, H, D] straight to
+  /// K^T [B, H, D, S] (one perm [0, 2, 3, 1]): a 4-D transpose read as a
+  /// product's right operand becomes the transpose to [.., S, D] then the
+  /// swap of the last two dimensions, the form the matcher reads. Where no
+  /// chain fuses, loom-fold-transposes joins them again.
+  void splitKeyTransposes(func::FuncOp func) {
+    SmallVector<MatmulOp> products;
+    func.walk([&](MatmulOp m) { products.push_back(m); });
+    for (MatmulOp m : products) {
+      auto t = m.getRhs().getDefiningOp<TransposeOp>();
+      if (m.getTransposeB() || !t || typeOf(t.getResult()).getRank() != 4)
+        continue;
+      ArrayRef<int64_t> p = t.getPerm();
+      if (p == ArrayRef<int64_t>{0, 1, 3, 2} ||
+          p == ArrayRef<int64_t>{0, 1, 2, 3})
+        continue;
+      SmallVector<int64_t> inner{p[0], p[1], p[3], p[2]};
+      ArrayRef<int64_t> xs = typeOf(t.getX()).getShape();
+      auto innerType = RankedTensorType::get(
+          {xs[inner[0]], xs[inner[1]], xs[inner[2]], xs[inner[3]]},
+          typeOf(t.getX()).getElementType());
+      OpBuilder b(m);
+      Value k = TransposeOp::create(b, t.getLoc(), innerType, t.getX(),
+                                    inner);
+      Value kt = TransposeOp::create(b, t.getLoc(), t.getType(), k,
+                                     ArrayRef<int64_t>{0, 1, 3, 2});
+      m.getRhsMutable().assign(kt);
+    }
   }
 
   void rewrite(Chain c) {

@@ -120,6 +120,26 @@ func.func @dropout(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<
 
 // -----
 
+// Tests K^T as the TorchScript exporter writes it: one transpose from
+// [B, S, H, D] straight to [B, H, D, S] (perm [0, 2, 3, 1]). It is split
+// into the transpose to [B, H, S, D] and the swap, and the chain fuses.
+// CHECK: loom.attention_report = [{detail = "no mask", node = "ts", outcome = "fused"}]
+// CHECK-LABEL: func.func @torchscript_keys
+// CHECK-SAME:    (%[[Q:.+]]: tensor<1x2x4x2xf32>, %[[KR:.+]]: tensor<1x4x2x2xf32>, %[[V:.+]]: tensor<1x2x4x2xf32>)
+// CHECK:         %[[K:.+]] = loom.transpose %[[KR]] perm = [0, 2, 1, 3]
+// CHECK:         loom.attention %[[Q]], %[[K]], %[[V]] {scale = 5.000000e-01 : f64}
+func.func @torchscript_keys(%q: tensor<1x2x4x2xf32>, %kr: tensor<1x4x2x2xf32>, %v: tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32> {
+  %kt = loom.transpose %kr perm = [0, 2, 3, 1] : tensor<1x4x2x2xf32> -> tensor<1x2x2x4xf32>
+  %s = loom.matmul %q, %kt : (tensor<1x2x4x2xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x4x4xf32>
+  %c = loom.constant dense<0.5> : tensor<1x2x4x4xf32>
+  %x = loom.mul %s, %c : tensor<1x2x4x4xf32>
+  %p = loom.softmax %x axis = 3 : tensor<1x2x4x4xf32> loc("ts")
+  %o = loom.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32>
+  return %o : tensor<1x2x4x2xf32>
+}
+
+// -----
+
 // Tests that a bias from an argument (a learned relative bias) becomes
 // the op's bias operand, and that probabilities read by something else
 // than the product with V keep the chain.

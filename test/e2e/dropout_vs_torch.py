@@ -27,7 +27,7 @@ training=TRAINING: Dropout nodes with their mask output), this:
   4. with --steps N, loom-run --train at a learning rate of ~0 on one batch:
      a new mask every step, the same losses from the same --seed, one loss
      with dropout off;
-  5. for GPT-2, both attention layers are reported fused (with their
+  5. for GPT-2 and BERT, both attention layers are reported fused (with their
      dropout, where the file has it: transformers' eager attention), and at
      one seed the fused step equals the unfused chain's
      (--attention=unfused), interpreted and compiled: the fused op draws
@@ -101,8 +101,37 @@ def gpt2_eager():
     return m, ez.tokens((2, 16), 64), ez.tokens((2, 16), 64, seed=4)
 
 
+def swin():
+    # torchvision's Swin: shifted windows (their attention masks built with
+    # index assignments, ScatterND, and Mod), a relative position bias
+    # gathered by GatherND, drop path.
+    from torchvision.models.swin_transformer import SwinTransformer
+    m = SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2],
+                        num_heads=[2, 2], window_size=[4, 4],
+                        stochastic_depth_prob=0.3, num_classes=10)
+    return m, ez.images(2, 32), ez.class_labels((2,), 10)
+
+
+def bert():
+    # transformers' BERT with its masked-LM head; from the TorchScript
+    # exporter its token-type ids are a GatherElements of an expanded
+    # buffer.
+    import transformers
+    c = transformers.BertConfig(num_hidden_layers=2, num_attention_heads=2,
+                                hidden_size=32, intermediate_size=64,
+                                vocab_size=64, max_position_embeddings=32,
+                                hidden_dropout_prob=0.2,
+                                attention_probs_dropout_prob=0.2)
+    c._attn_implementation = "eager"
+    m = ez.LogitsOnly(transformers.BertForMaskedLM(c), ("input_ids",))
+    # Token ids from 1: id 0 is the padding index, whose embedding row
+    # PyTorch never updates (the exported Gather does not say so).
+    return m, ez.tokens((2, 16), 64, low=1), ez.tokens((2, 16), 64, seed=4)
+
+
 MODELS = {"convnext": convnext, "efficientnet": efficientnet,
-          "mobilenet": mobilenet, "gpt2": gpt2, "gpt2_eager": gpt2_eager}
+          "mobilenet": mobilenet, "gpt2": gpt2, "gpt2_eager": gpt2_eager,
+          "swin": swin, "bert": bert}
 
 
 def set_dropout(model, p):
@@ -320,7 +349,7 @@ def check_model(args, name):
                                 direction[k])) for k in want)
     check("seeded gradient = central differences", norm_rel(fd, analytic),
           args.fd_rtol)
-    if name.startswith("gpt2"):
+    if name.startswith("gpt2") or name == "bert":
         check_fused_attention(args, name, path, d, feed, seed_a, loss_a,
                               grads_a, interp_loss, interp_grads, check,
                               fact, floor)
