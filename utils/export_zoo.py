@@ -262,6 +262,22 @@ def aliases(model):
     return out
 
 
+def onnx_parameters(model, onnx_path, name):
+    """The model's parameters by the name of the ONNX initializer that holds
+    each (torch.export names them after the module path; a tied weight,
+    GPT-2's embedding and head, is one initializer under one of its names).
+    Exits when a parameter has no initializer or several."""
+    inits = initializer_names(onnx_path)
+    params = {}
+    for _, names in aliases(model).items():
+        found = [k for k in names if k in inits]
+        if len(found) != 1:
+            sys.exit("%s: parameter %s has %d ONNX initializers" %
+                     (name, names, len(found)))
+        params[found[0]] = dict(model.named_parameters())[names[0]]
+    return params
+
+
 def running_stats(model, inits):
     """The BatchNorm running statistics, by ONNX initializer name."""
     return {k: v.detach().clone().numpy().astype(np.float32)
@@ -283,16 +299,7 @@ def export_one(name, out_dir):
     model.load_state_dict(initial)  # tracing must not have moved anything
     inits = initializer_names(path)
 
-    # The ONNX initializers that are parameters, by the exporter's names:
-    # torch.export names them after the module path; a tied weight (GPT-2's
-    # embedding and head) is one initializer under one of its names.
-    params = {}
-    for tensor_id, names in aliases(model).items():
-        found = [k for k in names if k in inits]
-        if len(found) != 1:
-            sys.exit("%s: parameter %s has %d ONNX initializers" %
-                     (name, names, len(found)))
-        params[found[0]] = dict(model.named_parameters())[names[0]]
+    params = onnx_parameters(model, path, name)
 
     loss = loss_of(model, inputs, labels, class_axis)
     grads = torch.autograd.grad(loss, list(params.values()))

@@ -266,6 +266,109 @@ def gathernd_runtime_indices():
                  [vi("y", [2, 3])])
 
 
+def random_ops():
+    """What a model.train() export draws: a drop-path mask (one uniform draw
+    per sample, compared with the keep probability, divided by it), a
+    normal draw of the input's shape, RandomUniform of a given shape, and
+    Bernoulli; a training-mode Dropout whose mask output is read."""
+    n = helper.make_node
+    nodes = [n("Constant", [], ["s"], name="/drop_path/shape",
+               value=numpy_helper.from_array(np.zeros((2, 1), np.float32))),
+             n("RandomUniformLike", ["s"], ["u"], name="/drop_path/rand",
+               seed=3.0),
+             n("Less", ["u", "keep"], ["m"], name="/drop_path/lt"),
+             n("Cast", ["m"], ["mf"], name="/drop_path/cast",
+               to=TensorProto.FLOAT),
+             n("Div", ["mf", "keep"], ["scale"], name="/drop_path/div"),
+             n("Mul", ["x", "scale"], ["y"], name="/drop_path/mul"),
+             n("RandomNormalLike", ["x"], ["noise"], name="/noise",
+               mean=1.0, scale=0.5),
+             n("RandomUniform", [], ["r"], name="/uniform", shape=[3],
+               low=-1.0, high=1.0),
+             n("Bernoulli", ["p"], ["b"], name="/bernoulli",
+               dtype=TensorProto.INT64),
+             n("Dropout", ["x", "ratio", "train"], ["d", "mask"],
+               name="/dropout")]
+    inits = [numpy_helper.from_array(np.array(0.75, np.float32), "keep"),
+             numpy_helper.from_array(np.array(0.25, np.float32), "ratio"),
+             numpy_helper.from_array(np.array(True), "train")]
+    return model(nodes, [vi("x", [2, 4]), vi("p", [2, 4])],
+                 [vi("y", [2, 4]), vi("noise", [2, 4]), vi("r", [3]),
+                  vi("b", [2, 4], TensorProto.INT64), vi("d", [2, 4]),
+                  vi("mask", [2, 4], TensorProto.BOOL)], inits)
+
+
+def random_int():
+    """A uniform draw of integers: refused by name."""
+    n = helper.make_node("RandomUniformLike", ["x"], ["y"], name="/rand",
+                         dtype=TensorProto.INT64)
+    return model([n], [vi("x", [2, 4])], [vi("y", [2, 4], TensorProto.INT64)])
+
+
+def exporter_merges():
+    """What PyTorch's exporter writes that loses the model's meaning: two
+    LayerNorms sharing one weight and bias (its optimizer merges equal
+    initializers), and a Dropout without training_mode (SDPA's dropout_p)
+    beside one that trains."""
+    n = helper.make_node
+    nodes = [n("LayerNormalization", ["x", "w", "b"], ["h"], name="/ln1"),
+             n("Dropout", ["h", "ratio", "train"], ["h2"], name="/drop"),
+             n("Dropout", ["h2", "ratio"], ["h3"], name="/sdpa_drop"),
+             n("LayerNormalization", ["h3", "w", "b"], ["y"], name="/ln2")]
+    inits = [numpy_helper.from_array(np.ones(4, np.float32), "w"),
+             numpy_helper.from_array(np.zeros(4, np.float32), "b"),
+             numpy_helper.from_array(np.array(0.1, np.float32), "ratio"),
+             numpy_helper.from_array(np.array(True), "train")]
+    return model(nodes, [vi("x", [2, 4])], [vi("y", [2, 4])], inits)
+
+
+def scatter_mod_pool():
+    """ScatterND on run-time data and updates with constant indices (a
+    slice assignment), Mod folded on constants, and an AveragePool with
+    ceil_mode=1 and count_include_pad=1 whose last window reaches past the
+    declared padding (that part is not counted)."""
+    n = helper.make_node
+    nodes = [n("ScatterND", ["x", "idx", "u"], ["y"], name="/scatter"),
+             n("Mod", ["a", "m"], ["r"], name="/mod"),
+             n("Cast", ["r"], ["rf"], name="/cast", to=TensorProto.FLOAT),
+             n("Add", ["y", "rf"], ["z"], name="/add"),
+             n("AveragePool", ["img"], ["p"], name="/pool",
+               kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+               ceil_mode=1, count_include_pad=1)]
+    const = lambda name, v: n("Constant", [], [name], name="/" + name,
+                              value=numpy_helper.from_array(v))
+    nodes = [const("a", np.array([-7, 7, -1], np.int64)),
+             const("m", np.array([3, -3, 3], np.int64))] + nodes
+    inits = [numpy_helper.from_array(np.array([[2], [0]], np.int64), "idx")]
+    return model(nodes, [vi("x", [3, 3]), vi("u", [2, 3]),
+                         vi("img", [1, 1, 4, 4])],
+                 [vi("z", [3, 3]), vi("p", [1, 1, 3, 3])], inits)
+
+
+def gather_elements_runtime():
+    """GatherElements with run-time data and indices (the TorchScript
+    exporter's form of an index lookup along one axis)."""
+    n = helper.make_node("GatherElements", ["x", "i"], ["y"],
+                         name="/gather_elements", axis=1)
+    return model([n], [vi("x", [3, 4]), vi("i", [3, 2], TensorProto.INT64)],
+                 [vi("y", [3, 2])])
+
+
+def bool_reduce():
+    """A boolean tensor written by one kernel and summed by a reduction
+    kernel (after a Squeeze): the count of ignored targets in expanded
+    NLLLoss."""
+    n = helper.make_node
+    nodes = [n("Equal", ["x", "one"], ["m"], name="/eq"),
+             n("Squeeze", ["m", "ax"], ["s"], name="/squeeze"),
+             n("Cast", ["s"], ["w"], name="/cast", to=TensorProto.FLOAT),
+             n("ReduceSum", ["w"], ["y"], name="/sum", keepdims=0)]
+    inits = [numpy_helper.from_array(np.array([1], np.int64), "one"),
+             numpy_helper.from_array(np.array([1], np.int64), "ax")]
+    return model(nodes, [vi("x", [3, 1, 6, 6], TensorProto.INT64)],
+                 [vi("y", [])], inits)
+
+
 def newer(opset, ir):
     n = helper.make_node("Relu", ["x"], ["y"], name="/relu")
     return model([n], [vi("x", [2])], [vi("y", [2])], opset=opset, ir=ir)
@@ -284,6 +387,13 @@ MODELS = {
     "gathernd_runtime_indices.onnx": (gathernd_runtime_indices, True),
     "cumsum_runtime.onnx": (cumsum_runtime, True),
     "cumsum_runtime_ints.onnx": (cumsum_runtime_ints, True),
+    "random_ops.onnx": (random_ops, True),
+    # ONNX's checker refuses an integer draw itself.
+    "random_int.onnx": (random_int, False),
+    "exporter_merges.onnx": (exporter_merges, True),
+    "scatter_mod_pool.onnx": (scatter_mod_pool, True),
+    "gather_elements_runtime.onnx": (gather_elements_runtime, True),
+    "bool_reduce.onnx": (bool_reduce, True),
     # Written by an ONNX newer than Loom's library: refused, not checked.
     "newer_opset.onnx": (lambda: newer(99, 10), False),
     "newer_ir.onnx": (lambda: newer(20, 99), False),

@@ -103,6 +103,20 @@ EXPECTED_NUMERIC_FAILURES = {
     "test_castlike_FLOAT_to_BFLOAT16": _LIKE_SHAPE,
     "test_castlike_FLOAT_to_BFLOAT16_expanded": _LIKE_SHAPE,
     # onnx 1.23's node tests (utils/gen_onnx_node_tests.py):
+    # The expanded Attention tests in 16 bits: Loom imports the expanded
+    # graph's ops (matmuls, softmax, masks) each rounded to the element
+    # type; the expected outputs round once, after the whole attention.
+    # Measured: at most one unit in the last place (bf16 0.0039, fp16
+    # 0.000488 at outputs near 1).
+    **{name: "16-bit expanded attention: each op of the expanded graph "
+             "rounds to 16 bits where the expected output rounds once; at "
+             "most one unit in the last place"
+       for name in ("test_attention_3d_causal_bf16_expanded",
+                    "test_attention_4d_attn_mask_causal_bf16_expanded",
+                    "test_attention_4d_causal_bf16_expanded",
+                    "test_attention_4d_causal_fp16_expanded",
+                    "test_attention_4d_causal_padded_kv_bf16_expanded",
+                    "test_attention_4d_padded_kv_bf16_expanded")},
     "test_celu_bfloat16_expanded":
         "one element one bf16 ulp off: Loom imports Elu as several loom "
         "ops (exp, sub, mul, select), each rounded to bf16, where the "

@@ -145,6 +145,9 @@ private:
   /// warning about them when other dropouts of the model train.
   SmallVector<std::pair<Location, std::string>> inferenceDropouts;
   void warnInferenceDropouts();
+  /// Warns where normalization nodes share a parameter initializer (what
+  /// PyTorch's optimizing exporter makes of equal ones).
+  void warnMergedNormParameters(const onnx::GraphProto &graph);
   func::FuncOp func;
   Block *entry = nullptr;
   SmallVector<Type> argTypes;

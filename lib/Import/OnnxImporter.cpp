@@ -811,6 +811,7 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
   if (!ok)
     return nullptr;
   warnInferenceDropouts();
+  warnMergedNormParameters(graph);
 
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;
@@ -930,4 +931,51 @@ void loom::onnx_import::OnnxImporter::warnInferenceDropouts() {
       << "dropout is not in the file (export the attention as a module "
       << "dropout, e.g. transformers' attn_implementation=\"eager\", to "
       << "train with it)";
+}
+
+void loom::onnx_import::OnnxImporter::warnMergedNormParameters(
+    const onnx::GraphProto &graph) {
+  // PyTorch's exporter, when it optimizes (its default), merges
+  // initializers of equal value: the weights of fresh LayerNorms are all
+  // ones, their biases zeros, and every one of them becomes one tensor,
+  // which then trains as one parameter. A normalization's parameter read
+  // by several normalization nodes is almost surely such a merge.
+  llvm::StringSet<> inits;
+  for (const auto &init : graph.initializer())
+    inits.insert(init.name());
+  llvm::StringMap<SmallVector<const onnx::NodeProto *>> readers;
+  SmallVector<std::string> order;
+  for (const auto &node : graph.node()) {
+    int last = node.op_type() == "LayerNormalization"   ? 2
+               : node.op_type() == "BatchNormalization" ? 4
+                                                        : 0;
+    for (int i = 1; i <= last && i < node.input_size(); ++i) {
+      const std::string &name = node.input(i);
+      if (name.empty() || !inits.contains(name))
+        continue;
+      auto &list = readers[name];
+      if (list.empty())
+        order.push_back(name);
+      if (list.empty() || list.back() != &node)
+        list.push_back(&node);
+    }
+  }
+  for (const std::string &name : order) {
+    const auto &list = readers[name];
+    if (list.size() < 2)
+      continue;
+    std::string nodes;
+    for (size_t i = 0; i < list.size() && i < 3; ++i)
+      nodes += (i ? ", '" : "'") + list[i]->name() + "'";
+    if (list.size() > 3)
+      nodes += ", ...";
+    emitWarning(nodeLoc(*list[1]))
+        << "initializer '" << name << "' is a parameter of "
+        << list.size() << " " << list[0]->op_type() << " nodes (" << nodes
+        << "): they train as one tied tensor. If the model's modules have "
+        << "their own, PyTorch's exporter merged them: it merges "
+        << "initializers of equal value when it optimizes (its default; "
+        << "fresh normalization weights are all ones); export with "
+        << "torch.onnx.export(..., optimize=False) to keep them apart";
+  }
 }

@@ -415,10 +415,13 @@ void OnnxNode::convertScatterND() {
     return;
   }
   Type et = dt.getElementType();
+  auto reshaped = [&](Value v, RankedTensorType type) -> Value {
+    return v.getType() == type ? v : ReshapeOp::create(b, loc, type, v);
+  };
   auto flatType = [&](int64_t n) {
     return RankedTensorType::get({n, slice}, et);
   };
-  Value table = ReshapeOp::create(b, loc, flatType(tuples), updates);
+  Value table = reshaped(updates, flatType(tuples));
   std::vector<int64_t> from(rows);
   std::vector<bool> written(rows);
   for (int64_t row = 0; row < rows; ++row) {
@@ -439,9 +442,9 @@ void OnnxNode::convertScatterND() {
   auto maskType = RankedTensorType::get({rows, slice}, b.getI1Type());
   Value fullMask = BroadcastInDimOp::create(b, loc, maskType, rowMask,
                                             ArrayRef<int64_t>{0});
-  Value flatData = ReshapeOp::create(b, loc, flatType(rows), data);
-  Value merged = SelectOp::create(b, loc, fullMask, picked, flatData);
-  setOut(0, ReshapeOp::create(b, loc, dt, merged));
+  Value merged = SelectOp::create(b, loc, fullMask, picked,
+                                  reshaped(data, flatType(rows)));
+  setOut(0, reshaped(merged, dt));
 }
 
 void OnnxNode::convertCumSum() {
@@ -748,9 +751,71 @@ void OnnxNode::convertGatherElements() {
       return;
     }
   }
-  n.fail("GatherElements on run-time values is not supported yet (only "
-         "on compile-time constants, where it is folded, and on a constant "
-         "holding one value)");
+  // Otherwise a loom.gather from the data flattened: the flat index of
+  // out[p] is base[p] + idx[p] * stride(axis), base[p] the offset of p with
+  // its axis coordinate 0 (a constant). An index outside [-size, size) is
+  // sent past the end, where loom.gather stops the step with an error.
+  Value data = input(0), idx = input(1);
+  auto dt = typeOf(data), it = typeOf(idx);
+  int64_t rank = dt.getRank();
+  if (it.getRank() != rank)
+    n.fail("indices have rank " + Twine(it.getRank()) + ", the data " +
+           Twine(rank));
+  int64_t axis = normAxis(n, n.getInt("axis", 0), rank);
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && it.getDimSize(d) > dt.getDimSize(d))
+      n.fail("indices " + formatShape(it.getShape()) +
+             " exceed the data " + formatShape(dt.getShape()) +
+             " in dimension " + Twine(d));
+  SmallVector<int64_t> strides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * dt.getDimSize(d + 1);
+  const int64_t total = dt.getNumElements(), size = dt.getDimSize(axis);
+  std::vector<int64_t> base(it.getNumElements());
+  SmallVector<int64_t> pos(rank, 0);
+  for (int64_t e = 0; e < it.getNumElements(); ++e) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis)
+        off += pos[d] * strides[d];
+    base[e] = off;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++pos[d] < it.getDimSize(d))
+        break;
+      pos[d] = 0;
+    }
+  }
+  auto i64 = RankedTensorType::get(it.getShape(), b.getI64Type());
+  auto constant = [&](int64_t v) {
+    return ConstantOp::create(
+        b, loc, DenseElementsAttr::get(i64, b.getI64IntegerAttr(v)));
+  };
+  if (it.getElementType() != b.getI64Type())
+    idx = CastOp::create(b, loc, i64, idx);
+  auto boolType = RankedTensorType::get(it.getShape(), b.getI1Type());
+  Value negative =
+      CompareOp::create(b, loc, boolType, ComparePredicate::LT, idx,
+                        constant(0));
+  Value wrapped = SelectOp::create(
+      b, loc, negative, AddOp::create(b, loc, idx, constant(size)), idx);
+  Value inRange = SelectOp::create(
+      b, loc,
+      CompareOp::create(b, loc, boolType, ComparePredicate::GE, wrapped,
+                        constant(0)),
+      CompareOp::create(b, loc, boolType, ComparePredicate::LT, wrapped,
+                        constant(size)),
+      ConstantOp::create(b, loc, DenseElementsAttr::get(boolType, false)));
+  Value flatIdx = AddOp::create(
+      b, loc,
+      ConstantOp::create(
+          b, loc, DenseElementsAttr::get(i64, ArrayRef<int64_t>(base))),
+      MulOp::create(b, loc, wrapped, constant(strides[axis])));
+  flatIdx = SelectOp::create(b, loc, inRange, flatIdx, constant(total));
+  Value table = ReshapeOp::create(
+      b, loc, RankedTensorType::get({total}, dt.getElementType()), data);
+  setOut(0, check(createInferred<GatherOp>(b, loc, table, flatIdx,
+                                           int64_t(0)))
+                .getResult());
 }
 
 void OnnxNode::convertShapeOnly() {

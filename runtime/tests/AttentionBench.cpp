@@ -2,7 +2,7 @@
 //
 // loomrt-attention-bench [--threads N] [--batch B] [--heads H] [--kv-heads G]
 //   [--seq T] [--dim D] [--no-causal] [--window W] [--documents L]
-//   [--runs R] [--isa NAME]
+//   [--dropout P] [--runs R] [--isa NAME]
 //
 // Runs the forward and the backward attention loops (src/cpu/CpuAttention.h)
 // on random f32 tensors, one warm-up then R timed runs each, and prints the
@@ -36,7 +36,7 @@ int usage(const char *argv0) {
   std::fprintf(stderr,
                "usage: %s [--threads N] [--batch B] [--heads H] "
                "[--kv-heads G] [--seq T] [--dim D] [--no-causal] "
-               "[--window W] [--documents L] [--runs R] "
+               "[--window W] [--documents L] [--dropout P] [--runs R] "
                "[--isa avx512|avx2|baseline]\n",
                argv0);
   return 2;
@@ -48,6 +48,7 @@ int main(int argc, char **argv) {
   int threads = 2, runs = 5;
   int64_t batch = 1, heads = 8, kvHeads = 0, seq = 2048, dim = 64, window = 0;
   int64_t documents = 0;
+  double dropout = 0.0;
   bool causal = true;
   AttentionIsa isa = AttentionIsa::Best;
   for (int i = 1; i < argc; ++i) {
@@ -78,6 +79,8 @@ int main(int argc, char **argv) {
       window = std::atoll(v);
     else if (arg == "--documents")
       documents = std::atoll(v);
+    else if (arg == "--dropout")
+      dropout = std::atof(v);
     else if (arg == "--runs")
       runs = std::atoi(v);
     else if (arg == "--isa") {
@@ -93,7 +96,7 @@ int main(int argc, char **argv) {
     kvHeads = heads;
   if (threads < 1 || runs < 1 || batch < 1 || heads < 1 || kvHeads < 1 ||
       heads % kvHeads || seq < 1 || dim < 1 || window < 0 || documents < 0 ||
-      (window && !causal))
+      (window && !causal) || !(dropout >= 0.0 && dropout < 1.0))
     return usage(argv[0]);
   setCpuThreads(threads); // before the OpenMP team starts
 
@@ -139,6 +142,12 @@ int main(int argc, char **argv) {
   step.scale = 1.0 / std::sqrt(double(D));
   step.causal = causal;
   step.window = window;
+  if (dropout > 0.0) {
+    step.seed = 0; // the value is t.seed
+    step.dropout = static_cast<float>(dropout);
+    step.stream = 1;
+    t.seed = 12345;
+  }
 
   std::printf("attention B=%lld Hq=%lld Hkv=%lld T=S=%lld D=%lld%s, f32, "
               "%d threads, %s",
@@ -147,6 +156,8 @@ int main(int argc, char **argv) {
               attentionIsaName(isa));
   if (documents > 0)
     std::printf(", documents of %lld tokens", (long long)documents);
+  if (dropout > 0.0)
+    std::printf(", dropout %g", dropout);
   std::printf("\n");
   // Products per direction: 2 (forward) or 5 (backward) GEMMs of
   // T x S x D, halved under causal (the window is not counted).

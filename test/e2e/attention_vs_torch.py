@@ -142,14 +142,7 @@ def check_model(args, name):
                           output_names=["logits"], external_data=False,
                           optimize=False)
     model.load_state_dict(initial)
-    inits = ez.initializer_names(path)
-    params = {}
-    for _, names in ez.aliases(model).items():
-        found = [k for k in names if k in inits]
-        if len(found) != 1:
-            raise SystemExit("%s: parameter %s has %d initializers" %
-                             (name, names, len(found)))
-        params[found[0]] = dict(model.named_parameters())[names[0]]
+    params = ez.onnx_parameters(model, path, name)
 
     # PyTorch in float64.
     model.double()

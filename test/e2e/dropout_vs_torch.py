@@ -179,14 +179,7 @@ def check_model(args, name):
                 if k in stored and b.is_floating_point():
                     b.copy_(torch.from_numpy(stored[k].copy()))
         initial = {k: v.clone() for k, v in model.state_dict().items()}
-    inits = ez.initializer_names(path)
-    params = {}
-    for _, names in ez.aliases(model).items():
-        found = [k for k in names if k in inits]
-        if len(found) != 1:
-            raise SystemExit("%s: parameter %s has %d initializers" %
-                             (name, names, len(found)))
-        params[found[0]] = dict(model.named_parameters())[names[0]]
+    params = ez.onnx_parameters(model, path, name)
 
     # PyTorch in float64: training mode without dropout, and eval mode.
     model.double()

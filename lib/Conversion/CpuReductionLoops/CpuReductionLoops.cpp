@@ -179,9 +179,14 @@ int64_t rowStep(linalg::GenericOp op, OpOperand *in) {
 /// second, third or fourth) or uniformly, and every op of the body
 /// elementwise on scalars (no linalg.index, no regions).
 bool rowVectorizable(linalg::GenericOp op) {
-  for (OpOperand *in : op.getDpsInputOperands())
+  for (OpOperand *in : op.getDpsInputOperands()) {
     if (int64_t step = rowStep(op, in); step < 0 || step > 4)
       return false;
+    // A row of booleans would be one vector<N x i1> load, which LLVM reads
+    // as N packed bits; the arena holds one byte per boolean.
+    if (getElementTypeOrSelf(in->get().getType()).isInteger(1))
+      return false;
+  }
   for (Operation &inner : op.getBody()->without_terminator()) {
     if (isa<arith::ConstantOp>(inner))
       continue;
