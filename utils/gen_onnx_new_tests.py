@@ -369,6 +369,20 @@ def bool_reduce():
                  [vi("y", [])], inits)
 
 
+def output_and_full_slice():
+    """A model that returns a tensor and a full-range Slice of it: inside
+    the compiled kernel the slice folds away and two results are one
+    value."""
+    n = helper.make_node
+    nodes = [n("Neg", ["x"], ["a"], name="/neg"),
+             n("Slice", ["a", "st", "en", "ax"], ["b"], name="/slice")]
+    inits = [numpy_helper.from_array(np.array([0], np.int64), "st"),
+             numpy_helper.from_array(np.array([2], np.int64), "en"),
+             numpy_helper.from_array(np.array([0], np.int64), "ax")]
+    return model(nodes, [vi("x", [2, 3])], [vi("b", [2, 3]), vi("a", [2, 3])],
+                 inits)
+
+
 def newer(opset, ir):
     n = helper.make_node("Relu", ["x"], ["y"], name="/relu")
     return model([n], [vi("x", [2])], [vi("y", [2])], opset=opset, ir=ir)
@@ -394,6 +408,7 @@ MODELS = {
     "scatter_mod_pool.onnx": (scatter_mod_pool, True),
     "gather_elements_runtime.onnx": (gather_elements_runtime, True),
     "bool_reduce.onnx": (bool_reduce, True),
+    "output_and_full_slice.onnx": (output_and_full_slice, True),
     # Written by an ONNX newer than Loom's library: refused, not checked.
     "newer_opset.onnx": (lambda: newer(99, 10), False),
     "newer_ir.onnx": (lambda: newer(20, 99), False),

@@ -17,6 +17,7 @@
 #include "loom/Conversion/LoomToLinalg/LoomToLinalg.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
@@ -126,6 +127,26 @@ void fuseElementwise(func::FuncOp func) {
   (void)applyPatternsGreedily(func, std::move(patterns), config);
   mergeSiblingGenerics(func);
 }
+
+/// A kernel returns each of its results into a buffer of its own; once
+/// folded, two results can be one value (a model that returns both a
+/// tensor and a full-range slice of it), which one-shot bufferization and
+/// buffer-results-to-out-params cannot give two buffers. A repeated result
+/// becomes a copy of the first.
+void distinctResults(func::FuncOp func) {
+  func.walk([](func::ReturnOp ret) {
+    llvm::SmallPtrSet<Value, 8> seen;
+    OpBuilder b(ret);
+    for (OpOperand &operand : ret->getOpOperands()) {
+      Value v = operand.get();
+      if (seen.insert(v).second || !isa<RankedTensorType>(v.getType()))
+        continue;
+      operand.set(bufferization::AllocTensorOp::create(
+          b, ret.getLoc(), cast<RankedTensorType>(v.getType()),
+          ValueRange{}, /*copy=*/v));
+    }
+  });
+}
 } // namespace
 
 StringRef loom::bufferizationPipeline() {
@@ -145,6 +166,7 @@ LogicalResult loom::bufferizeKernels(ModuleOp kernels, PipelineRunner run) {
     if (failed(lowerLoomToLinalg(func)))
       return failure();
     fuseElementwise(func);
+    distinctResults(func);
   }
   if (failed(runKernelPipeline(kernels, bufferizationPipeline(), run)))
     return failure();
