@@ -252,7 +252,7 @@ def cumsum_runtime():
 
 
 def cumsum_runtime_ints():
-    """CumSum of integers that are not known to be 0 or 1: refused."""
+    """CumSum of integers that are not known to be 0 or 1: summed in f64."""
     n = helper.make_node("CumSum", ["x", "axis"], ["y"], name="/cumsum")
     axis = numpy_helper.from_array(np.array(0, np.int64), "axis")
     return model([n], [vi("x", [4], TensorProto.INT64)],

@@ -470,22 +470,23 @@ void OnnxNode::convertCumSum() {
            " constant (at most 4096 positions on run-time data)");
   Type elem = xt.getElementType();
   const bool isFloat = isa<FloatType>(elem);
+  Type ft = elem;
   if (!isFloat) {
-    // The product runs in f32: exact for sums of 0s and 1s (fewer than
-    // 2^24), which integers cast from a boolean (through integer casts)
-    // are.
+    // Integers: the product runs in f32 for 0s and 1s (integers cast from
+    // a boolean, through integer casts: sums below 2^24), else in f64,
+    // exact while every partial sum is below 2^53 in magnitude (BLOOM's
+    // ALiBi sums its 0/1 attention_mask input, which the importer cannot
+    // know to be 0/1).
     Value from = x;
     while (auto c = from.getDefiningOp<CastOp>()) {
       from = c.getX();
       if (!isa<IntegerType>(getElementTypeOrSelf(from.getType())))
         break;
     }
-    if (!getElementTypeOrSelf(from.getType()).isInteger(1))
-      n.fail("a cumulative sum of integers computed at run time is "
-             "supported for 0/1 values (cast from a boolean, as a padding "
-             "mask is); these are not known to be");
+    ft = getElementTypeOrSelf(from.getType()).isInteger(1)
+             ? Type(b.getF32Type())
+             : Type(b.getF64Type());
   }
-  Type ft = isFloat ? elem : b.getF32Type();
   std::vector<float> m(len * len, 0.0f);
   for (int64_t j = 0; j < len; ++j)
     for (int64_t i = 0; i < len; ++i) {
