@@ -37,13 +37,8 @@ struct EvalEntriesPass : loom::impl::EvalEntriesPassBase<EvalEntriesPass> {
   }
 
   void evalMode(func::FuncOp func) {
-    SmallVector<DropoutOp> dropouts;
-    func.walk([&](DropoutOp d) { dropouts.push_back(d); });
-    for (DropoutOp d : dropouts) {
-      d.getY().replaceAllUsesWith(d.getX());
-      d.erase();
-      ++numRemoved;
-    }
+    int64_t dropouts = removeDropouts(func);
+    numRemoved += dropouts;
     // Fused attention draws its probabilities' dropout itself.
     SmallVector<AttentionOp> attentions;
     func.walk([&](AttentionOp a) {
@@ -56,7 +51,7 @@ struct EvalEntriesPass : loom::impl::EvalEntriesPassBase<EvalEntriesPass> {
       a.setStream(0);
       ++numRemoved;
     }
-    if (dropouts.empty() && attentions.empty())
+    if (dropouts == 0 && attentions.empty())
       return;
     // The ops only the dropouts read (the ones of a drop-path mask).
     if (failed(cleanUpAfterDropout(func))) {

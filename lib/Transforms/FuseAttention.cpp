@@ -970,7 +970,8 @@ struct FuseAttentionPass
   /// K^T [B, H, D, S] (one perm [0, 2, 3, 1]): a 4-D transpose read as a
   /// product's right operand becomes the transpose to [.., S, D] then the
   /// swap of the last two dimensions, the form the matcher reads. Where no
-  /// chain fuses, loom-fold-transposes joins them again.
+  /// chain fuses, loom-fold-transposes folds the swap into the product's
+  /// transpose_b flag: still one transpose.
   void splitKeyTransposes(func::FuncOp func) {
     SmallVector<MatmulOp> products;
     func.walk([&](MatmulOp m) { products.push_back(m); });

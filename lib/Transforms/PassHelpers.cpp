@@ -31,6 +31,16 @@ std::optional<double> loom::scalarConstant(Value v) {
   return std::nullopt;
 }
 
+int64_t loom::removeDropouts(Operation *root) {
+  SmallVector<DropoutOp> dropouts;
+  root->walk([&](DropoutOp d) { dropouts.push_back(d); });
+  for (DropoutOp d : dropouts) {
+    d.getY().replaceAllUsesWith(d.getX());
+    d.erase();
+  }
+  return static_cast<int64_t>(dropouts.size());
+}
+
 LogicalResult loom::cleanUpAfterDropout(func::FuncOp func) {
   func.walk([](MulOp mul) {
     for (int side = 0; side < 2; ++side) {

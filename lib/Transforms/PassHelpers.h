@@ -20,6 +20,10 @@ namespace loom {
 /// reshaped. Booleans give 0 or 1, integers their signed value.
 std::optional<double> scalarConstant(mlir::Value v);
 
+/// Replaces every `loom.dropout` under `root` by its input (the identity);
+/// returns how many.
+int64_t removeDropouts(mlir::Operation *root);
+
 /// What removing dropouts leaves in `func`, cleaned up: multiplications by
 /// a scalar constant 1 (a drop-path mask of ones) become their other
 /// operand, ops nothing reads any more go, then the `loom.rng_seed`

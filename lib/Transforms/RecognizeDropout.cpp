@@ -106,13 +106,7 @@ struct RecognizeDropoutPass
   }
 
   void removeAll() {
-    SmallVector<DropoutOp> dropouts;
-    getOperation().walk([&](DropoutOp d) { dropouts.push_back(d); });
-    for (DropoutOp d : dropouts) {
-      d.getY().replaceAllUsesWith(d.getX());
-      d.erase();
-      ++numRemoved;
-    }
+    numRemoved += removeDropouts(getOperation());
     // What the recognized masks leave behind (draw, compare, cast, divide)
     // is dead now; the draws still read are not masks this pass knows.
     for (auto func : getOperation().getOps<func::FuncOp>())
