@@ -275,6 +275,85 @@ void addOptimizerState(ModuleOp module, loom::ParameterStore &params) {
   }
 }
 
+/// Records on `module` (loom.shared_params) each parameter of the imported
+/// @forward that several of the model's nodes read: one tensor, whose
+/// gradients from every reader are summed (tied embeddings, or initializers
+/// an exporter merged). For --report.
+void recordSharedParameters(ModuleOp module) {
+  auto func = module.lookupSymbol<func::FuncOp>("forward");
+  if (!func)
+    return;
+  MLIRContext *ctx = module.getContext();
+  SmallVector<Attribute> shared;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto name = func.getArgAttrOfType<StringAttr>(i, loom::kParamAttr);
+    if (!name)
+      continue;
+    SmallVector<std::string> names;
+    // The readers in program order.
+    SmallVector<Operation *> users(func.getArgument(i).getUsers());
+    llvm::sort(users, [](Operation *a, Operation *b) {
+      return a->getBlock() == b->getBlock() ? a->isBeforeInBlock(b) : a < b;
+    });
+    for (Operation *user : users) {
+      std::string node = loom::nodeName(user->getLoc());
+      if (!node.empty() && !llvm::is_contained(names, node))
+        names.push_back(node);
+    }
+    if (names.size() < 2)
+      continue;
+    SmallVector<Attribute> readers;
+    for (const std::string &n : names)
+      readers.push_back(StringAttr::get(ctx, n));
+    shared.push_back(DictionaryAttr::get(
+        ctx, {NamedAttribute(StringAttr::get(ctx, "param"), name),
+              NamedAttribute(StringAttr::get(ctx, "nodes"),
+                             ArrayAttr::get(ctx, readers))}));
+  }
+  if (!shared.empty())
+    module->setAttr("loom.shared_params", ArrayAttr::get(ctx, shared));
+}
+
+/// Batch norms the exporter folded into convolutions
+/// (loom.folded_batch_norms, set by the ONNX importer).
+void printFoldedBatchNorms(ModuleOp module, llvm::raw_ostream &os) {
+  auto folded = module->getAttrOfType<DictionaryAttr>("loom.folded_batch_norms");
+  if (!folded)
+    return;
+  int64_t count = folded.getAs<IntegerAttr>("count").getInt();
+  int64_t training = folded.getAs<IntegerAttr>("training").getInt();
+  os << "  batch norms folded into " << count
+     << " nodes by the exporter (export with optimize=False to train them)";
+  if (training)
+    os << "; " << training
+       << " traced in training mode: the model trains without their batch "
+          "statistics";
+  os << "\n";
+}
+
+/// The parameters several nodes read (loom.shared_params).
+void printSharedParameters(ModuleOp module, llvm::raw_ostream &os) {
+  auto shared = module->getAttrOfType<ArrayAttr>("loom.shared_params");
+  if (!shared)
+    return;
+  os << "  shared parameters: " << shared.size()
+     << " tensors read by several nodes (trained as one: their gradients "
+        "are summed)\n";
+  for (auto entry : shared.getAsRange<DictionaryAttr>()) {
+    auto nodes = entry.getAs<ArrayAttr>("nodes");
+    os << "    " << entry.getAs<StringAttr>("param").getValue() << ": "
+       << nodes.size() << " nodes (";
+    for (auto [k, n] : llvm::enumerate(nodes.getAsRange<StringAttr>())) {
+      if (k == 3) {
+        os << ", ...";
+        break;
+      }
+      os << (k ? ", " : "") << "'" << n.getValue() << "'";
+    }
+    os << ")\n";
+  }
+}
+
 void printSummary(ModuleOp module, llvm::raw_ostream &os) {
   auto func = module.lookupSymbol<func::FuncOp>("forward");
   if (!func)
@@ -335,6 +414,32 @@ void printAttention(ModuleOp module, llvm::raw_ostream &os) {
     os << "    " << entry.getAs<StringAttr>("outcome").getValue()
        << " attention: " << entry.getAs<StringAttr>("node").getValue()
        << " (" << entry.getAs<StringAttr>("detail").getValue() << ")\n";
+}
+
+/// loom-tensor-parallel's choice for each layer it tried (the module's
+/// loom.tp_report): split (column- or row-parallel, or the
+/// vocabulary-parallel embedding), or whole with why.
+void printTensorParallel(ModuleOp module, llvm::raw_ostream &os) {
+  auto report = module->getAttrOfType<ArrayAttr>("loom.tp_report");
+  if (!report)
+    return;
+  std::map<std::string, int64_t> counts;
+  int64_t whole = 0;
+  for (auto entry : report.getAsRange<DictionaryAttr>()) {
+    if (entry.getAs<StringAttr>("outcome").getValue() == "split")
+      ++counts[entry.getAs<StringAttr>("detail").getValue().str()];
+    else
+      ++whole;
+  }
+  os << "  tensor parallel: " << counts["column-parallel"]
+     << " column-parallel, " << counts["row-parallel"] << " row-parallel, "
+     << counts["vocabulary-parallel embedding"]
+     << " vocabulary-parallel embeddings; " << whole
+     << " layers kept whole\n";
+  for (auto entry : report.getAsRange<DictionaryAttr>())
+    os << "    " << entry.getAs<StringAttr>("outcome").getValue() << ": "
+       << entry.getAs<StringAttr>("node").getValue() << " ("
+       << entry.getAs<StringAttr>("detail").getValue() << ")\n";
 }
 
 /// loom-fuse-linear-cross-entropy's outcome for each cross-entropy (the
@@ -437,7 +542,10 @@ void printReport(ModuleOp module, const loom::KernelInfoMap *gpu,
     if (auto remat = func->getAttrOfType<DictionaryAttr>("loom.remat"))
       printRemat(remat, os);
   }
+  printSharedParameters(module, os);
+  printFoldedBatchNorms(module, os);
   printAttention(module, os);
+  printTensorParallel(module, os);
   printLmHead(module, os);
 }
 
@@ -757,6 +865,7 @@ int runLoomc(Options &opts, const loom::LoomcExtensions &extensions) {
     err << "loomc: error: failed to import '" << opts.input << "'\n";
     return 1;
   }
+  recordSharedParameters(*module);
   // The imported model's, whatever comes after (training, --target).
   if (opts.summary)
     printSummary(*module, err);

@@ -148,6 +148,11 @@ private:
   /// Warns where normalization nodes share a parameter initializer (what
   /// PyTorch's optimizing exporter makes of equal ones).
   void warnMergedNormParameters(const onnx::GraphProto &graph);
+  /// Warns where PyTorch's optimizing exporter folded batch norms into
+  /// convolutions (their statistics, and in training mode the batch
+  /// statistics the module normalizes with, are gone); records them on
+  /// `module` (loom.folded_batch_norms) for --report.
+  void warnFoldedBatchNorms(const onnx::GraphProto &graph, ModuleOp module);
   func::FuncOp func;
   Block *entry = nullptr;
   SmallVector<Type> argTypes;

@@ -812,6 +812,7 @@ OwningOpRef<ModuleOp> OnnxImporter::run() {
     return nullptr;
   warnInferenceDropouts();
   warnMergedNormParameters(graph);
+  warnFoldedBatchNorms(graph, *module);
 
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;
@@ -978,4 +979,58 @@ void loom::onnx_import::OnnxImporter::warnMergedNormParameters(
         << "fresh normalization weights are all ones); export with "
         << "torch.onnx.export(..., optimize=False) to keep them apart";
   }
+}
+
+void loom::onnx_import::OnnxImporter::warnFoldedBatchNorms(
+    const onnx::GraphProto &graph, ModuleOp module) {
+  // The exporter's optimizer (onnxscript's rewriter) names the rules it
+  // applied to a node in its metadata; the node's own metadata keeps the
+  // PyTorch op it was traced from: `_native_batch_norm_legit_functional`
+  // is a batch norm in training mode (normalizing with the batch's
+  // statistics), `_no_training` one in eval mode.
+  SmallVector<const onnx::NodeProto *> folded;
+  size_t training = 0;
+  for (const auto &node : graph.node()) {
+    bool fused = false, trains = false;
+    for (const auto &kv : node.metadata_props()) {
+      llvm::StringRef value = kv.value();
+      if (kv.key() == "pkg.onnxscript.rewriter.rule_name")
+        fused |= value.contains("FuseBatchNormInto");
+      if (kv.key() == "pkg.torch.onnx.fx_node" ||
+          kv.key() == "pkg.torch.onnx.class_hierarchy")
+        trains |= value.contains("_native_batch_norm_legit_functional") ||
+                  value.contains("_native_batch_norm_legit.default");
+    }
+    if (fused) {
+      folded.push_back(&node);
+      training += trains;
+    }
+  }
+  if (folded.empty())
+    return;
+  std::string nodes;
+  for (size_t i = 0; i < folded.size() && i < 3; ++i)
+    nodes += (i ? ", '" : "'") + folded[i]->name() + "'";
+  if (folded.size() > 3)
+    nodes += ", ...";
+  InFlightDiagnostic d = emitWarning(nodeLoc(*folded.front()));
+  d << folded.size() << " " << folded.front()->op_type()
+    << " node(s) (" << nodes << ") have a BatchNormalization folded into "
+    << "them by PyTorch's exporter (its optimizer, on by default): ";
+  if (training)
+    d << "the module was traced in training mode, and its batch norms, "
+      << "which normalize with each batch's statistics, are gone: the model "
+      << "trains without them. ";
+  else
+    d << "the batch norms' scales are in the weights, and their running "
+      << "statistics are gone. ";
+  d << "Export with torch.onnx.export(..., optimize=False) to train the "
+    << "batch norms";
+  Builder b(module.getContext());
+  module->setAttr("loom.folded_batch_norms",
+                  b.getDictionaryAttr(
+                      {b.getNamedAttr("count", b.getI64IntegerAttr(
+                                                   folded.size())),
+                       b.getNamedAttr("training", b.getI64IntegerAttr(
+                                                      training))}));
 }

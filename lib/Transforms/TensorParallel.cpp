@@ -316,6 +316,176 @@ InFlightDiagnostic report(const Propagation &p, const Twine &what) {
   return d;
 }
 
+/// The greedy choice of the layers to split in @forward: token embeddings
+/// (a gather of a parameter table by ids that are not constants: not
+/// position embeddings), split by rows, then linear layers, by output
+/// columns, each kept when the whole function propagates. A linear layer
+/// that does not split alone is tried with the layers still undecided that
+/// read its input (Llama's separate query, key and value projections;
+/// SwiGLU's gate and up projections only split together).
+class LayerChooser {
+public:
+  LayerChooser(func::FuncOp forward, int64_t n,
+               const std::optional<llvm::Regex> &pattern)
+      : forward(forward), n(n), pattern(pattern) {
+    auto paramArg = [&](Value v) {
+      auto arg = dyn_cast<BlockArgument>(v);
+      return arg && forward.getArgAttr(arg.getArgNumber(), kParamAttr)
+                 ? arg
+                 : BlockArgument();
+    };
+    forward.walk([&](GatherOp op) {
+      BlockArgument arg = paramArg(op.getTable());
+      if (arg && choice(op) == "whole")
+        pinned.insert(arg.getArgNumber());
+      else if (arg && op.getAxis() == 0 &&
+               !op.getIndices().getDefiningOp<ConstantOp>())
+        candidates.push_back({op, arg, Split{0, 1}});
+    });
+    forward.walk([&](MatmulOp op) {
+      // The weight as the matmul reads it, or transposed first (PyTorch's
+      // exporter writes a Linear's [out, in] weight through a Transpose).
+      Value w = op.getRhs();
+      bool transposed = op.getTransposeB();
+      if (Value x = transposedParameter(w))
+        w = x, transposed = !transposed;
+      BlockArgument arg = paramArg(w);
+      if (arg && choice(op) == "whole")
+        pinned.insert(arg.getArgNumber());
+      else if (arg && cast<RankedTensorType>(arg.getType()).getRank() == 2 &&
+               !op.getBias())
+        candidates.push_back(
+            {op, arg, Split{transposed ? 0 : 1, outputGroups(op)}});
+    });
+  }
+
+  /// Tries every candidate in order.
+  void run() {
+    for (const Candidate &c : candidates) {
+      unsigned i = c.weight.getArgNumber();
+      if (chosen.count(i) || pinned.count(i) || !allowed(c.op))
+        continue;
+      SmallVector<const Candidate *> group{&c};
+      Propagation trial = attempt(group);
+      if (trial.failedAt && isa<MatmulOp>(c.op)) {
+        group = withSiblings(c);
+        if (group.size() > 1)
+          trial = attempt(group);
+      }
+      if (trial.failedAt) {
+        std::string node = nodeName(trial.failedAt->getLoc());
+        std::string why =
+            "'" + trial.failedAt->getName().getStringRef().str() + "'" +
+            (node.empty() ? "" : " (node '" + node + "')") + ": " + trial.why;
+        whyWhole[c.op] = why;
+        if (!firstAt && isa<MatmulOp>(c.op))
+          firstAt = trial.failedAt, firstWhy = trial.why;
+        if (choice(c.op) == "split")
+          refused.push_back({c.op, why});
+        continue;
+      }
+      chosen = trial.params;
+      best = std::move(trial);
+    }
+  }
+
+  /// The report: one entry per layer tried, split (how) or whole (why).
+  ArrayAttr report(MLIRContext *ctx) const {
+    SmallVector<Attribute> entries;
+    auto entry = [&](Operation *op, StringRef outcome, StringRef detail) {
+      entries.push_back(DictionaryAttr::get(
+          ctx, {NamedAttribute(StringAttr::get(ctx, "node"),
+                               StringAttr::get(ctx, nodeName(op->getLoc()))),
+                NamedAttribute(StringAttr::get(ctx, "outcome"),
+                               StringAttr::get(ctx, outcome)),
+                NamedAttribute(StringAttr::get(ctx, "detail"),
+                               StringAttr::get(ctx, detail))}));
+    };
+    for (const Candidate &c : candidates) {
+      auto it = chosen.find(c.weight.getArgNumber());
+      if (it != chosen.end() && it->second == c.split)
+        entry(c.op, "split",
+              isa<GatherOp>(c.op) ? "vocabulary-parallel embedding"
+                                  : "column-parallel");
+      else if (it == chosen.end() && whyWhole.count(c.op))
+        entry(c.op, "whole", whyWhole.lookup(c.op));
+    }
+    if (best)
+      for (Operation *op : best->partials)
+        entry(op, "split", "row-parallel");
+    return ArrayAttr::get(ctx, entries);
+  }
+
+  /// The number of linear layers split column-parallel.
+  unsigned columns() const {
+    return llvm::count_if(candidates, [&](const Candidate &c) {
+      auto it = chosen.find(c.weight.getArgNumber());
+      return isa<MatmulOp>(c.op) && it != chosen.end() && it->second == c.split;
+    });
+  }
+
+  std::map<unsigned, Split> chosen;
+  std::optional<Propagation> best;
+  /// Why the first linear layer tried was not split (for the error if none
+  /// is).
+  Operation *firstAt = nullptr;
+  std::string firstWhy;
+  /// Layers the model marks "split" that could not be, and why.
+  SmallVector<std::pair<Operation *, std::string>> refused;
+
+private:
+  struct Candidate {
+    Operation *op;
+    BlockArgument weight;
+    Split split;
+  };
+
+  static StringRef choice(Operation *op) {
+    auto c = op->getAttrOfType<StringAttr>(kTensorParallelChoiceAttr);
+    return c ? c.getValue() : StringRef();
+  }
+
+  /// Whether `op` may be tried: marked "split", or matching `pattern`.
+  bool allowed(Operation *op) const {
+    return choice(op) == "split" || !pattern ||
+           pattern->match(nodeName(op->getLoc()));
+  }
+
+  /// A propagation of the choices so far and `group`'s splits.
+  Propagation attempt(ArrayRef<const Candidate *> group) const {
+    Propagation p(forward, n, chosen);
+    p.pinned = pinned;
+    for (const Candidate *g : group)
+      if (!p.set(g->op, g->weight, g->split))
+        return p;
+    p.run();
+    return p;
+  }
+
+  /// `c` and the linear layers still undecided that read `c`'s input.
+  SmallVector<const Candidate *> withSiblings(const Candidate &c) const {
+    SmallVector<const Candidate *> group{&c};
+    auto mm = cast<MatmulOp>(c.op);
+    for (const Candidate &o : candidates) {
+      auto other = dyn_cast<MatmulOp>(o.op);
+      unsigned w = o.weight.getArgNumber();
+      if (&o == &c || !other || other.getLhs() != mm.getLhs() ||
+          other.getTransposeA() != mm.getTransposeA() || chosen.count(w) ||
+          pinned.count(w) || o.weight == c.weight || !allowed(o.op))
+        continue;
+      group.push_back(&o);
+    }
+    return group;
+  }
+
+  func::FuncOp forward;
+  int64_t n;
+  const std::optional<llvm::Regex> &pattern;
+  SmallVector<Candidate> candidates;
+  std::set<unsigned> pinned;
+  llvm::DenseMap<Operation *, std::string> whyWhole;
+};
+
 struct TensorParallelPass
     : public loom::impl::TensorParallelPassBase<TensorParallelPass> {
   using TensorParallelPassBase::TensorParallelPassBase;
@@ -355,79 +525,13 @@ struct TensorParallelPass
       return signalPassFailure();
     }
 
-    // Greedy: each matmul with a whole input and a parameter weight is
-    // tried as a column-parallel layer, kept if the function propagates.
-    std::map<unsigned, Split> chosen;
-    std::optional<Propagation> best;
-    // Why the first layer tried was not split (for the error if none is).
-    std::string firstWhy;
-    Operation *firstAt = nullptr;
-    unsigned columns = 0;
-    // The layers to try, in order: token embeddings (a gather of a
-    // parameter table by ids that are not constants: not position
-    // embeddings), split by rows; then linear layers, by output columns.
-    struct Candidate {
-      Operation *op;
-      BlockArgument weight;
-      Split split;
-    };
-    SmallVector<Candidate> candidates;
-    std::set<unsigned> pinned;
-    auto choice = [](Operation *op) {
-      auto c = op->getAttrOfType<StringAttr>(kTensorParallelChoiceAttr);
-      return c ? c.getValue() : StringRef();
-    };
-    auto paramArg = [&](Value v) {
-      auto arg = dyn_cast<BlockArgument>(v);
-      return arg && forward.getArgAttr(arg.getArgNumber(), kParamAttr)
-                 ? arg
-                 : BlockArgument();
-    };
-    forward.walk([&](GatherOp op) {
-      BlockArgument arg = paramArg(op.getTable());
-      if (arg && choice(op) == "whole")
-        pinned.insert(arg.getArgNumber());
-      else if (arg && op.getAxis() == 0 &&
-               !op.getIndices().getDefiningOp<ConstantOp>())
-        candidates.push_back({op, arg, Split{0, 1}});
-    });
-    forward.walk([&](MatmulOp op) {
-      BlockArgument arg = paramArg(op.getRhs());
-      if (arg && choice(op) == "whole")
-        pinned.insert(arg.getArgNumber());
-      else if (arg && cast<RankedTensorType>(arg.getType()).getRank() == 2 &&
-               !op.getBias())
-        candidates.push_back(
-            {op, arg, Split{op.getTransposeB() ? 0 : 1, outputGroups(op)}});
-    });
-    // Layers the model marks "split" that could not be, and why.
-    SmallVector<std::pair<Operation *, std::string>> refused;
-    for (const Candidate &c : candidates) {
-      unsigned i = c.weight.getArgNumber();
-      bool required = choice(c.op) == "split";
-      if (chosen.count(i) || pinned.count(i) ||
-          (!required && pattern && !pattern->match(nodeName(c.op->getLoc()))))
-        continue;
-      Propagation trial(forward, n, chosen);
-      trial.pinned = pinned;
-      if (!trial.set(c.op, c.weight, c.split) || !trial.run()) {
-        if (!firstAt && isa<MatmulOp>(c.op)) {
-          firstAt = trial.failedAt;
-          firstWhy = trial.why;
-        }
-        if (required) {
-          std::string node = nodeName(trial.failedAt->getLoc());
-          refused.push_back(
-              {c.op, "'" + trial.failedAt->getName().getStringRef().str() +
-                         "'" + (node.empty() ? "" : " (node '" + node + "')") +
-                         ": " + trial.why});
-        }
-        continue;
-      }
-      chosen = trial.params;
-      best = std::move(trial);
-      columns += isa<MatmulOp>(c.op);
-    }
+    LayerChooser chooser(forward, n, pattern);
+    chooser.run();
+    std::map<unsigned, Split> &chosen = chooser.chosen;
+    std::optional<Propagation> &best = chooser.best;
+    Operation *firstAt = chooser.firstAt;
+    const std::string &firstWhy = chooser.firstWhy;
+    auto &refused = chooser.refused;
     for (auto &[op, why] : refused) {
       std::string node = nodeName(op->getLoc());
       op->emitError() << "tp=" << n << ": node '" << node
@@ -481,11 +585,15 @@ struct TensorParallelPass
       }
       others.push_back(std::move(p));
     }
+    // Before the rewrite, which replaces some of the layers it names.
+    ArrayAttr tpReport = chooser.report(module.getContext());
+    unsigned columns = chooser.columns();
     apply(*best);
     for (Propagation &p : others)
       apply(p);
     mesh->push_back(MeshAxis{kTensorParallelAxis.str(), n});
     setMesh(module, *mesh);
+    module->setAttr("loom.tp_report", tpReport);
     numColumnParallel = columns;
     numRowParallel = best->partials.size();
     numSplitParams = best->params.size();

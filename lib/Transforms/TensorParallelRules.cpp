@@ -62,6 +62,7 @@ bool Propagation::visit(Operation *op) {
                               Twine(s.dim));
         return set(op, ln.getResult(), s);
       })
+      .Case([&](ConcatOp c) { return concat(c, in); })
       .Case([&](AttentionOp a) { return attention(a); })
       .Case([&](GatherOp g) {
         auto table = cast<RankedTensorType>(g.getTable().getType());
@@ -112,9 +113,16 @@ bool Propagation::matmul(MatmulOp op) {
     return fail(op, "it has a fused bias");
   // Row-parallel: the contraction dimension split on both sides; the
   // ranks' products are partial sums.
-  if (a.dim == lk && a.groups == 1 && !w.isSplit() && rr == 2 &&
-      freeParam(rhs) && !set(op, rhs, Split{rk, 1}))
-    return false;
+  if (a.dim == lk && a.groups == 1 && !w.isSplit() && rr == 2) {
+    if (freeParam(rhs) && !set(op, rhs, Split{rk, 1}))
+      return false;
+    // A weight transposed first (read by this product alone): the
+    // parameter split along the other dimension, the transpose like it.
+    Value param = transposedParameter(rhs);
+    if (param && freeParam(param) && rhs.hasOneUse() &&
+        (!set(op, param, Split{1 - rk, 1}) || !set(op, rhs, Split{rk, 1})))
+      return false;
+  }
   w = of(rhs);
   if (a.dim == lk && w.dim == rk) {
     if (a.groups != 1 || w.groups != 1)
@@ -168,6 +176,19 @@ bool Propagation::attention(AttentionOp op) {
     return fail(op, "its dropout mask is drawn over all the heads (a rank "
                     "would draw its heads' elements at other indices)");
   return set(op, op.getOut(), q) && set(op, op.getLse(), q);
+}
+
+/// A concatenation along another dimension than the split one, of inputs
+/// all split alike (rotary embeddings' rotate_half on heads split over the
+/// ranks): the result is split the same way.
+bool Propagation::concat(ConcatOp op, ArrayRef<Split> in) {
+  Split s = in[0];
+  if (llvm::any_of(in, [&](Split x) { return !(x == s); }))
+    return fail(op, "its inputs are not all split alike");
+  if (static_cast<int64_t>(op.getDim()) == s.dim)
+    return fail(op, "it concatenates along the split dimension " +
+                        Twine(s.dim));
+  return set(op, op.getResult(), s);
 }
 
 bool Propagation::pointwise(Operation *op) {
@@ -319,6 +340,14 @@ int64_t tensor_parallel::outputGroups(MatmulOp op) {
   if (!width || size % width != 0)
     return 1;
   return size / width;
+}
+
+Value tensor_parallel::transposedParameter(Value v) {
+  auto t = v.getDefiningOp<TransposeOp>();
+  if (!t || t.getPerm() != ArrayRef<int64_t>{1, 0} ||
+      !isa<BlockArgument>(t.getX()))
+    return {};
+  return t.getX();
 }
 
 /// The local type of `type` split by `s` over `ranks`.

@@ -121,6 +121,7 @@ struct Propagation {
   bool slice(SliceOp op, Split in);
   bool reshape(ReshapeOp op, Split in);
   bool attention(AttentionOp op);
+  bool concat(ConcatOp op, ArrayRef<Split> in);
 };
 
 
@@ -129,6 +130,9 @@ struct Propagation {
 /// dimensions) every reader slices one of G equal consecutive blocks of the
 /// last dimension (GPT-2's fused query, key and value), else 1.
 int64_t outputGroups(MatmulOp op);
+
+/// The function argument `v` is the 2-D transpose of, or null.
+Value transposedParameter(Value v);
 
 /// The local type of `type` split by `s` over `ranks`.
 RankedTensorType localType(Type type, Split s, int64_t ranks);

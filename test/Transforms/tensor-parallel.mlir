@@ -8,7 +8,9 @@
 // with an all-reduce of the partial products before its whole bias; the
 // head, whose split output would reach the loss, stays whole. @predict
 // takes the same split.
-// CHECK: module attributes {loom.mesh_axes = ["tp"], loom.mesh_shape = array<i64: 2>}
+// The report (loomc --report prints it) names each layer tried: fc1 split
+// column-parallel, the head kept whole with the reason, fc2 row-parallel.
+// CHECK: module attributes {loom.mesh_axes = ["tp"], loom.mesh_shape = array<i64: 2>, loom.tp_report = [{detail = "column-parallel", node = "", outcome = "split"}, {detail = "'loom.matmul': dimension 1 (5) does not split into 1 group(s) of 2 ranks", node = "", outcome = "whole"}, {detail = "row-parallel", node = "", outcome = "split"}]}
 // CHECK-LABEL: func.func @predict
 // CHECK-SAME: tensor<8x8xf32> {loom.param = "fc1.weight", loom.shard = {axis = "tp", dim = 1 : i64, shape = array<i64: 8, 16>}}
 // CHECK: loom.all_reduce

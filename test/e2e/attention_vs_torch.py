@@ -166,7 +166,8 @@ def check_model(args, name):
     ir = os.path.join(d, "train.mlir")
     art = os.path.join(d, "train.loom")
     run([args.loomc, path] + flags + ["-o", ir])
-    report = run([args.loomc, path] + flags +
+    tp = ["--tp=%d" % args.tp] if args.tp > 1 else []
+    report = run([args.loomc, path] + flags + tp +
                  ["--target=cpu", "--report", "-o", art])
     arena = re.search(r"@train_step: .* arena (\d+) bytes", report)
     print("     %-8s @train_step arena %s bytes" %
@@ -187,8 +188,18 @@ def check_model(args, name):
     if not ok:
         failures.append("%s report" % name)
         print(report)
+    if args.tp > 1:
+        # What was split (the test pins the counts) and why layers stayed
+        # whole.
+        summary = re.search(r"^\s+tensor parallel: (.*)$", report, re.M)
+        print("     %-8s tp: %s" % (name, summary.group(1) if summary
+                                     else "no tensor-parallel report"))
+        for why in re.findall(r"^\s+whole: (.*)$", report, re.M):
+            print("     %-8s tp whole: %s" % (name, why))
     heads = re.findall(r"^\s+lm head: (\S+)", report, re.M)
-    ok = heads == (["fused"] if name not in ("bert", "roberta") else [])
+    # With --tp the head is vocabulary-parallel instead (not fused).
+    ok = heads == (["fused"] if name not in ("bert", "roberta") and
+                   args.tp == 1 else [])
     print("%-4s %-8s report: lm head %s" % ("ok" if ok else "FAIL", name,
                                             ",".join(heads) or "absent"))
     if not ok:
@@ -213,8 +224,10 @@ def check_model(args, name):
             run([args.interp, ir, "--entry=forward_backward"] + f64 +
                 ["--output-dir", out] + feed)
         else:
-            run([args.loom_run, art, "--entry=forward_backward",
-                 "--output-dir", out] + feed)
+            launch = (args.mpirun.split() + [str(args.tp)]
+                      if args.tp > 1 else [])
+            run(launch + [args.loom_run, art, "--entry=forward_backward",
+                          "--threads", "1", "--output-dir", out] + feed)
         check("%s loss" % how,
               norm_rel(np.load(os.path.join(out, "loss.npy")), want_loss))
         # A gradient that is zero in exact arithmetic (BERT's key bias:
@@ -251,6 +264,11 @@ def main():
                     help="an attention_mask input and a padded batch")
     ap.add_argument("--no-compiled", action="store_true",
                     help="check the interpreter only")
+    ap.add_argument("--tp", type=int, default=1,
+                    help="compile with --tp=N and run the compiled "
+                    "artifact on N ranks (--mpirun)")
+    ap.add_argument("--mpirun", default="mpirun --oversubscribe -np",
+                    help="the launcher, followed by the rank count")
     args = ap.parse_args()
     torch.set_num_threads(2)
     failures = []

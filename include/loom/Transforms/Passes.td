@@ -225,6 +225,12 @@ def TensorParallelPass : Pass<"loom-tensor-parallel", "mlir::ModuleOp"> {
     Which layers are split is chosen greedily in program order: a layer is
     kept column-parallel when the whole function still propagates (every
     split value reaches a row-parallel layer through ops with a rule). A
+    layer that does not split alone is tried with the undecided layers
+    reading the same input (separate query, key and value projections;
+    SwiGLU's gate and up). A weight read through a 2-D transpose (the
+    exporter's `[out, in]` Linear weights) splits along its own dimension.
+    The module gets `loom.tp_report`: each layer tried, split (how) or
+    whole (where and why the split stopped), for `loomc --report`. A
     projection whose output is sliced into G equal blocks of its last
     dimension (GPT-2's fused query/key/value `c_attn`, G = 3) is split
     within each block, so that every rank gets whole heads of each.
