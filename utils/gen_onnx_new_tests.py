@@ -354,6 +354,15 @@ def gather_elements_runtime():
                  [vi("y", [3, 2])])
 
 
+def scatter_elements_runtime():
+    """ScatterElements with run-time data, indices and updates (reduction
+    none): a repeated index has no defined result."""
+    n = helper.make_node("ScatterElements", ["x", "i", "u"], ["y"],
+                         name="/scatter_elements", axis=1)
+    return model([n], [vi("x", [2, 4]), vi("i", [2, 3], TensorProto.INT64),
+                       vi("u", [2, 3])], [vi("y", [2, 4])])
+
+
 def bool_reduce():
     """A boolean tensor written by one kernel and summed by a reduction
     kernel (after a Squeeze): the count of ignored targets in expanded
@@ -407,6 +416,7 @@ MODELS = {
     "exporter_merges.onnx": (exporter_merges, True),
     "scatter_mod_pool.onnx": (scatter_mod_pool, True),
     "gather_elements_runtime.onnx": (gather_elements_runtime, True),
+    "scatter_elements_runtime.onnx": (scatter_elements_runtime, True),
     "bool_reduce.onnx": (bool_reduce, True),
     "output_and_full_slice.onnx": (output_and_full_slice, True),
     # Written by an ONNX newer than Loom's library: refused, not checked.

@@ -118,74 +118,15 @@ struct Options {
                "when it loads), params.safetensors, final.mlir; 'cuda' "
                "alone means sm_90)"),
       cl::value_desc("cpu|cuda:sm_NN"), cl::init(""), cl::cat(category)};
-  cl::opt<int64_t> cpuParallelMinWork{
-      "cpu-parallel-min-work",
-      cl::desc("With --target=cpu: a kernel loop runs on all cores (OpenMP, "
-               "loom-run --threads) when its work (iterations times inner "
-               "trip counts) is at least this; 0: every kernel "
-               "single-threaded, no OpenMP"),
-      cl::value_desc("N"), cl::init(loom::kDefaultMinParallelWork),
-      cl::cat(category)};
-  cl::opt<bool> cudaFuseRows{
-      "cuda-fuse-rows",
-      cl::desc("With --target=cuda: map a kernel whose ops all work row by "
-               "row (softmax, layer norm, cross-entropy, their gradients) "
-               "as one launch, a block per row (default); false: one launch "
-               "per linalg op"),
-      cl::init(true), cl::cat(category)};
-  cl::opt<int64_t> recomputeMinElements{
-      "recompute-min-elements",
-      cl::desc("With --target: recompute pointwise values (activations) of "
-               "at least N elements, made by the ops --recompute-ops names, "
-               "in the later kernels that read them instead of storing "
-               "them: a smaller arena for a little more arithmetic "
-               "(loom-fuse; default 1: every such value); 0: never"),
-      cl::value_desc("N"), cl::init(1), cl::cat(category)};
-  cl::opt<std::string> recomputeOps{
-      "recompute-ops",
-      cl::desc("With --recompute-min-elements: which ops are recomputed: "
-               "cheap (add, sub, mul, neg, abs, max, min, relu, select, "
-               "compare and broadcasts: the masks of ReLU and hardswish) or "
-               "pointwise (every pointwise op but dropout: divisions, "
-               "square roots, exponentials and batch norms too)"),
-      cl::value_desc("cheap|pointwise"), cl::init("cheap"), cl::cat(category)};
-  cl::opt<std::string> convLayout{
-      "conv-layout",
-      cl::desc("With --target=cpu: the layout of the activations between "
-               "the library convolutions: auto (default: NHWC, which oneDNN "
-               "convolves as it is, in each entry point where that saves "
-               "more than the transposes it needs cost: ResNets, not "
-               "MobileNets), nhwc (wherever possible) or nchw (oneDNN "
-               "reorders them to its blocked layout and back around every "
-               "call)"),
-      cl::value_desc("auto|nhwc|nchw"), cl::init("auto"), cl::cat(category)};
-  cl::opt<std::string> memoryBudget{
-      "memory-budget",
-      cl::desc("With --target: the largest arena an entry point may use, in "
-               "bytes (K, M, G suffixes: powers of 1024); forward values are "
-               "recomputed in the backward until the planned arena fits "
-               "(loom-remat), or loomc fails naming the smallest it reached"),
-      cl::value_desc("BYTES"), cl::init(""), cl::cat(category)};
-  cl::opt<std::string> remat{
-      "remat",
-      cl::desc("With --target: what loom-remat recomputes: none; auto (the "
-               "least recomputation within --memory-budget, nothing without "
-               "one); full (until nothing more lowers the arena)"),
-      cl::value_desc("none|auto|full"), cl::init("auto"), cl::cat(category)};
-  cl::opt<std::string> checkpoint{
-      "checkpoint",
-      cl::desc("With --target --train: forward ops whose location (ONNX "
-               "node) name matches this regular expression are recomputed "
-               "in the backward instead of stored, e.g. 'h\\.[0-9]+/mlp'"),
-      cl::value_desc("REGEX"), cl::init(""), cl::cat(category)};
-  cl::opt<int64_t> rematExhaustive{
-      "remat-exhaustive",
-      cl::desc("With --target --train: loom-remat also tries every subset "
-               "of the stored forward values where there are at most N, each "
-               "recomputed before its first backward reader, and --report "
-               "prints the best of them beside its own choice (2^N trial "
-               "plans; bench/remat_sweep.py --exhaustive)"),
-      cl::value_desc("N"), cl::init(0), cl::cat(category)};
+  // The code-generation options (include/loom/Pipelines/CodegenOptions.def).
+  struct CodegenFlags {
+    cl::OptionCategory &category;
+#define LOOM_CODEGEN_OPTION(TYPE, FIELD, FLAG, LOOMC_FLAG, DEFAULT, VALUE,     \
+                            DESC)                                              \
+  cl::opt<TYPE> FIELD{LOOMC_FLAG, cl::desc(DESC), cl::value_desc(VALUE),       \
+                      cl::init(DEFAULT), cl::cat(category)};
+#include "loom/Pipelines/CodegenOptions.def"
+  } codegen{category};
   cl::opt<bool> report{"report",
                        cl::desc("With --target, writing an artifact: print "
                                 "the kernels, steps and arena bytes of each "
@@ -572,15 +513,10 @@ int compileForTarget(ModuleOp module, Options &opts,
                      llvm::raw_ostream &err) {
   loom::CodegenOptions codegen;
   codegen.target = opts.target;
-  codegen.minParallelWork = opts.cpuParallelMinWork;
-  codegen.recomputeMinElements = opts.recomputeMinElements;
-  codegen.recomputeOps = opts.recomputeOps;
-  codegen.cudaFuseRows = opts.cudaFuseRows;
-  codegen.memoryBudget = opts.memoryBudget;
-  codegen.convLayout = opts.convLayout;
-  codegen.remat = opts.remat;
-  codegen.checkpoint = opts.checkpoint;
-  codegen.rematExhaustive = opts.rematExhaustive;
+#define LOOM_CODEGEN_OPTION(TYPE, FIELD, FLAG, LOOMC_FLAG, DEFAULT, VALUE,     \
+                            DESC)                                              \
+  codegen.FIELD = opts.codegen.FIELD;
+#include "loom/Pipelines/CodegenOptions.def"
   // Another writer of the GPU kernels takes them as mapped (before NVVM).
   bool otherWriter = target.cuda && extensions.gpuKernelWriter;
   loom::Phase last = stopAfter;
@@ -789,28 +725,31 @@ int runLoomc(Options &opts, const loom::LoomcExtensions &extensions) {
            "artifact holds its parameters (OUT.loom/params.safetensors)\n";
     return 2;
   }
-  if (!opts.memoryBudget.empty()) {
-    std::optional<int64_t> budget = loom::parseByteSize(opts.memoryBudget);
+  if (!opts.codegen.memoryBudget.empty()) {
+    std::optional<int64_t> budget =
+        loom::parseByteSize(opts.codegen.memoryBudget);
     if (!budget || *budget <= 0) {
-      err << "loomc: error: --memory-budget=" << opts.memoryBudget
+      err << "loomc: error: --memory-budget=" << opts.codegen.memoryBudget
           << " is not a positive byte count (digits with an optional K, M "
              "or G suffix, e.g. 512M)\n";
       return 2;
     }
   }
-  if (opts.convLayout != "auto" && opts.convLayout != "nhwc" &&
-      opts.convLayout != "nchw") {
-    err << "loomc: error: --conv-layout=" << opts.convLayout
+  if (opts.codegen.convLayout != "auto" && opts.codegen.convLayout != "nhwc" &&
+      opts.codegen.convLayout != "nchw") {
+    err << "loomc: error: --conv-layout=" << opts.codegen.convLayout
         << " (expected auto, nhwc or nchw)\n";
     return 2;
   }
-  if (opts.remat != "none" && opts.remat != "auto" && opts.remat != "full") {
-    err << "loomc: error: --remat=" << opts.remat
+  if (opts.codegen.remat != "none" && opts.codegen.remat != "auto" &&
+      opts.codegen.remat != "full") {
+    err << "loomc: error: --remat=" << opts.codegen.remat
         << " (expected none, auto or full)\n";
     return 2;
   }
-  bool rematAsked = !opts.memoryBudget.empty() || opts.remat != "auto" ||
-                    !opts.checkpoint.empty() || opts.rematExhaustive != 0;
+  bool rematAsked =
+      !opts.codegen.memoryBudget.empty() || opts.codegen.remat != "auto" ||
+      !opts.codegen.checkpoint.empty() || opts.codegen.rematExhaustive != 0;
   if (rematAsked && opts.target.empty()) {
     err << "loomc: error: --memory-budget, --remat and --checkpoint need "
            "--target (they act on the arena the code generation plans)\n";

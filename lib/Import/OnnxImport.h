@@ -328,6 +328,11 @@ public:
   void convertSplitToSequence();
   void convertSequenceAt();
   void convertGatherElements();
+  void convertScatterElements();
+  /// The flat index into data of type `dt` of each element of `idx` (an
+  /// index along `axis`, negative counting from the end), past the end
+  /// where it is out of range; i64, shaped like `idx`.
+  Value elementFlatIndex(RankedTensorType dt, Value idx, int64_t axis);
   void convertPad();
   void convertTrilu();
   void convertShapeOnly();

@@ -912,6 +912,19 @@ OwningOpRef<ModuleOp> loom::importOnnxModel(StringRef path, MLIRContext &ctx,
   }
 }
 
+namespace {
+/// The names of the first three of `nodes`, quoted, then ", ..." if there
+/// are more (for warnings that name a few of many nodes).
+std::string firstNodeNames(ArrayRef<const onnx::NodeProto *> nodes) {
+  std::string names;
+  for (size_t i = 0; i < nodes.size() && i < 3; ++i)
+    names += (i ? ", '" : "'") + nodes[i]->name() + "'";
+  if (nodes.size() > 3)
+    names += ", ...";
+  return names;
+}
+} // namespace
+
 void loom::onnx_import::OnnxImporter::warnInferenceDropouts() {
   if (dropoutStreams == 0 || inferenceDropouts.empty())
     return;
@@ -965,11 +978,7 @@ void loom::onnx_import::OnnxImporter::warnMergedNormParameters(
     const auto &list = readers[name];
     if (list.size() < 2)
       continue;
-    std::string nodes;
-    for (size_t i = 0; i < list.size() && i < 3; ++i)
-      nodes += (i ? ", '" : "'") + list[i]->name() + "'";
-    if (list.size() > 3)
-      nodes += ", ...";
+    std::string nodes = firstNodeNames(list);
     emitWarning(nodeLoc(*list[1]))
         << "initializer '" << name << "' is a parameter of "
         << list.size() << " " << list[0]->op_type() << " nodes (" << nodes
@@ -1008,11 +1017,7 @@ void loom::onnx_import::OnnxImporter::warnFoldedBatchNorms(
   }
   if (folded.empty())
     return;
-  std::string nodes;
-  for (size_t i = 0; i < folded.size() && i < 3; ++i)
-    nodes += (i ? ", '" : "'") + folded[i]->name() + "'";
-  if (folded.size() > 3)
-    nodes += ", ...";
+  std::string nodes = firstNodeNames(folded);
   InFlightDiagnostic d = emitWarning(nodeLoc(*folded.front()));
   d << folded.size() << " " << folded.front()->op_type()
     << " node(s) (" << nodes << ") have a BatchNormalization folded into "

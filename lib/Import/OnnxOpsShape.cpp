@@ -752,17 +752,28 @@ void OnnxNode::convertGatherElements() {
       return;
     }
   }
-  // Otherwise a loom.gather from the data flattened: the flat index of
-  // out[p] is base[p] + idx[p] * stride(axis), base[p] the offset of p with
-  // its axis coordinate 0 (a constant). An index outside [-size, size) is
-  // sent past the end, where loom.gather stops the step with an error.
-  Value data = input(0), idx = input(1);
-  auto dt = typeOf(data), it = typeOf(idx);
+  // Otherwise a loom.gather from the data flattened.
+  Value data = input(0);
+  auto dt = typeOf(data);
+  int64_t axis = normAxis(n, n.getInt("axis", 0), dt.getRank());
+  Value flatIdx = elementFlatIndex(dt, input(1), axis);
+  Value table = ReshapeOp::create(
+      b, loc, RankedTensorType::get({dt.getNumElements()}, dt.getElementType()),
+      data);
+  setOut(0, check(createInferred<GatherOp>(b, loc, table, flatIdx, int64_t(0)))
+                .getResult());
+}
+
+Value OnnxNode::elementFlatIndex(RankedTensorType dt, Value idx, int64_t axis) {
+  // The flat index of element p of `idx` is base[p] + idx[p] *
+  // stride(axis), base[p] the offset of p with its axis coordinate 0 (a
+  // constant). An index outside [-size, size) is sent past the end, where
+  // loom.gather and loom.scatter_add stop the step with an error.
+  auto it = typeOf(idx);
   int64_t rank = dt.getRank();
   if (it.getRank() != rank)
     n.fail("indices have rank " + Twine(it.getRank()) + ", the data " +
            Twine(rank));
-  int64_t axis = normAxis(n, n.getInt("axis", 0), rank);
   for (int64_t d = 0; d < rank; ++d)
     if (d != axis && it.getDimSize(d) > dt.getDimSize(d))
       n.fail("indices " + formatShape(it.getShape()) +
@@ -811,12 +822,146 @@ void OnnxNode::convertGatherElements() {
       ConstantOp::create(
           b, loc, DenseElementsAttr::get(i64, ArrayRef<int64_t>(base))),
       MulOp::create(b, loc, wrapped, constant(strides[axis])));
-  flatIdx = SelectOp::create(b, loc, inRange, flatIdx, constant(total));
-  Value table = ReshapeOp::create(
-      b, loc, RankedTensorType::get({total}, dt.getElementType()), data);
-  setOut(0, check(createInferred<GatherOp>(b, loc, table, flatIdx,
-                                           int64_t(0)))
-                .getResult());
+  return SelectOp::create(b, loc, inRange, flatIdx, constant(total));
+}
+
+void OnnxNode::convertScatterElements() {
+  // data[.., idx[p], ..] (along `axis`) = updates[p], or combined with it
+  // by `reduction`, on the data flattened. Compile-time indices: a
+  // constant map from each written element to its updates, in order (so
+  // a repeated index is applied in order, as ONNX's reference does: the
+  // last update wins with `none`). Run-time indices: loom.scatter_add of
+  // the updates (`add`), or (`none`, float data) of the updates and of
+  // ones: elements written once take their update, elements written more
+  // than once (ONNX and PyTorch leave the result undefined) become NaN.
+  if (imp.failedValues.contains(n.inputName(1)))
+    throw ImportFailure{};
+  Value data = input(0), updates = input(2);
+  auto dt = typeOf(data), ut = typeOf(updates), it = typeOf(input(1));
+  if (dt.getElementType() != ut.getElementType())
+    n.fail("data and updates have different element types");
+  if (ut.getShape() != it.getShape())
+    n.fail("updates " + formatShape(ut.getShape()) + " and indices " +
+           formatShape(it.getShape()) + " differ in shape");
+  std::string reduction = n.getString("reduction", "none");
+  if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, reduction))
+    n.fail("unknown reduction '" + reduction + "'");
+  int64_t axis = normAxis(n, n.getInt("axis", 0), dt.getRank());
+  Type et = dt.getElementType();
+  const int64_t total = dt.getNumElements(), count = ut.getNumElements();
+  auto flat = [&](Value v, int64_t size) -> Value {
+    auto t = RankedTensorType::get({size}, et);
+    return v.getType() == t ? v : ReshapeOp::create(b, loc, t, v);
+  };
+  auto combine = [&](Value x, Value y) -> Value {
+    if (reduction == "add")
+      return AddOp::create(b, loc, x, y);
+    if (reduction == "mul")
+      return MulOp::create(b, loc, x, y);
+    if (reduction == "max")
+      return MaxOp::create(b, loc, x, y);
+    return MinOp::create(b, loc, x, y);
+  };
+  if (count == 0) {
+    setOut(0, data);
+    return;
+  }
+  Value dataFlat = flat(data, total), updFlat = flat(updates, count);
+  auto i64Type = RankedTensorType::get({total}, b.getI64Type());
+  auto maskType = RankedTensorType::get({total}, b.getI1Type());
+  if (std::optional<ConstTensor> index = imp.getConst(n.inputName(1))) {
+    // Each element's updates, in order.
+    int64_t size = dt.getDimSize(axis);
+    SmallVector<int64_t> strides(dt.getRank(), 1);
+    for (int64_t d = dt.getRank() - 2; d >= 0; --d)
+      strides[d] = strides[d + 1] * dt.getDimSize(d + 1);
+    std::vector<SmallVector<int64_t, 1>> sources(total);
+    SmallVector<int64_t> pos(it.getRank(), 0);
+    size_t rounds = 0;
+    for (int64_t e = 0; e < count; ++e) {
+      int64_t i = static_cast<int64_t>(index->values[e]);
+      if (i < -size || i >= size)
+        n.fail("index " + Twine(i) + " at position " + formatShape(pos) +
+               " is out of range for dimension " + Twine(axis) + " of size " +
+               Twine(size));
+      int64_t off = 0;
+      for (int64_t d = 0; d < it.getRank(); ++d)
+        off += (d == axis ? (i < 0 ? i + size : i) : pos[d]) * strides[d];
+      sources[off].push_back(e);
+      rounds = std::max(rounds, sources[off].size());
+      for (int64_t d = it.getRank() - 1; d >= 0; --d) {
+        if (++pos[d] < it.getDimSize(d))
+          break;
+        pos[d] = 0;
+      }
+    }
+    // `none`: one round, each element's last update. Otherwise round k
+    // combines each element with its k-th update.
+    if (reduction == "none")
+      rounds = 1;
+    Value out = dataFlat;
+    for (size_t k = 0; k < rounds; ++k) {
+      std::vector<int64_t> from(total, 0);
+      SmallVector<bool> mask(total, false);
+      for (int64_t t = 0; t < total; ++t) {
+        const auto &list = sources[t];
+        if (reduction == "none" ? list.empty() : list.size() <= k)
+          continue;
+        from[t] = reduction == "none" ? list.back() : list[k];
+        mask[t] = true;
+      }
+      Value picked =
+          check(createInferred<GatherOp>(
+                    b, loc, updFlat,
+                    ConstantOp::create(b, loc,
+                                       DenseElementsAttr::get(
+                                           i64Type, ArrayRef<int64_t>(from))),
+                    int64_t(0)))
+              .getResult();
+      Value written = ConstantOp::create(
+          b, loc, DenseElementsAttr::get(maskType, ArrayRef<bool>(mask)));
+      out = SelectOp::create(
+          b, loc, written, reduction == "none" ? picked : combine(out, picked),
+          out);
+    }
+    setOut(0, ReshapeOp::create(b, loc, dt, out));
+    return;
+  }
+  if (reduction != "none" && reduction != "add")
+    n.fail("reduction '" + reduction +
+           "' with indices computed at run time "
+           "is not supported (only 'none' and 'add'; with compile-time "
+           "indices every reduction is)");
+  if (reduction == "none" && !isa<FloatType>(et))
+    n.fail("reduction 'none' with indices computed at run time needs float "
+           "data (a repeated index is marked NaN)");
+  Value idxFlat = elementFlatIndex(dt, input(1), axis);
+  idxFlat = ReshapeOp::create(
+      b, loc, RankedTensorType::get({count}, b.getI64Type()), idxFlat);
+  auto flatType = RankedTensorType::get({total}, et);
+  auto scatter = [&](Value v) -> Value {
+    return ScatterAddOp::create(b, loc, flatType, v, idxFlat, int64_t(0))
+        .getResult();
+  };
+  Value summed = scatter(updFlat);
+  if (reduction == "add") {
+    setOut(0, ReshapeOp::create(b, loc, dt,
+                                AddOp::create(b, loc, dataFlat, summed)));
+    return;
+  }
+  auto splat = [&](RankedTensorType t, double v) {
+    return splatConstant(b, loc, t, v);
+  };
+  Value hits = scatter(splat(RankedTensorType::get({count}, et), 1.0));
+  Value once = CompareOp::create(b, loc, maskType, ComparePredicate::GT, hits,
+                                 splat(flatType, 0.0));
+  Value more = CompareOp::create(b, loc, maskType, ComparePredicate::GT, hits,
+                                 splat(flatType, 1.0));
+  Value out = SelectOp::create(b, loc, once, summed, dataFlat);
+  out = SelectOp::create(
+      b, loc, more, splat(flatType, std::numeric_limits<double>::quiet_NaN()),
+      out);
+  setOut(0, ReshapeOp::create(b, loc, dt, out));
 }
 
 void OnnxNode::convertShapeOnly() {
@@ -866,6 +1011,8 @@ void loom::onnx_import::addShapeHandlers(OnnxHandlerTable &table) {
   table["CumSum"] = &OnnxNode::convertCumSum;
   table["GatherND"] = &OnnxNode::convertGatherND;
   table["ScatterND"] = &OnnxNode::convertScatterND;
+  table["ScatterElements"] = &OnnxNode::convertScatterElements;
+  table["Scatter"] = &OnnxNode::convertScatterElements; // opset < 11's name
   table["Reshape"] = &OnnxNode::convertReshape;
   table["Flatten"] = &OnnxNode::convertFlatten;
   table["Unsqueeze"] = &OnnxNode::convertSqueeze;

@@ -22,6 +22,7 @@
 #include "llvm/Analysis/TargetLibraryInfo.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -84,6 +85,26 @@ std::string findOpenMPRuntime() {
         (llvm::sys::path::parent_path(LOOM_LLVM_TOOLS_DIR) + "/lib/libomp.so.5")
             .str());
   candidates.push_back("/usr/lib/llvm-22/lib/libomp.so.5");
+  for (const std::string &c : candidates)
+    if (llvm::sys::fs::exists(c))
+      return c;
+  return "";
+}
+
+/// compiler-rt's builtins archive (libclang-rt-22-dev): the conversions
+/// LLVM calls where the CPU has no instruction for them (f32 -> bf16,
+/// `__truncsfbf2`, on CPUs without AVX512-BF16), which Debian's libgcc
+/// (GCC 12) lacks. Linked as an archive: only what the kernels call.
+std::string findBuiltins() {
+  SmallVector<std::string> candidates;
+  std::string version = std::to_string(LLVM_VERSION_MAJOR);
+  if (StringRef(LOOM_LLVM_TOOLS_DIR).size())
+    candidates.push_back((llvm::sys::path::parent_path(LOOM_LLVM_TOOLS_DIR) +
+                          "/lib/clang/" + version +
+                          "/lib/linux/libclang_rt.builtins-x86_64.a")
+                             .str());
+  candidates.push_back("/usr/lib/llvm-" + version + "/lib/clang/" + version +
+                       "/lib/linux/libclang_rt.builtins-x86_64.a");
   for (const std::string &c : candidates)
     if (llvm::sys::fs::exists(c))
       return c;
@@ -297,6 +318,9 @@ LogicalResult loom::emitSharedObject(ModuleOp kernels, const std::string &path,
   // libmvec, for the vector math calls (--as-needed drops it if none).
   if (!vectorMath.empty())
     args.push_back(vectorMath);
+  std::string builtins = findBuiltins();
+  if (!builtins.empty())
+    args.push_back(builtins);
   // OpenMP's runtime (libomp, next to LLVM) where kernels fork teams.
   // (args holds StringRefs: the strings live as long as the call.)
   std::string omp, ompRpath;

@@ -82,60 +82,11 @@ struct CodegenOptions : public mlir::PassPipelineOptions<CodegenOptions> {
       *this, "target",
       llvm::cl::desc("cpu, or cuda:sm_NN (e.g. cuda:sm_90, cuda:sm_80)"),
       llvm::cl::init("cpu")};
-  Option<int64_t> minParallelWork{
-      *this, "min-parallel-work",
-      llvm::cl::desc("cpu: a kernel loop runs on all cores (OpenMP) when its "
-                     "work (iterations times inner trip counts) is at least "
-                     "this; 0: every loop sequential, no OpenMP"),
-      llvm::cl::init(kDefaultMinParallelWork)};
-  Option<bool> cudaFuseRows{
-      *this, "cuda-fuse-rows",
-      llvm::cl::desc("cuda: a kernel of row operations (softmax, layer norm, "
-                     "cross-entropy) is one launch with a block per row; "
-                     "false: one launch per linalg op"),
-      llvm::cl::init(true)};
-  Option<int64_t> recomputeMinElements{
-      *this, "recompute-min-elements",
-      llvm::cl::desc("loom-fuse: recompute pointwise values of at least this "
-                     "many elements in the later kernels that read them "
-                     "instead of storing them (less memory, more "
-                     "arithmetic; the ops recompute-ops names); 0: never"),
-      llvm::cl::init(1)};
-  Option<std::string> recomputeOps{
-      *this, "recompute-ops",
-      llvm::cl::desc("loom-fuse: which ops recompute-min-elements "
-                     "recomputes: cheap (add, sub, mul, neg, abs, max, min, "
-                     "relu, select, compare, broadcasts) or pointwise (every "
-                     "pointwise op but dropout)"),
-      llvm::cl::init("cheap")};
-  Option<std::string> convLayout{
-      *this, "conv-layout",
-      llvm::cl::desc("cpu: the layout of the activations the library "
-                     "convolutions read and write: auto (NHWC where "
-                     "loom-channels-last finds it saves memory traffic), "
-                     "nhwc (wherever it can) or nchw"),
-      llvm::cl::init("auto")};
-  Option<std::string> memoryBudget{
-      *this, "memory-budget",
-      llvm::cl::desc("loom-remat: largest arena of an entry point in bytes "
-                     "(K, M, G suffixes); empty: none"),
-      llvm::cl::init("")};
-  Option<std::string> remat{
-      *this, "remat",
-      llvm::cl::desc("loom-remat: none, auto (least recomputation within "
-                     "the budget) or full (smallest arena reachable)"),
-      llvm::cl::init("auto")};
-  Option<std::string> checkpoint{
-      *this, "checkpoint",
-      llvm::cl::desc("loom-remat: regular expression; forward ops whose "
-                     "location (ONNX node) name matches are recomputed in "
-                     "the backward instead of stored"),
-      llvm::cl::init("")};
-  Option<int64_t> rematExhaustive{
-      *this, "remat-exhaustive",
-      llvm::cl::desc("loom-remat: also search every subset of at most this "
-                     "many stored forward values, to compare (0: off)"),
-      llvm::cl::init(0)};
+#define LOOM_CODEGEN_OPTION(TYPE, FIELD, FLAG, LOOMC_FLAG, DEFAULT, VALUE,     \
+                            DESC)                                              \
+  Option<TYPE> FIELD{*this, FLAG, llvm::cl::desc(DESC),                        \
+                     llvm::cl::value_desc(VALUE), llvm::cl::init(DEFAULT)};
+#include "loom/Pipelines/CodegenOptions.def"
   Option<std::string> stopAfter{
       *this, "stop-after",
       llvm::cl::desc("Last phase to run: remat, fuse, plan-memory, outline, "
