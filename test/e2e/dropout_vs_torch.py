@@ -5,7 +5,8 @@ PyTorch.
 For each model (torchvision's ConvNeXt with stochastic depth, EfficientNet
 with stochastic depth and dropout, MobileNetV3 with dropout, transformers'
 GPT-2 with dropout on the embeddings, the attention probabilities and the
-residuals; small widths, random weights, distinct parameters,
+residuals; torchvision's SqueezeNet 1.1 and Swin, transformers' BERT and
+RoBERTa; small widths, random weights, distinct parameters,
 `model.train()`), exported by PyTorch's default exporter (`--exporter
 dynamo`, optimize=False) or its TorchScript one (`--exporter torchscript`,
 training=TRAINING: Dropout nodes with their mask output), this:
@@ -129,9 +130,36 @@ def bert():
     return m, ez.tokens((2, 16), 64, low=1), ez.tokens((2, 16), 64, seed=4)
 
 
+def squeezenet():
+    # torchvision's SqueezeNet 1.1: MaxPool with ceil_mode=True, dropout
+    # before its convolutional classifier.
+    from torchvision.models import squeezenet1_1
+    m = squeezenet1_1(num_classes=10, dropout=0.5)
+    return m, ez.images(2, 64), ez.class_labels((2,), 10)
+
+
+def roberta():
+    # transformers' RoBERTa with its masked-LM head: position ids count the
+    # tokens that are not padding (a CumSum of a mask computed from the
+    # input ids), dropout on the embeddings, the probabilities and the
+    # residuals.
+    import transformers
+    c = transformers.RobertaConfig(num_hidden_layers=2, num_attention_heads=2,
+                                   hidden_size=32, intermediate_size=64,
+                                   vocab_size=64, max_position_embeddings=40,
+                                   hidden_dropout_prob=0.2,
+                                   attention_probs_dropout_prob=0.2)
+    c._attn_implementation = "eager"
+    m = ez.LogitsOnly(transformers.RobertaForMaskedLM(c), ("input_ids",))
+    # Token ids from 2: id 1 is the padding index (its embedding row never
+    # updated, and a padding token's position id is 1).
+    return m, ez.tokens((2, 16), 64, low=2), ez.tokens((2, 16), 64, seed=4)
+
+
 MODELS = {"convnext": convnext, "efficientnet": efficientnet,
           "mobilenet": mobilenet, "gpt2": gpt2, "gpt2_eager": gpt2_eager,
-          "swin": swin, "bert": bert}
+          "swin": swin, "bert": bert, "squeezenet": squeezenet,
+          "roberta": roberta}
 
 
 def set_dropout(model, p):
@@ -342,7 +370,7 @@ def check_model(args, name):
                                 direction[k])) for k in want)
     check("seeded gradient = central differences", norm_rel(fd, analytic),
           args.fd_rtol)
-    if name.startswith("gpt2") or name == "bert":
+    if name.startswith("gpt2") or name in ("bert", "roberta"):
         check_fused_attention(args, name, path, d, feed, seed_a, loss_a,
                               grads_a, interp_loss, interp_grads, check,
                               fact, floor)
