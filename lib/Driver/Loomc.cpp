@@ -189,15 +189,20 @@ void addStateOf(func::FuncOp apply, loom::ParameterStore &params,
     if (auto shard = apply.getArgAttrOfType<DictionaryAttr>(i, loom::kShardAttr))
       if (auto shape = shard.getAs<DenseI64ArrayAttr>("shape"))
         type = RankedTensorType::get(shape.asArrayRef(), type.getElementType());
+    auto init = apply.getArgAttrOfType<DenseElementsAttr>(i, loom::kInitAttr);
+    if (!init || init.getType() != type ||
+        type.getElementType().isInteger(1)) {
+      // Zeros, never held in memory (Adam's moments are twice the weights).
+      params.add(loom::ParameterTensor{name.getValue().str(), type, {},
+                                       /*zeros=*/true});
+      continue;
+    }
     size_t elementBytes = (type.getElementTypeBitWidth() + 7) / 8;
     std::vector<uint8_t> bytes(type.getNumElements() * elementBytes, 0);
-    auto init = apply.getArgAttrOfType<DenseElementsAttr>(i, loom::kInitAttr);
-    if (init && init.getType() == type && !type.getElementType().isInteger(1)) {
-      ArrayRef<char> raw = init.getRawData(); // one element when splat
-      for (size_t at = 0; at < bytes.size(); at += elementBytes)
-        std::memcpy(bytes.data() + at,
-                    raw.data() + (init.isSplat() ? 0 : at), elementBytes);
-    }
+    ArrayRef<char> raw = init.getRawData(); // one element when splat
+    for (size_t at = 0; at < bytes.size(); at += elementBytes)
+      std::memcpy(bytes.data() + at, raw.data() + (init.isSplat() ? 0 : at),
+                  elementBytes);
     params.add(loom::ParameterTensor{name.getValue().str(), type,
                                      std::move(bytes)});
   }

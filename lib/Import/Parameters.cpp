@@ -29,7 +29,9 @@ static std::optional<loomrt::DType> toDType(Type type) {
 int64_t loom::ParameterStore::getTotalBytes() const {
   int64_t total = 0;
   for (const ParameterTensor &t : tensors)
-    total += static_cast<int64_t>(t.data.size());
+    total += t.zeros ? t.type.getNumElements() *
+                           ((t.type.getElementTypeBitWidth() + 7) / 8)
+                     : static_cast<int64_t>(t.data.size());
   return total;
 }
 
@@ -45,7 +47,10 @@ bool loom::ParameterStore::writeSafetensors(llvm::StringRef path,
     }
     std::vector<int64_t> shape(t.type.getShape().begin(),
                                t.type.getShape().end());
-    writer.addBorrowed(t.name, *dtype, shape, t.data.data(), t.data.size());
+    if (t.zeros)
+      writer.addZeros(t.name, *dtype, shape);
+    else
+      writer.addBorrowed(t.name, *dtype, shape, t.data.data(), t.data.size());
   }
   writer.setMetadata("format", "loom-params");
   return writer.write(path.str(), &error);

@@ -87,7 +87,7 @@ void SafetensorsWriter::fail(ErrorCode code, std::string message) noexcept {
 
 void SafetensorsWriter::addEntry(std::string &name, DType dtype,
                                  std::vector<int64_t> &shape, const void *data,
-                                 size_t nbytes, bool copy) noexcept {
+                                 size_t nbytes, bool copy, bool zeros) noexcept {
   try {
     std::string where = "tensor " + quoteName(name) + ": ";
     if (name == kMetadataKey)
@@ -117,7 +117,7 @@ void SafetensorsWriter::addEntry(std::string &name, DType dtype,
                       formatShape(shape) + " of " +
                       std::string(dtypeToShortName(dtype)) + " needs " +
                       std::to_string(*expected));
-    if (!data && nbytes > 0)
+    if (!data && nbytes > 0 && !zeros)
       return fail(ErrorCode::InvalidArgument, where + "data is null");
 
     Entry entry;
@@ -126,7 +126,10 @@ void SafetensorsWriter::addEntry(std::string &name, DType dtype,
     entry.shape = std::move(shape);
     entry.nbytes = nbytes;
     entry.borrowed = nullptr;
-    if (copy && nbytes > 0) {
+    entry.zeros = zeros;
+    if (zeros) {
+      // No bytes: a hole in the file.
+    } else if (copy && nbytes > 0) {
       const auto *bytes = static_cast<const uint8_t *>(data);
       entry.owned.assign(bytes, bytes + nbytes);
     } else if (!copy) {
@@ -150,6 +153,14 @@ void SafetensorsWriter::addBorrowed(std::string name, DType dtype,
                                     std::vector<int64_t> shape,
                                     const void *data, size_t nbytes) noexcept {
   addEntry(name, dtype, shape, data, nbytes, /*copy=*/false);
+}
+
+void SafetensorsWriter::addZeros(std::string name, DType dtype,
+                                 std::vector<int64_t> shape) noexcept {
+  std::optional<uint64_t> bytes =
+      isValidDType(dtype) ? checkedByteSize(dtype, shape) : std::optional<uint64_t>(0);
+  addEntry(name, dtype, shape, nullptr, bytes ? *bytes : 0, /*copy=*/false,
+           /*zeros=*/true);
 }
 
 void SafetensorsWriter::setMetadata(std::string key,
@@ -234,7 +245,9 @@ bool SafetensorsWriter::write(const std::string &path, std::string *error,
         {reinterpret_cast<const uint8_t *>(text.data()), text.size()});
     for (const Entry &entry : entries)
       pieces.push_back(
-          {entry.owned.empty() ? entry.borrowed : entry.owned.data(),
+          {entry.zeros           ? nullptr
+           : entry.owned.empty() ? entry.borrowed
+                                 : entry.owned.data(),
            entry.nbytes});
     // Leaves no temporary file behind, also when an exception escapes it.
     if (!detail::writeFileAtomically(path, pieces, sink))

@@ -229,9 +229,24 @@ bool writeFileAtomically(const std::string &path,
                                 ": " + errnoText(err));
     return false;
   };
-  for (const ByteSpan &piece : pieces)
+  off_t end = 0;
+  for (const ByteSpan &piece : pieces) {
+    end += static_cast<off_t>(piece.size);
+    if (!piece.data && piece.size > 0) {
+      // Zeros: skipped, a hole the final size below covers.
+      if (::lseek(tmp.fd, static_cast<off_t>(piece.size), SEEK_CUR) < 0) {
+        int err = errno;
+        return ioFail("cannot seek in", err);
+      }
+      continue;
+    }
     if (int err = writeAll(tmp.fd, piece.data, piece.size))
       return ioFail("cannot write", err);
+  }
+  if (::ftruncate(tmp.fd, end) != 0) {
+    int err = errno;
+    return ioFail("cannot size", err);
+  }
   // The data must be on disk before the rename makes it visible, or a crash
   // could leave a complete-looking file full of zeros.
   if (::fsync(tmp.fd) != 0) {

@@ -70,6 +70,9 @@ bool readWholeFile(const std::string &path, std::vector<uint8_t> &out,
                    const ErrorSink &sink);
 
 /// A borrowed run of bytes.
+/// `size` bytes at `data`; a null `data` with a positive size is that many
+/// zero bytes (written as a hole: a sparse file where the file system
+/// allows it, read back as zeros).
 struct ByteSpan {
   const uint8_t *data;
   size_t size;

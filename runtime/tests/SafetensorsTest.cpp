@@ -189,6 +189,47 @@ TEST_F(SafetensorsTest, BorrowedDataIsWrittenWithoutCopy) {
   EXPECT_EQ(first, 42);
 }
 
+TEST_F(SafetensorsTest, ZerosAreWrittenAsAHole) {
+  // 8 MiB of zeros between two small tensors, and 4 MiB at the end (the
+  // file's size must cover a trailing hole): read back as zeros, the
+  // tensors after a hole where they belong. (Whether the holes take no
+  // blocks depends on the file system: not checked.)
+  std::vector<float> head = {1, 2, 3}, tail = {4, 5};
+  SafetensorsWriter writer;
+  writer.addBorrowed("a", DType::F32, {3}, head.data(), 12);
+  writer.addZeros("m", DType::F32, {1024, 2048});
+  writer.addBorrowed("b", DType::F32, {2}, tail.data(), 8);
+  writer.addZeros("v", DType::F32, {1024, 1024});
+  std::string path = dir.file("z.safetensors");
+  std::string error;
+  ASSERT_TRUE(writer.write(path, &error)) << error;
+  auto file = SafetensorsFile::open(path, &error);
+  ASSERT_NE(file, nullptr) << error;
+  for (const char *name : {"m", "v"}) {
+    const TensorView *view = file->find(name);
+    ASSERT_NE(view, nullptr) << name;
+    const auto *bytes = static_cast<const uint8_t *>(view->data);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < view->nbytes; ++i)
+      nonzero += bytes[i] != 0;
+    EXPECT_EQ(nonzero, 0u) << name;
+  }
+  EXPECT_EQ(file->find("m")->nbytes, size_t(8) << 20);
+  EXPECT_EQ(file->find("v")->nbytes, size_t(4) << 20);
+  float b[2];
+  std::memcpy(b, file->find("b")->data, sizeof(b));
+  EXPECT_EQ(b[0], 4.0f);
+  EXPECT_EQ(b[1], 5.0f);
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_GE(st.st_size, (12 << 20) + 20);
+  // Zeros given a size that overflows are refused like any bad shape.
+  SafetensorsWriter bad;
+  bad.addZeros("huge", DType::F64, {int64_t(1) << 62, 8});
+  EXPECT_FALSE(bad.write(dir.file("bad.safetensors"), &error));
+  EXPECT_NE(error.find("overflows"), std::string::npos) << error;
+}
+
 TEST_F(SafetensorsTest, AtomicWriteLeavesNoTemporaryFile) {
   std::string path = dir.file("ckpt.safetensors");
   std::string error;

@@ -27,6 +27,10 @@ struct ParameterTensor {
   std::string name;
   mlir::RankedTensorType type;
   std::vector<uint8_t> data;
+  /// All zeros, with `data` empty: written without ever holding the bytes
+  /// (optimizer state, which would otherwise take twice the weights' memory
+  /// under Adam).
+  bool zeros = false;
 };
 
 /// Parameter values gathered by an importer.

@@ -61,6 +61,12 @@ public:
   void addBorrowed(std::string name, DType dtype, std::vector<int64_t> shape,
                    const void *data, size_t nbytes) noexcept;
 
+  /// Adds a tensor of zeros without holding its bytes: written as a hole
+  /// (a sparse file where the file system allows it). Optimizer state
+  /// starts so.
+  void addZeros(std::string name, DType dtype,
+                std::vector<int64_t> shape) noexcept;
+
   /// Sets a "__metadata__" entry (a later call with the same key replaces it).
   void setMetadata(std::string key, std::string value) noexcept;
 
@@ -82,9 +88,11 @@ private:
     std::vector<uint8_t> owned; // The copy made by add(); empty if borrowed.
     const uint8_t *borrowed;    // The caller's bytes for addBorrowed().
     size_t nbytes;
+    bool zeros = false;         // addZeros(): nbytes zero bytes, no data.
   };
   void addEntry(std::string &name, DType dtype, std::vector<int64_t> &shape,
-                const void *data, size_t nbytes, bool copy) noexcept;
+                const void *data, size_t nbytes, bool copy,
+                bool zeros = false) noexcept;
   void fail(ErrorCode code, std::string message) noexcept;
 
   std::vector<Entry> entries;
