@@ -293,14 +293,15 @@ bool OnnxImporter::tryFold(const onnx::NodeProto &node) {
     if (n.getString("reduction", "none") != "none")
       return false;
     int64_t slice = 0;
-    std::vector<int64_t> src =
+    std::vector<SmallVector<int64_t, 1>> src =
         scatterNDSources(n, in[0].shape, in[1], in[2].shape, slice);
     const ConstTensor &updates = in[2];
     out = in[0];
     for (size_t row = 0; row < src.size(); ++row)
-      if (src[row] >= 0)
+      if (!src[row].empty())
         for (int64_t e = 0; e < slice; ++e)
-          out.values[row * slice + e] = updates.values[src[row] * slice + e];
+          out.values[row * slice + e] =
+              updates.values[src[row].back() * slice + e];
   }
   else if (op == "Neg" || op == "Abs" || op == "Floor" || op == "Sqrt" ||
            op == "Not") {

@@ -329,6 +329,12 @@ public:
   void convertSequenceAt();
   void convertGatherElements();
   void convertScatterElements();
+  /// `data` [rows, slice] with its rows combined, in order, with the rows
+  /// of `updates` [tuples, slice] that `sources[row]` lists: replaced by
+  /// the last (`reduction` none) or combined by add, mul, max or min.
+  Value scatterRows(Value data, Value updates,
+                    const std::vector<SmallVector<int64_t, 1>> &sources,
+                    StringRef reduction);
   /// The flat index into data of type `dt` of each element of `idx` (an
   /// index along `axis`, negative counting from the end), past the end
   /// where it is out of range; i64, shaped like `idx`.
@@ -340,15 +346,14 @@ public:
 
 /// ScatterND's compile-time `indices` as the rows they write, the data
 /// (of `dataShape`) seen as [rows, slice] with rows its first k dimensions
-/// (k: the indices' last size): src[row] is the update slice written there
-/// (the last one where indices repeat), -1 where none is. Checks the
+/// (k: the indices' last size): sources[row] lists the update slices
+/// written there, in order (several where indices repeat). Checks the
 /// indices' range and that `updatesShape` is indices.shape[:-1] ++
 /// dataShape[k:]; `slice` gets the elements per row.
-std::vector<int64_t> scatterNDSources(const NodeCtx &n,
-                                      ArrayRef<int64_t> dataShape,
-                                      const ConstTensor &indices,
-                                      ArrayRef<int64_t> updatesShape,
-                                      int64_t &slice);
+std::vector<SmallVector<int64_t, 1>>
+scatterNDSources(const NodeCtx &n, ArrayRef<int64_t> dataShape,
+                 const ConstTensor &indices, ArrayRef<int64_t> updatesShape,
+                 int64_t &slice);
 
 using OnnxHandler = void (OnnxNode::*)();
 using OnnxHandlerTable = llvm::StringMap<OnnxHandler>;

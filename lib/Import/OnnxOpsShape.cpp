@@ -348,7 +348,7 @@ void OnnxNode::convertGatherND() {
                 .getResult());
 }
 
-std::vector<int64_t> loom::onnx_import::scatterNDSources(
+std::vector<SmallVector<int64_t, 1>> loom::onnx_import::scatterNDSources(
     const NodeCtx &n, ArrayRef<int64_t> dataShape, const ConstTensor &indices,
     ArrayRef<int64_t> updatesShape, int64_t &slice) {
   int64_t r = dataShape.size(), q = indices.shape.size();
@@ -368,7 +368,7 @@ std::vector<int64_t> loom::onnx_import::scatterNDSources(
   slice = 1;
   for (int64_t d = 0; d < r; ++d)
     (d < k ? rows : slice) *= dataShape[d];
-  std::vector<int64_t> src(rows, -1);
+  std::vector<SmallVector<int64_t, 1>> src(rows);
   int64_t tuples = k ? indices.numElements() / k : 0;
   for (int64_t t = 0; t < tuples; ++t) {
     int64_t row = 0;
@@ -380,33 +380,31 @@ std::vector<int64_t> loom::onnx_import::scatterNDSources(
                Twine(j) + " of size " + Twine(dim));
       row = row * dim + (v < 0 ? v + dim : v);
     }
-    src[row] = t;
+    src[row].push_back(t);
   }
   return src;
 }
 
 void OnnxNode::convertScatterND() {
   // Run-time data or updates with compile-time indices (exporters' slice
-  // and index assignments): the data seen as [rows, slice]; the rows the
-  // indices write are a loom.gather of the update slices, the others the
-  // data's, picked by a constant row mask.
+  // and index assignments): the data seen as [rows, slice], its rows
+  // combined in order with the update slices the indices send there.
   if (imp.failedValues.contains(n.inputName(1)))
     throw ImportFailure{};
   std::optional<ConstTensor> index = imp.getConst(n.inputName(1));
   if (!index)
     n.fail("indices (input 1) computed at run time are not supported: the "
-         "data and updates may be, the indices must be compile-time "
-         "constants");
+           "data and updates may be, the indices must be compile-time "
+           "constants");
   std::string reduction = n.getString("reduction", "none");
-  if (reduction != "none")
-    n.fail("reduction '" + reduction + "' on run-time values is not "
-           "supported (only 'none')");
+  if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, reduction))
+    n.fail("unknown reduction '" + reduction + "'");
   Value data = input(0), updates = input(2);
   auto dt = typeOf(data), ut = typeOf(updates);
   if (dt.getElementType() != ut.getElementType())
     n.fail("data and updates have different element types");
   int64_t slice = 0;
-  std::vector<int64_t> src =
+  std::vector<SmallVector<int64_t, 1>> src =
       scatterNDSources(n, dt.getShape(), *index, ut.getShape(), slice);
   int64_t rows = static_cast<int64_t>(src.size());
   int64_t tuples = ut.getNumElements() / std::max<int64_t>(slice, 1);
@@ -415,36 +413,65 @@ void OnnxNode::convertScatterND() {
     return;
   }
   Type et = dt.getElementType();
-  auto reshaped = [&](Value v, RankedTensorType type) -> Value {
+  auto reshaped = [&](Value v, int64_t n) -> Value {
+    auto type = RankedTensorType::get({n, slice}, et);
     return v.getType() == type ? v : ReshapeOp::create(b, loc, type, v);
   };
-  auto flatType = [&](int64_t n) {
-    return RankedTensorType::get({n, slice}, et);
-  };
-  Value table = reshaped(updates, flatType(tuples));
-  std::vector<int64_t> from(rows);
-  std::vector<bool> written(rows);
-  for (int64_t row = 0; row < rows; ++row) {
-    from[row] = std::max<int64_t>(src[row], 0);
-    written[row] = src[row] >= 0;
-  }
-  Value idx = ConstantOp::create(
-      b, loc,
-      DenseElementsAttr::get(RankedTensorType::get({rows}, b.getI64Type()),
-                             ArrayRef<int64_t>(from)));
-  Value picked =
-      check(createInferred<GatherOp>(b, loc, table, idx, int64_t(0)))
-          .getResult();
-  auto rowMaskType = RankedTensorType::get({rows}, b.getI1Type());
-  SmallVector<bool> mask(written.begin(), written.end());
-  Value rowMask = ConstantOp::create(
-      b, loc, DenseElementsAttr::get(rowMaskType, ArrayRef<bool>(mask)));
+  Value merged = scatterRows(reshaped(data, rows), reshaped(updates, tuples),
+                             src, reduction);
+  setOut(0, ReshapeOp::create(b, loc, dt, merged));
+}
+
+Value OnnxNode::scatterRows(Value data, Value updates,
+                            const std::vector<SmallVector<int64_t, 1>> &sources,
+                            StringRef reduction) {
+  // Round k gathers each row's k-th update (with `none`: one round, each
+  // row's last) and combines it into the rows that have one, picked by a
+  // constant row mask.
+  auto dt = typeOf(data);
+  int64_t rows = dt.getDimSize(0), slice = dt.getDimSize(1);
+  size_t rounds = 0;
+  for (const auto &list : sources)
+    rounds = std::max(rounds, list.size());
+  if (reduction == "none")
+    rounds = std::min<size_t>(rounds, 1);
   auto maskType = RankedTensorType::get({rows, slice}, b.getI1Type());
-  Value fullMask = BroadcastInDimOp::create(b, loc, maskType, rowMask,
-                                            ArrayRef<int64_t>{0});
-  Value merged = SelectOp::create(b, loc, fullMask, picked,
-                                  reshaped(data, flatType(rows)));
-  setOut(0, reshaped(merged, dt));
+  Value out = data;
+  for (size_t k = 0; k < rounds; ++k) {
+    std::vector<int64_t> from(rows, 0);
+    SmallVector<bool> written(rows, false);
+    for (int64_t row = 0; row < rows; ++row) {
+      const auto &list = sources[row];
+      if (reduction == "none" ? list.empty() : list.size() <= k)
+        continue;
+      from[row] = reduction == "none" ? list.back() : list[k];
+      written[row] = true;
+    }
+    Value idx = ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(RankedTensorType::get({rows}, b.getI64Type()),
+                               ArrayRef<int64_t>(from)));
+    Value picked =
+        check(createInferred<GatherOp>(b, loc, updates, idx, int64_t(0)))
+            .getResult();
+    Value rowMask = ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(RankedTensorType::get({rows}, b.getI1Type()),
+                               ArrayRef<bool>(written)));
+    Value mask = BroadcastInDimOp::create(b, loc, maskType, rowMask,
+                                          ArrayRef<int64_t>{0});
+    Value next = picked;
+    if (reduction == "add")
+      next = AddOp::create(b, loc, out, picked);
+    else if (reduction == "mul")
+      next = MulOp::create(b, loc, out, picked);
+    else if (reduction == "max")
+      next = MaxOp::create(b, loc, out, picked);
+    else if (reduction == "min")
+      next = MinOp::create(b, loc, out, picked);
+    out = SelectOp::create(b, loc, mask, next, out);
+  }
+  return out;
 }
 
 void OnnxNode::convertCumSum() {
@@ -853,21 +880,11 @@ void OnnxNode::convertScatterElements() {
     auto t = RankedTensorType::get({size}, et);
     return v.getType() == t ? v : ReshapeOp::create(b, loc, t, v);
   };
-  auto combine = [&](Value x, Value y) -> Value {
-    if (reduction == "add")
-      return AddOp::create(b, loc, x, y);
-    if (reduction == "mul")
-      return MulOp::create(b, loc, x, y);
-    if (reduction == "max")
-      return MaxOp::create(b, loc, x, y);
-    return MinOp::create(b, loc, x, y);
-  };
   if (count == 0) {
     setOut(0, data);
     return;
   }
   Value dataFlat = flat(data, total), updFlat = flat(updates, count);
-  auto i64Type = RankedTensorType::get({total}, b.getI64Type());
   auto maskType = RankedTensorType::get({total}, b.getI1Type());
   if (std::optional<ConstTensor> index = imp.getConst(n.inputName(1))) {
     // Each element's updates, in order.
@@ -877,7 +894,6 @@ void OnnxNode::convertScatterElements() {
       strides[d] = strides[d + 1] * dt.getDimSize(d + 1);
     std::vector<SmallVector<int64_t, 1>> sources(total);
     SmallVector<int64_t> pos(it.getRank(), 0);
-    size_t rounds = 0;
     for (int64_t e = 0; e < count; ++e) {
       int64_t i = static_cast<int64_t>(index->values[e]);
       if (i < -size || i >= size)
@@ -888,42 +904,17 @@ void OnnxNode::convertScatterElements() {
       for (int64_t d = 0; d < it.getRank(); ++d)
         off += (d == axis ? (i < 0 ? i + size : i) : pos[d]) * strides[d];
       sources[off].push_back(e);
-      rounds = std::max(rounds, sources[off].size());
       for (int64_t d = it.getRank() - 1; d >= 0; --d) {
         if (++pos[d] < it.getDimSize(d))
           break;
         pos[d] = 0;
       }
     }
-    // `none`: one round, each element's last update. Otherwise round k
-    // combines each element with its k-th update.
-    if (reduction == "none")
-      rounds = 1;
-    Value out = dataFlat;
-    for (size_t k = 0; k < rounds; ++k) {
-      std::vector<int64_t> from(total, 0);
-      SmallVector<bool> mask(total, false);
-      for (int64_t t = 0; t < total; ++t) {
-        const auto &list = sources[t];
-        if (reduction == "none" ? list.empty() : list.size() <= k)
-          continue;
-        from[t] = reduction == "none" ? list.back() : list[k];
-        mask[t] = true;
-      }
-      Value picked =
-          check(createInferred<GatherOp>(
-                    b, loc, updFlat,
-                    ConstantOp::create(b, loc,
-                                       DenseElementsAttr::get(
-                                           i64Type, ArrayRef<int64_t>(from))),
-                    int64_t(0)))
-              .getResult();
-      Value written = ConstantOp::create(
-          b, loc, DenseElementsAttr::get(maskType, ArrayRef<bool>(mask)));
-      out = SelectOp::create(
-          b, loc, written, reduction == "none" ? picked : combine(out, picked),
-          out);
-    }
+    auto column = [&](Value v, int64_t n) -> Value {
+      return ReshapeOp::create(b, loc, RankedTensorType::get({n, 1}, et), v);
+    };
+    Value out = scatterRows(column(dataFlat, total), column(updFlat, count),
+                            sources, reduction);
     setOut(0, ReshapeOp::create(b, loc, dt, out));
     return;
   }

@@ -113,21 +113,36 @@ def swin():
     return m, ez.images(2, 32), ez.class_labels((2,), 10)
 
 
-def bert():
-    # transformers' BERT with its masked-LM head; from the TorchScript
-    # exporter its token-type ids are a GatherElements of an expanded
-    # buffer.
+def masked_lm(kind, max_positions, low):
+    """transformers' BERT or RoBERTa (`kind`) with its masked-LM head, two
+    small layers, dropout 0.2 everywhere, eager attention; token ids from
+    `low` (below it, the padding index, whose embedding row PyTorch never
+    updates; the exported Gather does not say so)."""
     import transformers
-    c = transformers.BertConfig(num_hidden_layers=2, num_attention_heads=2,
-                                hidden_size=32, intermediate_size=64,
-                                vocab_size=64, max_position_embeddings=32,
-                                hidden_dropout_prob=0.2,
-                                attention_probs_dropout_prob=0.2)
+    config, model = {"bert": (transformers.BertConfig,
+                              transformers.BertForMaskedLM),
+                     "roberta": (transformers.RobertaConfig,
+                                 transformers.RobertaForMaskedLM)}[kind]
+    c = config(num_hidden_layers=2, num_attention_heads=2, hidden_size=32,
+               intermediate_size=64, vocab_size=64,
+               max_position_embeddings=max_positions, hidden_dropout_prob=0.2,
+               attention_probs_dropout_prob=0.2)
     c._attn_implementation = "eager"
-    m = ez.LogitsOnly(transformers.BertForMaskedLM(c), ("input_ids",))
-    # Token ids from 1: id 0 is the padding index, whose embedding row
-    # PyTorch never updates (the exported Gather does not say so).
-    return m, ez.tokens((2, 16), 64, low=1), ez.tokens((2, 16), 64, seed=4)
+    m = ez.LogitsOnly(model(c), ("input_ids",))
+    return m, ez.tokens((2, 16), 64, low=low), ez.tokens((2, 16), 64, seed=4)
+
+
+def bert():
+    # From the TorchScript exporter its token-type ids are a GatherElements
+    # of an expanded buffer; padding id 0.
+    return masked_lm("bert", 32, low=1)
+
+
+def roberta():
+    # Position ids count the tokens that are not padding (a CumSum of a mask
+    # computed from the input ids); padding id 1, and a padding token's
+    # position id is 1.
+    return masked_lm("roberta", 40, low=2)
 
 
 def squeezenet():
@@ -136,24 +151,6 @@ def squeezenet():
     from torchvision.models import squeezenet1_1
     m = squeezenet1_1(num_classes=10, dropout=0.5)
     return m, ez.images(2, 64), ez.class_labels((2,), 10)
-
-
-def roberta():
-    # transformers' RoBERTa with its masked-LM head: position ids count the
-    # tokens that are not padding (a CumSum of a mask computed from the
-    # input ids), dropout on the embeddings, the probabilities and the
-    # residuals.
-    import transformers
-    c = transformers.RobertaConfig(num_hidden_layers=2, num_attention_heads=2,
-                                   hidden_size=32, intermediate_size=64,
-                                   vocab_size=64, max_position_embeddings=40,
-                                   hidden_dropout_prob=0.2,
-                                   attention_probs_dropout_prob=0.2)
-    c._attn_implementation = "eager"
-    m = ez.LogitsOnly(transformers.RobertaForMaskedLM(c), ("input_ids",))
-    # Token ids from 2: id 1 is the padding index (its embedding row never
-    # updated, and a padding token's position id is 1).
-    return m, ez.tokens((2, 16), 64, low=2), ez.tokens((2, 16), 64, seed=4)
 
 
 MODELS = {"convnext": convnext, "efficientnet": efficientnet,
