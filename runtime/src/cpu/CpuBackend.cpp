@@ -6,7 +6,8 @@
 // (two artifacts' kernels may share names).
 // GEMMs go to oneDNN's dnnl_sgemm where it is installed (f32; CpuGemm.h says
 // why), else to OpenBLAS's cblas_sgemm/cblas_dgemm, row-major, one call per
-// batch element. Convolutions go to oneDNN's primitives (CpuConv.h),
+// batch element, each split into tiles fixed by its shape (results do not
+// depend on the thread count). Convolutions go to oneDNN's primitives (CpuConv.h),
 // attention steps to tiled online-softmax loops (CpuAttention.h),
 // linear_cross_entropy steps to tiles of logits between GEMMs on the same
 // path (CpuLinearCrossEntropy.h).
@@ -23,7 +24,6 @@
 #include "CpuLinearCrossEntropy.h"
 #include "CpuMatmul.h"
 
-#include <cblas.h>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -45,15 +45,12 @@ void setCpuThreads(int n) noexcept {
     return;
   ::setenv("OMP_NUM_THREADS", std::to_string(n).c_str(), /*overwrite=*/1);
 #ifdef _OPENMP
-  // The attention steps' team (libloomrt's own OpenMP, the kernels' libomp
-  // where the compiler is clang), even if the runtime already started.
+  // The attention steps' and GEMMs' team (libloomrt's own OpenMP, the
+  // kernels' libomp where the compiler is clang), even if the runtime
+  // already started. OpenBLAS keeps one thread: GEMMs run their tiles on
+  // this team (CpuGemm.cpp).
   omp_set_num_threads(n);
 #endif
-  // OpenBLAS's own call, where the BLAS is OpenBLAS (looked up, so that
-  // another CBLAS still links).
-  using SetThreads = void (*)(int);
-  if (void *f = ::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))
-    reinterpret_cast<SetThreads>(f)(n);
 }
 
 namespace {
@@ -107,16 +104,9 @@ public:
           path.find('/') == std::string::npos ? "./" + path : path;
       // Kernels split their large loops over an OpenMP team (libomp). Its
       // threads spin for 200 ms after each loop by default, ready for the
-      // next one: oneDNN's GEMMs and convolutions run on that same team,
-      // so the spinning saves a wake-up per step (GPT-2 d256, 2 threads:
-      // 369 -> 308 ms). OpenBLAS's GEMMs run on threads of their own,
-      // which spinning threads would rob of their cores: with OpenBLAS
-      // chosen the team sleeps at once, and quietOpenMp() does the same
-      // when the first GEMM finds no oneDNN. A user's KMP_BLOCKTIME wins.
-      userBlocktime = std::getenv("KMP_BLOCKTIME") != nullptr;
-      if (const char *gemm = std::getenv("LOOMRT_CPU_GEMM");
-          gemm && std::strcmp(gemm, "openblas") == 0)
-        ::setenv("KMP_BLOCKTIME", "0", /*overwrite=*/0);
+      // next one: GEMMs (their tiles, whichever library) and oneDNN's
+      // convolutions run on that same team, so the spinning saves a
+      // wake-up per step (GPT-2 d256, 2 threads: 369 -> 308 ms).
       ::dlerror();
       void *handle = ::dlopen(resolved.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (!handle) {
@@ -246,30 +236,24 @@ public:
     int lda = g.transA ? m : k;
     int ldb = g.transB ? k : n;
     int ldc = n;
-    CBLAS_TRANSPOSE ta = g.transA ? CblasTrans : CblasNoTrans;
-    CBLAS_TRANSPOSE tb = g.transB ? CblasTrans : CblasNoTrans;
     if (call.dtype == DType::F32) {
       auto *a = reinterpret_cast<float *>(base + call.offsetA);
       auto *b = reinterpret_cast<float *>(base + call.offsetB);
       auto *c = reinterpret_cast<float *>(base + call.offsetC);
       dnnl.open(); // no-op once done; plans without kernels open it here
-      if (!dnnl.available())
-        quietOpenMp();
-      for (int64_t i = 0; i < g.batch; ++i)
-        cpuSgemm(dnnl, g.transA, g.transB, m, n, k, a + i * g.strideA, lda,
-                 b + i * g.strideB, ldb, 0.0f, c + i * g.strideC, ldc);
+      cpuSgemm(dnnl, g.transA, g.transB, m, n, k, a, lda, b, ldb, 0.0f, c, ldc,
+               batchOf(g));
       applyEpilogue(g, c,
                     reinterpret_cast<const float *>(base + call.offsetBias));
       return true;
     }
     if (call.dtype == DType::F64) {
-      quietOpenMp();
+      dnnl.open(); // pins OpenBLAS to the tiles' threads
       auto *a = reinterpret_cast<double *>(base + call.offsetA);
       auto *b = reinterpret_cast<double *>(base + call.offsetB);
       auto *c = reinterpret_cast<double *>(base + call.offsetC);
-      for (int64_t i = 0; i < g.batch; ++i)
-        cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a + i * g.strideA, lda,
-                    b + i * g.strideB, ldb, 0.0, c + i * g.strideC, ldc);
+      cpuDgemm(g.transA, g.transB, m, n, k, a, lda, b, ldb, c, ldc,
+               batchOf(g));
       applyEpilogue(g, c,
                     reinterpret_cast<const double *>(base + call.offsetBias));
       return true;
@@ -279,8 +263,6 @@ public:
       // LOOMRT_CPU_GEMM chose OpenBLAS (then, as without oneDNN, CBLAS on
       // the operands widened to f32).
       dnnl.open();
-      if (!dnnl.available())
-        quietOpenMp();
       return matmuls.runHalf(
           g, call.dtype == DType::F16,
           reinterpret_cast<const uint16_t *>(base + call.offsetA),
@@ -351,8 +333,6 @@ public:
     t.dx = at(call.dx);
     t.dw = at(call.dw);
     dnnl.open(); // as for a gemm step: its GEMMs take the same path
-    if (!dnnl.available())
-      quietOpenMp();
     return runLinearCrossEntropy(
         l, linearCrossEntropyShape(*call.x, *call.w, l.transposeW), t, dnnl,
         error);
@@ -418,21 +398,9 @@ private:
     }
   }
 
-  /// Before a GEMM on OpenBLAS: the kernels' OpenMP threads stop spinning
-  /// after their loops (libomp's kmp_set_blocktime(0), from then on), so
-  /// that they leave the cores to OpenBLAS's threads; unless the user set
-  /// KMP_BLOCKTIME, or the kernels brought no libomp.
-  void quietOpenMp() noexcept {
-    if (quieted || userBlocktime)
-      return;
-    quieted = true;
-    void *omp = ::dlopen("libomp.so.5", RTLD_NOW | RTLD_NOLOAD);
-    if (!omp)
-      return;
-    using SetBlocktime = void (*)(int);
-    if (void *f = ::dlsym(omp, "kmp_set_blocktime"))
-      reinterpret_cast<SetBlocktime>(f)(0);
-    ::dlclose(omp);
+  static GemmBatch batchOf(const GemmStep &g) {
+    return {g.batch, int64_t(g.strideA), int64_t(g.strideB),
+            int64_t(g.strideC)};
   }
 
   static CpuArena &cpu(Arena &arena) { return static_cast<CpuArena &>(arena); }
@@ -451,7 +419,6 @@ private:
   DnnlGemm dnnl;
   CpuMatmul matmuls; ///< bf16 GEMMs
   CpuConv convs;
-  bool userBlocktime = false, quieted = false;
 };
 
 } // namespace

@@ -7,6 +7,9 @@
 // model, which it does not know on recent CPUs (it then runs SSE3 or AVX2
 // code on an AVX-512 machine: half the speed or less, docs/performance.md).
 // LOOMRT_CPU_GEMM=openblas chooses OpenBLAS; CpuDnnl.h opens the library.
+// Either way a GEMM is split into tiles of C fixed by its shape, each one
+// library call on one thread of the OpenMP team, so that results do not
+// depend on the number of threads (CpuGemm.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,12 +41,30 @@ private:
   bool opened = false;
 };
 
+/// `count` products, each operand's i-th at its base + i * stride (in
+/// elements): one GEMM step's batch, whose tiles share one team.
+struct GemmBatch {
+  int64_t count = 1, strideA = 0, strideB = 0, strideC = 0;
+};
+
 /// Row-major C = op(A) op(B) + beta C for f32 on oneDNN where `dnnl` has it
 /// open, else on CBLAS (OpenBLAS): the CPU backend's one f32 GEMM path.
+/// Bitwise the same for any thread count.
 /// Dimensions and leading dimensions fit int (the plan checked them).
 void cpuSgemm(const DnnlGemm &dnnl, bool transA, bool transB, int64_t m,
               int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-              int64_t ldb, float beta, float *c, int64_t ldc) noexcept;
+              int64_t ldb, float beta, float *c, int64_t ldc,
+              GemmBatch batch = {}) noexcept;
+
+/// Row-major C = op(A) op(B) for f64 on CBLAS, tiled as cpuSgemm.
+void cpuDgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+              const double *a, int64_t lda, const double *b, int64_t ldb,
+              double *c, int64_t ldc, GemmBatch batch = {}) noexcept;
+
+/// Makes OpenBLAS (where it is the CBLAS) run each call on its caller's
+/// thread: the GEMMs bring their own threads (CpuGemm.cpp). DnnlGemm::open
+/// calls it.
+void pinBlasToOneThread() noexcept;
 
 /// "onednn" or "openblas": the library f32 GEMMs go to.
 const char *cpuGemmLibrary(const DnnlGemm &dnnl) noexcept;

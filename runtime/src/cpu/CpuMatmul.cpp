@@ -3,8 +3,8 @@
 #include "CpuMatmul.h"
 #include "CpuDnnl.h"
 #include "CpuDnnlApi.h"
+#include "CpuGemm.h"
 
-#include <cblas.h>
 
 #include <array>
 #include <cstring>
@@ -228,10 +228,8 @@ bool CpuMatmul::runHalf(const GemmStep &g, bool f16, const uint16_t *a,
   for (int64_t i = 0; i < g.batch; ++i) {
     widen(f16, a + i * g.strideA, fa.data(), fa.size());
     widen(f16, b + i * g.strideB, fb.data(), fb.size());
-    cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans,
-                g.transB ? CblasTrans : CblasNoTrans, int(g.m), int(g.n),
-                int(g.k), 1.0f, fa.data(), int(aCols), fb.data(), int(bCols),
-                0.0f, fc.data(), int(g.n));
+    cpuSgemm(DnnlGemm(), g.transA, g.transB, g.m, g.n, g.k, fa.data(), aCols,
+             fb.data(), bCols, 0.0f, fc.data(), g.n);
     narrow(f16, fc.data(), c + i * g.strideC, fc.size());
   }
   return true;
