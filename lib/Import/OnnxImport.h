@@ -364,6 +364,7 @@ const OnnxHandlerTable &onnxHandlers();
 void addElementwiseHandlers(OnnxHandlerTable &table);
 void addNNHandlers(OnnxHandlerTable &table);
 void addShapeHandlers(OnnxHandlerTable &table);
+void addIndexHandlers(OnnxHandlerTable &table);
 
 } // namespace loom::onnx_import
 

@@ -92,6 +92,7 @@ const OnnxHandlerTable &loom::onnx_import::onnxHandlers() {
     addElementwiseHandlers(t);
     addNNHandlers(t);
     addShapeHandlers(t);
+    addIndexHandlers(t);
     return t;
   }();
   return table;

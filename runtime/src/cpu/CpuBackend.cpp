@@ -248,7 +248,6 @@ public:
       return true;
     }
     if (call.dtype == DType::F64) {
-      dnnl.open(); // pins OpenBLAS to the tiles' threads
       auto *a = reinterpret_cast<double *>(base + call.offsetA);
       auto *b = reinterpret_cast<double *>(base + call.offsetB);
       auto *c = reinterpret_cast<double *>(base + call.offsetC);

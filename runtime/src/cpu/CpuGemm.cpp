@@ -84,6 +84,19 @@ Tiling tiling(int64_t m, int64_t n, int64_t k, int64_t batch) {
   return {rows, cols, ceilDiv(m, rows), ceilDiv(n, cols)};
 }
 
+/// OpenBLAS (where it is the CBLAS; looked up, so that another CBLAS still
+/// links) runs each call on its caller's thread, the tile's: once, before
+/// the first tile.
+void pinBlasToOneThread() {
+  static const bool pinned = [] {
+    using SetThreads = void (*)(int);
+    if (void *f = ::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))
+      reinterpret_cast<SetThreads>(f)(1);
+    return true;
+  }();
+  (void)pinned;
+}
+
 /// Calls tile(p, i0, r, j0, c) for each tile of each of the batch's m x n x
 /// k products: on the OpenMP team where there is one, else in order. The
 /// team has at least two threads even for one tile: a library called
@@ -96,6 +109,7 @@ void forEachTile(int64_t m, int64_t n, int64_t k, int64_t batch,
                  TileFn &&tile) {
   if (m <= 0 || n <= 0 || batch <= 0)
     return;
+  pinBlasToOneThread();
   const Tiling t = tiling(m, n, k, batch);
   const int64_t total = batch * t.count();
   auto run = [&](int64_t index) {
@@ -138,19 +152,10 @@ CBLAS_TRANSPOSE cblasTranspose(bool t) {
 
 } // namespace
 
-void pinBlasToOneThread() noexcept {
-  // OpenBLAS's own call, where the BLAS is OpenBLAS (looked up, so that
-  // another CBLAS still links): its calls run on the tile's thread.
-  using SetThreads = void (*)(int);
-  if (void *f = ::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))
-    reinterpret_cast<SetThreads>(f)(1);
-}
-
 void DnnlGemm::open() noexcept {
   if (opened)
     return;
   opened = true;
-  pinBlasToOneThread();
   const char *choice = std::getenv("LOOMRT_CPU_GEMM");
   if (choice && std::strcmp(choice, "openblas") == 0)
     return;

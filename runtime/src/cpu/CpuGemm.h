@@ -61,11 +61,6 @@ void cpuDgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
               const double *a, int64_t lda, const double *b, int64_t ldb,
               double *c, int64_t ldc, GemmBatch batch = {}) noexcept;
 
-/// Makes OpenBLAS (where it is the CBLAS) run each call on its caller's
-/// thread: the GEMMs bring their own threads (CpuGemm.cpp). DnnlGemm::open
-/// calls it.
-void pinBlasToOneThread() noexcept;
-
 /// "onednn" or "openblas": the library f32 GEMMs go to.
 const char *cpuGemmLibrary(const DnnlGemm &dnnl) noexcept;
 
