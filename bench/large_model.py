@@ -60,6 +60,10 @@ def main():
     ap.add_argument("--width", type=int, default=4096)
     ap.add_argument("--loomc", default="build/bin/loomc")
     ap.add_argument("--optimizer", default="sgd")
+    ap.add_argument("--loom-run", default="build/bin/loom-run")
+    ap.add_argument("--train-steps", type=int, default=0,
+                    help="then train this many steps with loom-run --train "
+                    "--save-params and report its peak RSS too")
     ap.add_argument("--emit", default="",
                     help="stop at this phase instead of writing an artifact")
     args = ap.parse_args()
@@ -80,21 +84,44 @@ def main():
         cmd = [args.loomc, path, "--train", "--loss=mse",
                "--optimizer=" + args.optimizer, "--emit=" + args.emit,
                "-o", os.devnull]
-    r = subprocess.run(["/usr/bin/time", "-v"] + cmd, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True)
-    if r.returncode != 0:
-        print(r.stdout[-3000:])
+    rss, wall = measured(cmd)
+    if rss is None:
         return 1
-    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)",
-                        r.stdout).group(1)) * 1024
-    wall = re.search(r"Elapsed \(wall clock\) time.*: (\S+)", r.stdout).group(1)
     print("loomc %s: peak RSS %.2f GiB for %.2f GiB of weights (%.2fx), "
           "wall %s" % (" ".join(cmd[1:]), rss / 2**30, weights / 2**30,
                        rss / weights, wall))
     st = os.path.join(out, "params.safetensors")
     if not args.emit and os.path.exists(st):
         print("params.safetensors: %.2f GiB" % (os.path.getsize(st) / 2**30))
+    if args.train_steps and not args.emit:
+        data = os.path.join(args.workdir, "data.npz")
+        rng = np.random.RandomState(1)
+        np.savez(data, x=rng.standard_normal((8, args.width)).astype(np.float32),
+                 labels=rng.standard_normal((8, args.width)).astype(np.float32))
+        cmd = [args.loom_run, out, "--train", "--data", data, "--steps",
+               str(args.train_steps), "--progress=none", "--save-params",
+               os.path.join(args.workdir, "trained.safetensors")]
+        rss, wall = measured(cmd)
+        if rss is None:
+            return 1
+        print("loom-run %s: peak RSS %.2f GiB for %.2f GiB of weights "
+              "(%.2fx), wall %s" % (" ".join(cmd[1:]), rss / 2**30,
+                                    weights / 2**30, rss / weights, wall))
     return 0
+
+
+def measured(cmd):
+    """Runs `cmd` under GNU time: (peak RSS in bytes, wall time), or (None,
+    None) after printing its output when it fails."""
+    r = subprocess.run(["/usr/bin/time", "-v"] + cmd, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        print(r.stdout[-3000:])
+        return None, None
+    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)",
+                        r.stdout).group(1)) * 1024
+    wall = re.search(r"Elapsed \(wall clock\) time.*: (\S+)", r.stdout).group(1)
+    return rss, wall
 
 
 if __name__ == "__main__":

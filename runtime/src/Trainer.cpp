@@ -546,6 +546,14 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       fail(error, code);
     tensorsStale = false;
   };
+  // Between the uses that read them back, the host holds no copy of what
+  // the backend holds: a model's params and optimizer state would
+  // otherwise be in memory twice for the whole run.
+  auto releaseTensors = [&] {
+    tensors.clear();
+    tensorsStale = true;
+  };
+  releaseTensors();
 
   BatchLoader loader(data, dataInputs, batch, seed, start.dataEpoch,
                      start.dataBatch, opt.prefetch);
@@ -583,13 +591,16 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       gathered = wholeTensors(plan, *comms, tensors);
     std::map<std::string, NpyArray> residuals = compression.checkpointTensors();
     lastSaved = step;
-    if (!lead)
+    if (!lead) {
+      releaseTensors();
       return;
+    }
     std::string name = checkpointFileName(step);
     writeCheckpoint(opt.checkpointDir + "/" + name,
                     sharded ? gathered : tensors, &residuals, checkpointInfo());
     writeLatest(opt.checkpointDir, name);
     pruneCheckpoints(opt.checkpointDir, opt.keepCheckpoints);
+    releaseTensors();
   };
   int64_t lastEval = -1;
   EvalResult lastEvalResult;
@@ -622,6 +633,7 @@ void trainImpl(Artifact &artifact, const TrainOptions &opt,
       if (heartbeat && !heartbeat->beat(&beatError))
         fail(beatError);
     });
+    releaseTensors();
     if (heartbeat && !heartbeat->finish(&beatError))
       fail(beatError);
     std::string body = "\"step\": " + std::to_string(step) +
