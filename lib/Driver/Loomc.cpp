@@ -463,9 +463,15 @@ void printReport(ModuleOp module, const loom::KernelInfoMap *gpu,
     int64_t kernelSteps = 0, gemms = 0, convs = 0, views = 0, flops = 0,
             attentions = 0, heads = 0;
     for (Operation &op : func.getBody().front()) {
-      if (isa<loom::FusionOp>(op))
+      if (isa<loom::FusionOp>(op)) {
         ++kernelSteps;
-      else if (isa<loom::MatmulOp>(op))
+        // A generated attention kernel (the CUDA target) is a kernel step
+        // of its own.
+        op.walk([&](Operation *inner) {
+          if (isa<loom::AttentionOp, loom::AttentionGradOp>(inner))
+            ++attentions;
+        });
+      } else if (isa<loom::MatmulOp>(op))
         ++gemms;
       else if (isa<loom::AttentionOp, loom::AttentionGradOp>(op))
         ++attentions;

@@ -80,17 +80,19 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
   PASS.FIELD = options.FIELD;
 #include "loom/Pipelines/TrainingOptions.def"
   AttachLoss.keepPredict = options.keepPredict;
-  // The fused attention and LM head run on the CPU target, in f32:
-  // elsewhere the chains stay (docs/training.md, "Attention"; without a
-  // target, as for the CPU). Attention splits by heads under --tp; the LM
+  // The fused attention runs in f32 on both targets (the CPU runtime's
+  // kernel, generated kernels on CUDA); the fused LM head on the CPU target
+  // only: elsewhere the chains stay (docs/training.md, "Attention"; without
+  // a target, as for the CPU). Attention splits by heads under --tp; the LM
   // head has no tensor-parallel rule (with --tp the vocabulary-parallel
   // cross-entropy of loom-tensor-parallel applies instead).
-  bool fusedOps = !cuda && options.precision == "fp32";
+  bool fusedAttention = options.precision == "fp32";
+  bool fusedHead = !cuda && options.precision == "fp32";
   pm.addPass(createRecognizeDropoutPass(RecognizeDropout));
-  if (fusedOps)
+  if (fusedAttention)
     pm.addPass(createFuseAttentionPass(FuseAttention));
   pm.addPass(createAttachLossPass(AttachLoss));
-  if (fusedOps && options.tp == 1)
+  if (fusedHead && options.tp == 1)
     pm.addPass(createFuseLinearCrossEntropyPass(FuseLinearCrossEntropy));
   pm.addPass(createBatchNormTrainPass());
   pm.addPass(createTensorParallelPass(TensorParallel));
@@ -115,6 +117,8 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
   pm.addPass(createInlinerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createScheduleCollectivesPass());
+  if (cuda) // no runtime attention kernel there
+    pm.addPass(createAttentionKernelsPass());
   ConvToGemmPassOptions convs;
   convs.libraryConvs = !cuda; // oneDNN's primitives on the CPU
   pm.addPass(createConvToGemmPass(convs));

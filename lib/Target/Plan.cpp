@@ -169,11 +169,9 @@ struct EntryWriter {
   FailureOr<llvm::json::Object> attentionStep(Operation *op) {
     if (target->target != "cpu")
       return op->emitError("plan: attention steps run on the CPU target "
-                           "only (the CUDA attention is not built yet): "
-                           "a training step built with this --target (loomc "
-                           "--train --target=...) or --attention=unfused "
-                           "keeps exporters' attention chains unfused; a "
-                           "JSON attention node needs --target=cpu");
+                           "only: on CUDA a fused attention is a generated "
+                           "kernel (loom-attention-kernels, which the "
+                           "CUDA pipeline runs before loom-fuse)");
     if (!getElementTypeOrSelf(op->getOperand(0).getType()).isF32())
       return op->emitError("plan: attention steps take f32 tensors only");
     llvm::json::Object step{{"kind", "attention"},

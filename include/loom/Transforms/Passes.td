@@ -608,6 +608,33 @@ def GemmEpiloguesPass : Pass<"loom-gemm-epilogues", "mlir::ModuleOp"> {
   ];
 }
 
+def AttentionKernelsPass : Pass<"loom-attention-kernels", "mlir::ModuleOp"> {
+  let summary = "Runs fused attention as generated kernels (the CUDA target).";
+  let description = [{
+    Marks every `loom.attention` and `loom.attention_grad` with
+    `loom.generated_kernel`: `loom-fuse` then gives each a kernel of its own
+    (instead of leaving it outside the kernels for the plan's `attention`
+    step, the CPU runtime's tiled kernel) and `convert-loom-to-linalg` lowers
+    it to `scf.forall` loops with one iteration per query row (the forward
+    and the query gradient) or per key row (the key and value gradients),
+    each keeping its row of the accumulators in registers and its running
+    maximum and sum as loop-carried values (online softmax): no `T x S`
+    tensor, memory linear in T. The code-generation pipeline runs it for
+    the CUDA target, after inlining, before `loom-fuse`.
+
+    It refuses a head dimension (of the queries or the values) over
+    `max-head-dim`, naming the op: each thread holds that many values of
+    each accumulator.
+  }];
+  let options = [
+    Option<"maxHeadDim", "max-head-dim", "int64_t", /*default=*/"256",
+           "The largest head dimension a generated attention kernel takes">,
+  ];
+  let statistics = [
+    Statistic<"numMarked", "num-marked", "Attention ops made kernels">,
+  ];
+}
+
 def ScheduleCollectivesPass : Pass<"loom-schedule-collectives",
                                    "mlir::ModuleOp"> {
   let summary = "Issues every collective as soon as its operand exists.";

@@ -99,6 +99,10 @@ Value compareScalar(Lowerer &l, ComparePredicate p, Value x, Value y) {
   return l.cmpi(ip, x, y);
 }
 
+} // namespace
+
+namespace loom::lowering {
+namespace {
 /// splitmix64 finalizer on i64 (wrapping arithmetic, logical shifts).
 Value splitmix(Lowerer &l, Value x) {
   Type i64 = l.b.getI64Type();
@@ -125,6 +129,8 @@ Value linearIndexI64(Lowerer &l, RankedTensorType type) {
   return arith::IndexCastOp::create(l.b, l.loc, l.b.getI64Type(), linear);
 }
 
+} // namespace
+
 /// The interpreter's dropoutUniform(seed, stream, i) as f64 in [0, 1):
 /// splitmix64(splitmix64(seed ^ stream * golden) + i) >> 40, times 2^-24
 /// (the stream mix folds at compile time).
@@ -141,6 +147,9 @@ Value uniformAt(Lowerer &l, Value seed, int64_t stream, Value i) {
                l.constant(f64, std::ldexp(1.0, -24)));
 }
 
+} // namespace loom::lowering
+
+namespace {
 Rewrite lowerDropout(Lowerer &l, DropoutOp op, Value x, Value seed) {
   RankedTensorType xt = tensorType(x);
   Type et = xt.getElementType();

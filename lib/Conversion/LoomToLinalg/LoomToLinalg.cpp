@@ -129,6 +129,7 @@ LogicalResult loom::lowerLoomToLinalg(func::FuncOp func) {
   populateShapeRules(patterns);
   populateReductionRules(patterns);
   populateConvolutionRules(patterns);
+  populateAttentionRules(patterns);
   walkAndApplyPatterns(func, std::move(patterns));
   Operation *left = nullptr;
   func.walk([&](Operation *op) {

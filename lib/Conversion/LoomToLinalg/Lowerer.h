@@ -396,6 +396,14 @@ void populateElementwiseRules(RewritePatternSet &patterns);  // Elementwise.cpp
 void populateShapeRules(RewritePatternSet &patterns);        // Shape.cpp
 void populateReductionRules(RewritePatternSet &patterns);    // Reductions.cpp
 void populateConvolutionRules(RewritePatternSet &patterns);  // Convolutions.cpp
+void populateAttentionRules(RewritePatternSet &patterns);    // Attention.cpp
+
+//===--- Elementwise.cpp -------------------------------------------------===//
+
+/// The interpreter's dropoutUniform(seed, stream, i) as an f64 in [0, 1),
+/// for the i64 element index `i` (loom.dropout, loom.random, the fused
+/// attention's dropout).
+Value uniformAt(Lowerer &l, Value seed, int64_t stream, Value i);
 
 //===--- Convolutions.cpp ------------------------------------------------===//
 

@@ -680,12 +680,14 @@ private:
         const PlanStep &s = e.steps[i];
         hasGemm |= s.kind == PlanStep::Kind::Gemm;
         // The plan format has attention and linear_cross_entropy steps
-        // for every target; this backend has no kernels for them yet.
+        // for every target; this backend runs neither (loomc makes a CUDA
+        // attention a generated kernel; the fused LM head is CPU-only).
         if (s.kind == PlanStep::Kind::Attention) {
           why = "entry " + detail::quoteName(e.name) + ": step " +
                 std::to_string(i) +
                 " (attention): attention steps run on the CPU target only "
-                "in this runtime; the CUDA attention is not built yet";
+                "in this runtime (loomc --target=cuda makes a fused "
+                "attention a generated kernel instead)";
           failCode = ErrorCode::Unsupported;
           return false;
         }

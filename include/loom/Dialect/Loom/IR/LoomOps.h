@@ -25,6 +25,11 @@ namespace loom {
 /// a generated kernel. Set by `loom-conv-to-gemm` with `library-convs`.
 constexpr llvm::StringLiteral kLibraryCallAttr = "loom.library_call";
 
+/// On a fused attention (`loom.attention`, `loom.attention_grad`): it runs
+/// as a generated kernel (the CUDA target) rather than as the plan's
+/// `attention` step. Set by `loom-attention-kernels`.
+constexpr llvm::StringLiteral kGeneratedKernelAttr = "loom.generated_kernel";
+
 /// The collectives (`loom.all_reduce`, ...): plan `collective` steps.
 inline bool isCollective(mlir::Operation *op) {
   return mlir::isa<AllReduceOp, ReduceScatterOp, AllGatherOp, RankSliceOp>(op);
@@ -32,12 +37,15 @@ inline bool isCollective(mlir::Operation *op) {
 
 /// Ops the plan runs itself as library calls (BLAS/cuBLASLt GEMMs, oneDNN
 /// convolutions, the runtime's fused attention and language-model head) or
-/// collectives, which loom-fuse leaves outside the kernels.
+/// collectives, which loom-fuse leaves outside the kernels. A fused
+/// attention marked `loom.generated_kernel` is a kernel instead.
 inline bool isLibraryCall(mlir::Operation *op) {
-  if (mlir::isa<MatmulOp, AttentionOp, AttentionGradOp, LinearCrossEntropyOp,
-                LinearCrossEntropyGradOp>(op) ||
+  if (mlir::isa<MatmulOp, LinearCrossEntropyOp, LinearCrossEntropyGradOp>(
+          op) ||
       isCollective(op))
     return true;
+  if (mlir::isa<AttentionOp, AttentionGradOp>(op))
+    return !op->hasAttr(kGeneratedKernelAttr);
   return mlir::isa<Conv2DOp, Conv2DInputGradOp, Conv2DFilterGradOp>(op) &&
          op->hasAttr(kLibraryCallAttr);
 }

@@ -1253,9 +1253,11 @@ def Loom_AttentionOp : Loom_Op<"attention", [Pure, Loom_Opaque, Loom_KeepF32,
 
     **Lifecycle**: created by `loom-fuse-attention` (from the attention
     chains of imported models) and by the JSON importer (`attention` node);
-    its gradient is one `loom.attention_grad` (`loom-autodiff`). The plan
-    runs it as an `attention` step (a tiled online-softmax kernel of the
-    runtime: the CPU target, f32).
+    its gradient is one `loom.attention_grad` (`loom-autodiff`). On the CPU
+    target the plan runs it as an `attention` step (a tiled online-softmax
+    kernel of the runtime, f32); on CUDA `loom-attention-kernels` marks it
+    `loom.generated_kernel` and it is lowered to a kernel of its own (one
+    GPU thread per query row, online softmax in registers).
 
     **Constraints**:
 
@@ -1319,7 +1321,9 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad", [Pure, Loom_Opaque,
 
     **Lifecycle**: created by `loom-autodiff` (the gradient of
     `loom.attention`); an `attention` step with direction `backward` in the
-    plan. It has no gradient of its own (second derivatives of attention
+    plan on the CPU target, a generated kernel on CUDA (`D_i`, then `dq`
+    per query row, `dk` and `dv` per key row, `dbias` per bias element:
+    no atomics). It has no gradient of its own (second derivatives of attention
     are refused).
 
     **Constraints**:
