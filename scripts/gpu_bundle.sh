@@ -5,7 +5,8 @@
 #   BUNDLE/bin/      loom-run, the runtime's GPU test and its test kernels
 #   BUNDLE/libs.tar.xz  the shared libraries they need beyond glibc/libstdc++
 #                    (OpenBLAS, protobuf, gfortran), compressed
-#   BUNDLE/cvi/      test/e2e/compiled_vs_interp.py --phase=prepare for the
+#   BUNDLE/cvi/, BUNDLE/cvi-attention/
+#                    test/e2e/compiled_vs_interp.py --phase=prepare for the
 #                    example models at --target=cuda:sm_SM: the artifacts and
 #                    the interpreter's outputs and trajectories
 #   BUNDLE/conf-node/  the ONNX node tests of the .venv's onnx package that
@@ -57,8 +58,14 @@ PATH="$BUILD/bin:$PATH" "$PY" test/e2e/compiled_vs_interp.py --phase=prepare \
   --loomc loomc --loom-interp loom-interp --work "$OUTDIR/cvi" --target="cuda:sm_$SM" \
   examples/onnx/mlp.onnx examples/onnx/cnn.onnx examples/onnx/transformer_block.onnx \
   examples/onnx/digits_mlp.onnx examples/onnx/gpt2.onnx
+# The generated attention kernels (causal GQA with a window over packed
+# documents; multi-query cross attention).
+PATH="$BUILD/bin:$PATH" "$PY" test/e2e/compiled_vs_interp.py --phase=prepare \
+  --loomc loomc --loom-interp loom-interp --work "$OUTDIR/cvi-attention" \
+  --flags="--loss=mse --optimizer=adamw --lr=0.01" --target="cuda:sm_$SM" \
+  test/e2e/Inputs/attention_window_docs.json test/e2e/Inputs/attention_cross.json
 # The interpreter's per-step outputs are not needed there.
-rm -rf "$OUTDIR"/cvi/*/traj[0-9]* "$OUTDIR"/cvi/*/traj.safetensors "$OUTDIR"/cvi/*/train.mlir
+rm -rf "$OUTDIR"/cvi*/*/traj[0-9]* "$OUTDIR"/cvi*/*/traj.safetensors "$OUTDIR"/cvi*/*/train.mlir
 # ONNX conformance on the GPU: the node tests, compiled here, run there.
 NODE_TESTS="$(mktemp -d)"
 "$PY" utils/gen_onnx_node_tests.py "$NODE_TESTS/data" | tail -n 1

@@ -72,6 +72,11 @@ if [[ $CHECKS == 1 ]]; then
   part runtime-gpu-test "$B/bin/loomrt-cuda-gpu-test"
   part compiled-vs-interp-cuda "$PY" test/e2e/compiled_vs_interp.py --phase=check \
     --loom-run "$B/bin/loom-run" --work "$B/cvi"
+  part attention-vs-interp-cuda "$PY" test/e2e/compiled_vs_interp.py --phase=check \
+    --loom-run "$B/bin/loom-run" --work "$B/cvi-attention"
+  part memcheck-attention compute-sanitizer --tool memcheck --error-exitcode 1 \
+    "$B/bin/loom-run" "$B/cvi-attention/attention_window_docs/train.loom" --train \
+    --data "$B/cvi-attention/attention_window_docs/one_batch.npz" --steps 2 --progress=none
   for model in mlp cnn gpt2; do
     art="$B/cvi/$model/train.loom"
     data="$B/cvi/$model/one_batch.npz"
