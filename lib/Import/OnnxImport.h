@@ -335,6 +335,19 @@ public:
   Value scatterRows(Value data, Value updates,
                     const std::vector<SmallVector<int64_t, 1>> &sources,
                     StringRef reduction);
+  /// The row of data of type `dt`, seen as [prod(dims[0, batch + k)),
+  /// rest], that each index tuple of the run-time `idx` [..., k] addresses
+  /// (its first `batch` dimensions those of the data; negative indices
+  /// count from the end); past the end where one is out of range, where
+  /// loom.gather and loom.scatter_add stop the step. i64, shaped like `idx`
+  /// without its last dimension.
+  Value tupleRowIndex(RankedTensorType dt, Value idx, int64_t batch);
+  /// `data` [rows, slice] with the rows of `updates` [tuples, slice] sent
+  /// to the run-time rows `rowIdx` [tuples]: added (`add`), or written
+  /// (`none`, float data only: a row written twice becomes NaN, as ONNX
+  /// and PyTorch leave it undefined); other reductions are refused.
+  Value scatterRowsAtRunTime(Value data, Value updates, Value rowIdx,
+                             StringRef reduction);
   /// The flat index into data of type `dt` of each element of `idx` (an
   /// index along `axis`, negative counting from the end), past the end
   /// where it is out of range; i64, shaped like `idx`.
@@ -343,6 +356,15 @@ public:
   void convertTrilu();
   void convertShapeOnly();
 };
+
+/// Checks ScatterND's shapes (the index depth k, the indices' last size,
+/// in [1, rank]; `updatesShape` is indexShape[:-1] ++ dataShape[k:]) and
+/// returns k; `rows` gets the rows (the first k dimensions' product) and
+/// `slice` the elements per row of the data seen as [rows, slice].
+int64_t scatterNDShapes(const NodeCtx &n, ArrayRef<int64_t> dataShape,
+                        ArrayRef<int64_t> indexShape,
+                        ArrayRef<int64_t> updatesShape, int64_t &rows,
+                        int64_t &slice);
 
 /// ScatterND's compile-time `indices` as the rows they write, the data
 /// (of `dataShape`) seen as [rows, slice] with rows its first k dimensions

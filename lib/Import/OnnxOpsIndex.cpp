@@ -40,29 +40,39 @@ void OnnxNode::convertGatherND() {
   if (imp.failedValues.contains(n.inputName(1)))
     throw ImportFailure{}; // reported at the node that failed
   std::optional<ConstTensor> index = imp.getConst(n.inputName(1));
-  if (!index)
-    n.fail("indices (input 1) computed at run time are not supported: the "
-           "data may be, the indices must be compile-time constants");
   Value data = input(0);
   auto dt = typeOf(data);
-  int64_t r = dt.getRank(), q = index->shape.size();
+  ArrayRef<int64_t> indexShape = typeOf(input(1)).getShape();
+  int64_t r = dt.getRank(), q = indexShape.size();
   int64_t batch = n.getInt("batch_dims", 0);
   if (q == 0 || batch < 0 || batch >= std::min(r, q))
     n.fail("invalid batch_dims " + Twine(batch) + " for data of rank " +
            Twine(r) + " and indices of rank " + Twine(q));
-  int64_t k = index->shape[q - 1];
+  int64_t k = indexShape[q - 1];
   if (k < 1 || batch + k > r)
     n.fail("index depth " + Twine(k) + " exceeds the data rank " + Twine(r));
   for (int64_t d = 0; d < batch; ++d)
-    if (index->shape[d] != dt.getDimSize(d))
-      n.fail("indices dimension " + Twine(d) + " (" +
-             Twine(index->shape[d]) + ") differs from the data's (" +
-             Twine(dt.getDimSize(d)) + ") within batch_dims");
+    if (indexShape[d] != dt.getDimSize(d))
+      n.fail("indices dimension " + Twine(d) + " (" + Twine(indexShape[d]) +
+             ") differs from the data's (" + Twine(dt.getDimSize(d)) +
+             ") within batch_dims");
   int64_t lead = 1, batchSize = 1;
   for (int64_t d = 0; d < batch + k; ++d)
     lead *= dt.getDimSize(d);
   for (int64_t d = 0; d < batch; ++d)
     batchSize *= dt.getDimSize(d);
+  SmallVector<int64_t> flat{lead};
+  flat.append(dt.getShape().begin() + batch + k, dt.getShape().end());
+  Value table = ReshapeOp::create(
+      b, loc, RankedTensorType::get(flat, dt.getElementType()), data);
+  if (!index) {
+    // Run-time indices: their rows computed in the step.
+    setOut(0, check(createInferred<GatherOp>(
+                        b, loc, table, tupleRowIndex(dt, input(1), batch),
+                        int64_t(0)))
+                  .getResult());
+    return;
+  }
   int64_t tuples = index->numElements() / k;
   int64_t perBatch = std::max<int64_t>(tuples / std::max<int64_t>(batchSize, 1), 1);
   std::vector<int64_t> linear(tuples);
@@ -78,10 +88,6 @@ void OnnxNode::convertGatherND() {
     }
     linear[t] = off;
   }
-  SmallVector<int64_t> flat{lead};
-  flat.append(dt.getShape().begin() + batch + k, dt.getShape().end());
-  Value table = ReshapeOp::create(
-      b, loc, RankedTensorType::get(flat, dt.getElementType()), data);
   SmallVector<int64_t> idxShape(index->shape.begin(), index->shape.end() - 1);
   auto idxType = RankedTensorType::get(idxShape, b.getI64Type());
   Value idx = ConstantOp::create(
@@ -90,26 +96,37 @@ void OnnxNode::convertGatherND() {
                 .getResult());
 }
 
-std::vector<SmallVector<int64_t, 1>> loom::onnx_import::scatterNDSources(
-    const NodeCtx &n, ArrayRef<int64_t> dataShape, const ConstTensor &indices,
-    ArrayRef<int64_t> updatesShape, int64_t &slice) {
-  int64_t r = dataShape.size(), q = indices.shape.size();
+int64_t loom::onnx_import::scatterNDShapes(const NodeCtx &n,
+                                           ArrayRef<int64_t> dataShape,
+                                           ArrayRef<int64_t> indexShape,
+                                           ArrayRef<int64_t> updatesShape,
+                                           int64_t &rows, int64_t &slice) {
+  int64_t r = dataShape.size(), q = indexShape.size();
   if (q == 0)
     n.fail("indices must have rank >= 1");
-  int64_t k = indices.shape[q - 1];
+  int64_t k = indexShape[q - 1];
   if (k < 1 || k > r)
     n.fail("index depth " + Twine(k) + " must be in [1, " + Twine(r) +
            "] for data of rank " + Twine(r));
-  SmallVector<int64_t> want(indices.shape.begin(), indices.shape.end() - 1);
+  SmallVector<int64_t> want(indexShape.begin(), indexShape.end() - 1);
   want.append(dataShape.begin() + k, dataShape.end());
   if (updatesShape != ArrayRef<int64_t>(want))
     n.fail("updates are " + formatShape(updatesShape) + ", expected " +
            formatShape(want) + " (indices' leading dimensions, then the "
            "data's after the first " + Twine(k) + ")");
-  int64_t rows = 1;
+  rows = 1;
   slice = 1;
   for (int64_t d = 0; d < r; ++d)
     (d < k ? rows : slice) *= dataShape[d];
+  return k;
+}
+
+std::vector<SmallVector<int64_t, 1>> loom::onnx_import::scatterNDSources(
+    const NodeCtx &n, ArrayRef<int64_t> dataShape, const ConstTensor &indices,
+    ArrayRef<int64_t> updatesShape, int64_t &slice) {
+  int64_t rows = 0;
+  int64_t k = scatterNDShapes(n, dataShape, indices.shape, updatesShape, rows,
+                              slice);
   std::vector<SmallVector<int64_t, 1>> src(rows);
   int64_t tuples = k ? indices.numElements() / k : 0;
   for (int64_t t = 0; t < tuples; ++t) {
@@ -131,13 +148,11 @@ void OnnxNode::convertScatterND() {
   // Run-time data or updates with compile-time indices (exporters' slice
   // and index assignments): the data seen as [rows, slice], its rows
   // combined in order with the update slices the indices send there.
+  // Run-time indices: each tuple's row computed in the step, the update
+  // slices added there or written (scatterRowsAtRunTime).
   if (imp.failedValues.contains(n.inputName(1)))
     throw ImportFailure{};
   std::optional<ConstTensor> index = imp.getConst(n.inputName(1));
-  if (!index)
-    n.fail("indices (input 1) computed at run time are not supported: the "
-           "data and updates may be, the indices must be compile-time "
-           "constants");
   std::string reduction = n.getString("reduction", "none");
   if (!llvm::is_contained({"none", "add", "mul", "max", "min"}, reduction))
     n.fail("unknown reduction '" + reduction + "'");
@@ -145,10 +160,9 @@ void OnnxNode::convertScatterND() {
   auto dt = typeOf(data), ut = typeOf(updates);
   if (dt.getElementType() != ut.getElementType())
     n.fail("data and updates have different element types");
-  int64_t slice = 0;
-  std::vector<SmallVector<int64_t, 1>> src =
-      scatterNDSources(n, dt.getShape(), *index, ut.getShape(), slice);
-  int64_t rows = static_cast<int64_t>(src.size());
+  int64_t rows = 0, slice = 0;
+  scatterNDShapes(n, dt.getShape(), typeOf(input(1)).getShape(),
+                  ut.getShape(), rows, slice);
   int64_t tuples = ut.getNumElements() / std::max<int64_t>(slice, 1);
   if (tuples == 0 || slice == 0) {
     setOut(0, data); // nothing written
@@ -159,9 +173,110 @@ void OnnxNode::convertScatterND() {
     auto type = RankedTensorType::get({n, slice}, et);
     return v.getType() == type ? v : ReshapeOp::create(b, loc, type, v);
   };
-  Value merged = scatterRows(reshaped(data, rows), reshaped(updates, tuples),
-                             src, reduction);
+  Value merged;
+  if (index) {
+    merged = scatterRows(
+        reshaped(data, rows), reshaped(updates, tuples),
+        scatterNDSources(n, dt.getShape(), *index, ut.getShape(), slice),
+        reduction);
+  } else {
+    Value rowIdx = tupleRowIndex(dt, input(1), 0);
+    rowIdx = ReshapeOp::create(
+        b, loc, RankedTensorType::get({tuples}, b.getI64Type()), rowIdx);
+    merged = scatterRowsAtRunTime(reshaped(data, rows),
+                                  reshaped(updates, tuples), rowIdx,
+                                  reduction);
+  }
   setOut(0, ReshapeOp::create(b, loc, dt, merged));
+}
+
+Value OnnxNode::tupleRowIndex(RankedTensorType dt, Value idx, int64_t batch) {
+  auto it = typeOf(idx);
+  int64_t q = it.getRank(), k = it.getDimSize(q - 1);
+  SmallVector<int64_t> outShape(it.getShape().begin(), it.getShape().end() - 1);
+  auto i64 = RankedTensorType::get(outShape, b.getI64Type());
+  auto boolType = RankedTensorType::get(outShape, b.getI1Type());
+  auto constant = [&](int64_t v) -> Value {
+    return ConstantOp::create(
+        b, loc, DenseElementsAttr::get(i64, b.getI64IntegerAttr(v)));
+  };
+  int64_t lead = 1, batchSize = 1;
+  for (int64_t d = 0; d < batch + k; ++d)
+    lead *= dt.getDimSize(d);
+  for (int64_t d = 0; d < batch; ++d)
+    batchSize *= dt.getDimSize(d);
+  // The first row of each tuple's batch position (0 without batch dims).
+  int64_t count = i64.getNumElements();
+  int64_t perBatch = std::max<int64_t>(count / std::max<int64_t>(batchSize, 1), 1);
+  std::vector<int64_t> base(count);
+  for (int64_t e = 0; e < count; ++e)
+    base[e] = (e / perBatch) * (lead / std::max<int64_t>(batchSize, 1));
+  Value row = ConstantOp::create(
+      b, loc, DenseElementsAttr::get(i64, ArrayRef<int64_t>(base)));
+  auto it64 = RankedTensorType::get(it.getShape(), b.getI64Type());
+  if (it.getElementType() != b.getI64Type())
+    idx = CastOp::create(b, loc, it64, idx);
+  Value inRange = ConstantOp::create(b, loc, DenseElementsAttr::get(boolType, true));
+  Value falses = ConstantOp::create(b, loc, DenseElementsAttr::get(boolType, false));
+  int64_t stride = lead / std::max<int64_t>(batchSize, 1);
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t dim = dt.getDimSize(batch + j);
+    stride /= dim;
+    SmallVector<int64_t> start(q, 0), limit(it.getShape()), steps(q, 1);
+    start[q - 1] = j;
+    limit[q - 1] = j + 1;
+    Value col = check(createInferred<SliceOp>(b, loc, idx, start, limit, steps))
+                    .getResult();
+    col = ReshapeOp::create(b, loc, i64, col);
+    Value negative = CompareOp::create(b, loc, boolType, ComparePredicate::LT,
+                                       col, constant(0));
+    Value wrapped = SelectOp::create(
+        b, loc, negative, AddOp::create(b, loc, col, constant(dim)), col);
+    Value ok = SelectOp::create(
+        b, loc,
+        CompareOp::create(b, loc, boolType, ComparePredicate::GE, wrapped,
+                          constant(0)),
+        CompareOp::create(b, loc, boolType, ComparePredicate::LT, wrapped,
+                          constant(dim)),
+        falses);
+    inRange = SelectOp::create(b, loc, inRange, ok, falses);
+    row = AddOp::create(b, loc, row,
+                        MulOp::create(b, loc, wrapped, constant(stride)));
+  }
+  return SelectOp::create(b, loc, inRange, row, constant(lead));
+}
+
+Value OnnxNode::scatterRowsAtRunTime(Value data, Value updates, Value rowIdx,
+                                     StringRef reduction) {
+  auto dt = typeOf(data);
+  Type et = dt.getElementType();
+  if (reduction != "none" && reduction != "add")
+    n.fail("reduction '" + reduction +
+           "' with indices computed at run time "
+           "is not supported (only 'none' and 'add'; with compile-time "
+           "indices every reduction is)");
+  if (reduction == "none" && !isa<FloatType>(et))
+    n.fail("reduction 'none' with indices computed at run time needs float "
+           "data (a repeated index is marked NaN)");
+  auto scatter = [&](Value v) -> Value {
+    return ScatterAddOp::create(b, loc, dt, v, rowIdx, int64_t(0))
+        .getResult();
+  };
+  Value summed = scatter(updates);
+  if (reduction == "add")
+    return AddOp::create(b, loc, data, summed);
+  auto splat = [&](RankedTensorType t, double v) {
+    return splatConstant(b, loc, t, v);
+  };
+  auto maskType = RankedTensorType::get(dt.getShape(), b.getI1Type());
+  Value hits = scatter(splat(typeOf(updates), 1.0));
+  Value once = CompareOp::create(b, loc, maskType, ComparePredicate::GT, hits,
+                                 splat(dt, 0.0));
+  Value more = CompareOp::create(b, loc, maskType, ComparePredicate::GT, hits,
+                                 splat(dt, 1.0));
+  Value out = SelectOp::create(b, loc, once, summed, data);
+  return SelectOp::create(
+      b, loc, more, splat(dt, std::numeric_limits<double>::quiet_NaN()), out);
 }
 
 Value OnnxNode::scatterRows(Value data, Value updates,
@@ -372,40 +487,14 @@ void OnnxNode::convertScatterElements() {
     setOut(0, ReshapeOp::create(b, loc, dt, out));
     return;
   }
-  if (reduction != "none" && reduction != "add")
-    n.fail("reduction '" + reduction +
-           "' with indices computed at run time "
-           "is not supported (only 'none' and 'add'; with compile-time "
-           "indices every reduction is)");
-  if (reduction == "none" && !isa<FloatType>(et))
-    n.fail("reduction 'none' with indices computed at run time needs float "
-           "data (a repeated index is marked NaN)");
   Value idxFlat = elementFlatIndex(dt, input(1), axis);
   idxFlat = ReshapeOp::create(
       b, loc, RankedTensorType::get({count}, b.getI64Type()), idxFlat);
-  auto flatType = RankedTensorType::get({total}, et);
-  auto scatter = [&](Value v) -> Value {
-    return ScatterAddOp::create(b, loc, flatType, v, idxFlat, int64_t(0))
-        .getResult();
+  auto column = [&](Value v, int64_t n) -> Value {
+    return ReshapeOp::create(b, loc, RankedTensorType::get({n, 1}, et), v);
   };
-  Value summed = scatter(updFlat);
-  if (reduction == "add") {
-    setOut(0, ReshapeOp::create(b, loc, dt,
-                                AddOp::create(b, loc, dataFlat, summed)));
-    return;
-  }
-  auto splat = [&](RankedTensorType t, double v) {
-    return splatConstant(b, loc, t, v);
-  };
-  Value hits = scatter(splat(RankedTensorType::get({count}, et), 1.0));
-  Value once = CompareOp::create(b, loc, maskType, ComparePredicate::GT, hits,
-                                 splat(flatType, 0.0));
-  Value more = CompareOp::create(b, loc, maskType, ComparePredicate::GT, hits,
-                                 splat(flatType, 1.0));
-  Value out = SelectOp::create(b, loc, once, summed, dataFlat);
-  out = SelectOp::create(
-      b, loc, more, splat(flatType, std::numeric_limits<double>::quiet_NaN()),
-      out);
+  Value out = scatterRowsAtRunTime(column(dataFlat, total),
+                                   column(updFlat, count), idxFlat, reduction);
   setOut(0, ReshapeOp::create(b, loc, dt, out));
 }
 

@@ -15,7 +15,11 @@ The model (random weights, distinct) uses, on a linear layer's output x
   - `x.scatter_add(1, idx, u)`: run-time indices with repeats (summed);
   - `x.scatter_reduce(1, cidx, v, "amax")` and `"prod"` with a constant
     index buffer that repeats positions (compile-time indices, combined in
-    order with the data, as include_self=True does).
+    order with the data, as include_self=True does);
+  - `x.index_put((rows,), w, accumulate=True)` with run-time rows that
+    repeat (ScatterND, reduction add), `x.index_put((pr, pc), w[0, :3])`
+    with distinct run-time (row, column) pairs, one negative (ScatterND,
+    reduction none), and `x[pr, pc]` (a gather of those pairs).
 The loss is the mean squared error against `labels`; the check compares the
 loss and every parameter's gradient (norm-wise relative, 1e-6).
 """
@@ -35,17 +39,25 @@ class Scatters(torch.nn.Module):
         self.lin = torch.nn.Linear(5, 6)
         self.u = torch.nn.Parameter(torch.randn(4, 3))
         self.v = torch.nn.Parameter(torch.randn(4, 2))
+        self.w = torch.nn.Parameter(torch.randn(5, 6))
         self.register_buffer(
             "cidx", torch.tensor([[0, 2], [1, 1], [5, 0], [3, 3]]))
 
-    def forward(self, inp, cls, idx):
+    def forward(self, inp, cls, idx, rows, pr, pc):
         x = self.lin(inp)
+        # Run-time row and (row, column) indices: ScatterND add (repeated
+        # rows summed) and none (distinct pairs), GatherND.
+        e = x.index_put((rows,), self.w, accumulate=True)
+        f = x.index_put((pr, pc), self.w[0, :3]) + x[pr, pc].mean()
         onehot = torch.zeros_like(x).scatter(1, cls, 1.0)
         a = x.scatter(1, cls, self.u[:, :1])
         b = x.scatter_add(1, idx, self.u)
         c = x.scatter_reduce(1, self.cidx, self.v, "amax")
         d = x.scatter_reduce(1, self.cidx, self.v, "prod")
-        return torch.cat([onehot * x, a, b, c, d], 1)
+        return torch.cat([onehot * x, a, b, c, d, e, f], 1)
+
+
+INPUTS = ("inp", "cls", "idx", "rows", "pr", "pc")
 
 
 def inputs():
@@ -54,7 +66,10 @@ def inputs():
                 cls=np.array([[2], [0], [5], [2]], np.int64),
                 idx=np.array([[0, 0, 4], [1, 2, 3], [5, 5, 5], [3, 0, 2]],
                              np.int64),
-                labels=r.randn(4, 30).astype(np.float32))
+                rows=np.array([3, 0, 3, -1, 1], np.int64),
+                pr=np.array([0, 2, 3], np.int64),
+                pc=np.array([5, 1, -6], np.int64),
+                labels=r.randn(4, 42).astype(np.float32))
 
 
 def model():
@@ -67,10 +82,10 @@ def main():
     feed = inputs()
     m = model()
     if mode == "export":
-        args = tuple(torch.from_numpy(feed[k]) for k in ("inp", "cls", "idx"))
+        args = tuple(torch.from_numpy(feed[k]) for k in INPUTS)
         with torch.no_grad():
             torch.onnx.export(m, args, os.path.join(out, "scatter.onnx"),
-                              input_names=["inp", "cls", "idx"],
+                              input_names=list(INPUTS),
                               output_names=["y"], optimize=False,
                               external_data=False)
         for k, v in feed.items():
@@ -78,8 +93,8 @@ def main():
         return 0
     fb = sys.argv[3]
     m = m.double()
-    y = m(torch.from_numpy(feed["inp"]).double(), torch.from_numpy(feed["cls"]),
-          torch.from_numpy(feed["idx"]))
+    y = m(*[torch.from_numpy(feed[k]) if k != "inp" else
+            torch.from_numpy(feed[k]).double() for k in INPUTS])
     loss = torch.nn.functional.mse_loss(
         y, torch.from_numpy(feed["labels"]).double())
     names = [n for n, _ in m.named_parameters()]
