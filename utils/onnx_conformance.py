@@ -245,13 +245,18 @@ def needed_bindings(loomc, path, timeout):
     return keep
 
 
-def run_one(loomc, path, timeout):
+def run_one(loomc, path, timeout, out="-", imported=None):
+    """Imports the model at `path` (its integer and mode inputs bound, see
+    `bindings`) and classifies the outcome. With `out` (a file), the module
+    is written there, its parameters beside it, and `imported` (a dict) gets
+    the import: {"flags": the --bind-input flags, "mlir": out}, which
+    run_numbers reuses for the data set those flags bind."""
     try:
         binds = bindings(path)
     except Exception:
         binds = []
     try:
-        proc = subprocess.run([loomc, path, "-o", "-"] + binds,
+        proc = subprocess.run([loomc, path, "-o", out] + binds,
                               capture_output=True,
                               text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -260,6 +265,8 @@ def run_one(loomc, path, timeout):
         return "CRASH", "signal %d: %s" % (-proc.returncode,
                                            proc.stderr[-500:])
     if proc.returncode == 0:
+        if imported is not None and out != "-":
+            imported.update(flags=binds, mlir=out)
         return "imported", ""
     errors = [l for l in proc.stderr.splitlines() if "error:" in l and
               not l.startswith("loomc: error: failed to import")]
@@ -401,9 +408,12 @@ def check_outputs(outputs, data, data_set, model_dir, result_file):
     return "pass", "", worst
 
 
-def run_numbers(loomc, interp, path, timeout, only=None):
+def run_numbers(loomc, interp, path, timeout, only=None, imported=None):
     """Runs loom-interp on every test data set of the model at `path`;
-    `only` names the inputs to bind (see needed_bindings).
+    `only` names the inputs to bind (see needed_bindings). `imported`:
+    run_one's import ({"flags", "mlir"}), used for a data set whose
+    bindings are those flags instead of importing the model again (the
+    same loomc command: the same module).
 
     Returns (status, message, max_error): status "pass", "fail" (numbers
     differ), "error" (loom-interp or the re-import failed) or "nodata".
@@ -425,16 +435,19 @@ def run_numbers(loomc, interp, path, timeout, only=None):
             # for each data set, with that data set's values.
             binds = bindings(path, data_set, only)
             bound = {b.split("=", 2)[1] for b in binds}
-            mlir = os.path.join(tmp, "m.mlir")
-            try:
-                proc = subprocess.run([loomc, path, "-o", mlir] + binds,
-                                      capture_output=True, text=True,
-                                      timeout=timeout)
-            except subprocess.TimeoutExpired:
-                return "error", "%s: loomc timed out" % data_set, 0.0
-            if proc.returncode != 0:
-                return "error", "%s: loomc: %s" % (
-                    data_set, proc.stderr.strip()[-300:]), 0.0
+            if imported and imported["flags"] == binds:
+                mlir = imported["mlir"]
+            else:
+                mlir = os.path.join(tmp, "m.mlir")
+                try:
+                    proc = subprocess.run([loomc, path, "-o", mlir] + binds,
+                                          capture_output=True, text=True,
+                                          timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    return "error", "%s: loomc timed out" % data_set, 0.0
+                if proc.returncode != 0:
+                    return "error", "%s: loomc: %s" % (
+                        data_set, proc.stderr.strip()[-300:]), 0.0
             out_dir = os.path.join(tmp, "out_" + data_set)
             cmd = [interp, mlir, "--entry=forward", "--output-dir", out_dir]
             cmd += write_inputs(inputs, data, bound, tmp, data_set)
@@ -973,13 +986,27 @@ def main():
     supported = supported_ops(args.loomc)
     results = []
     def work(path):
-        status, message = run_one(args.loomc, path, args.timeout)
+        # With --run the import is written to a file, which run_numbers
+        # reuses for the data set it binds alike (most models: every one).
+        tmp = tempfile.mkdtemp(prefix="loom-conformance-") if args.run \
+            else None
+        try:
+            return work_in(path, tmp)
+        finally:
+            if tmp:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def work_in(path, tmp):
+        imported = {}
+        status, message = run_one(
+            args.loomc, path, args.timeout,
+            os.path.join(tmp, "import.mlir") if tmp else "-", imported)
         numbers = compiled = only = None
         if args.run and status == "imported":
             try:
                 only = needed_bindings(args.loomc, path, args.timeout)
                 numbers = run_numbers(args.loomc, args.interp, path,
-                                      args.timeout, only)
+                                      args.timeout, only, imported)
             except Exception as e:  # bad test data: report, don't stop
                 numbers = ("error", "runner: %s" % e, 0.0)
         name = os.path.basename(os.path.dirname(path))

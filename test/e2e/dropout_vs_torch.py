@@ -53,6 +53,13 @@ from attention_vs_torch import fname, norm_rel, run  # noqa: E402
 from compiled_vs_interp import read_safetensors  # noqa: E402
 from ref import write_safetensors  # noqa: E402
 
+# PyTorch computes the references (small models, in float64) on one thread:
+# its OpenMP threads spin at every parallel region, and beside the other
+# tests lit runs on the same cores a forward that takes 0.04 s alone took
+# 6-10 s with two threads. One thread also keeps the references' summation
+# order fixed.
+torch.set_num_threads(1)
+
 
 def convnext():
     # layer_scale 0.5, not torchvision's 1e-6: with 1e-6 each residual branch
@@ -262,12 +269,22 @@ def check_model(args, name):
         check("%s %d gradients (worst: %s)" % (what, len(want),
                                                worst_name[-24:]), worst, tol)
 
+    # The artifacts: with --steps, compiled at check_steps' learning rate of
+    # ~0 so that they serve its training runs too (the learning rate is a
+    # constant of @apply_optimizer and @train_step only: @forward_backward
+    # and @predict, which the checks before it run, are the same at any
+    # rate); for GPT-2 and BERT with --report, which
+    # check_fused_attention reads (the report is printed after the
+    # artifact is written: the same artifact).
+    lr = ["--lr=1e-30"] if args.steps else []
+    attention = name.startswith("gpt2") or name in ("bert", "roberta")
+
     # 1. Dropout off against PyTorch with p = 0.
     ir_off = os.path.join(d, "off.mlir")
     art_off = os.path.join(d, "off.loom")
     run([args.loomc, path] + flags + ["--dropout=off", "-o", ir_off])
-    run([args.loomc, path] + flags + ["--dropout=off", "--target=cpu",
-                                      "-o", art_off])
+    run([args.loomc, path] + flags + lr + ["--dropout=off", "--target=cpu",
+                                           "-o", art_off])
     fact("--dropout=off leaves no dropout or random draw",
          "loom.dropout" not in open(ir_off).read() and
          "loom.random" not in open(ir_off).read())
@@ -288,7 +305,8 @@ def check_model(args, name):
     ir_on = os.path.join(d, "on.mlir")
     art_on = os.path.join(d, "on.loom")
     run([args.loomc, path] + flags + ["-o", ir_on])
-    run([args.loomc, path] + flags + ["--target=cpu", "-o", art_on])
+    report = run([args.loomc, path] + flags + lr + ["--target=cpu"] +
+                 (["--report"] if attention else []) + ["-o", art_on])
     text = open(ir_on).read()
     predict = text[text.index("func.func @predict"):]
     predict = predict[:predict.index("\n  }\n")]
@@ -367,24 +385,24 @@ def check_model(args, name):
                                 direction[k])) for k in want)
     check("seeded gradient = central differences", norm_rel(fd, analytic),
           args.fd_rtol)
-    if name.startswith("gpt2") or name in ("bert", "roberta"):
+    if attention:
         check_fused_attention(args, name, path, d, feed, seed_a, loss_a,
                               grads_a, interp_loss, interp_grads, check,
-                              fact, floor)
+                              fact, floor, report)
     if args.steps:
-        check_steps(args, name, path, d, x, labels, fact)
+        check_steps(args, name, d, x, labels, fact, art_on, art_off)
     return failures
 
 
 def check_fused_attention(args, name, path, d, feed, seed, loss, grads,
-                          interp_loss, interp_grads, check, fact, floor):
+                          interp_loss, interp_grads, check, fact, floor,
+                          report):
     """The attention layers are fused (with their dropout where the file
     has it), and at one seed the fused step equals the unfused chain's
-    (--attention=unfused): the fused op draws the same mask."""
+    (--attention=unfused): the fused op draws the same mask. `report`:
+    loomc --report of the fused artifact (check_model's on.loom)."""
     import re
     flags = ["--train", "--loss=cross_entropy", "--optimizer=sgd"]
-    report = run([args.loomc, path] + flags + ["--target=cpu", "--report",
-                                               "-o", os.path.join(d, "r.loom")])
     fused = re.findall(r"^\s+fused attention: \S+ \((.*)\)$", report, re.M)
     with_dropout = sum("dropout" in f for f in fused)
     fact("report: %d fused attention layers, %d with dropout" %
@@ -415,20 +433,19 @@ def check_fused_attention(args, name, path, d, feed, seed, loss, grads,
           max(norm_rel(interp_grads[k], got[k], floor) for k in grads))
 
 
-def check_steps(args, name, path, d, x, labels, fact):
+def check_steps(args, name, d, x, labels, fact, on, off):
     """loom-run --train with a learning rate of 1e-30 (loomc refuses 0: the
     parameters move below f32's resolution, the loss by about 1e-30) on one
     batch: each step's
     loss differs with dropout on (a new mask each step), two runs with one
     --seed give the same losses, and with dropout off every step's loss is
-    the same."""
+    the same. `on` and `off`: check_model's artifacts, compiled with
+    --lr=1e-30 (dropout on and --dropout=off)."""
     import json
     # The data set is the one batch: each step reads all of it (in a
     # shuffled order, which moves the loss by rounding only).
     data = os.path.join(d, "one_batch.npz")
     np.savez(data, x=x.numpy(), labels=labels.numpy())
-    flags = ["--train", "--loss=cross_entropy", "--optimizer=sgd", "--lr=1e-30",
-             "--target=cpu"]
 
     def losses(art, seed, tag):
         metrics = os.path.join(d, "metrics_%s.jsonl" % tag)
@@ -439,10 +456,6 @@ def check_steps(args, name, path, d, x, labels, fact):
         return [json.loads(l)["loss"] for l in open(metrics)
                 if '"loss"' in l and '"eval' not in l]
 
-    on = os.path.join(d, "lr0_on.loom")
-    off = os.path.join(d, "lr0_off.loom")
-    run([args.loomc, path] + flags + ["-o", on])
-    run([args.loomc, path] + flags + ["--dropout=off", "-o", off])
     first, again, other = (losses(on, 7, "a"), losses(on, 7, "b"),
                            losses(on, 8, "c"))
     plain = losses(off, 7, "off")
