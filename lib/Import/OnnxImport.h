@@ -348,6 +348,9 @@ public:
   /// and PyTorch leave it undefined); other reductions are refused.
   Value scatterRowsAtRunTime(Value data, Value updates, Value rowIdx,
                              StringRef reduction);
+  /// `idx` (i64) with negative indices counted from the end of a
+  /// dimension of `size`, and where the result is within [0, size).
+  std::pair<Value, Value> wrapIndex(Value idx, int64_t size);
   /// The flat index into data of type `dt` of each element of `idx` (an
   /// index along `axis`, negative counting from the end), past the end
   /// where it is out of range; i64, shaped like `idx`.

@@ -228,17 +228,7 @@ Value OnnxNode::tupleRowIndex(RankedTensorType dt, Value idx, int64_t batch) {
     Value col = check(createInferred<SliceOp>(b, loc, idx, start, limit, steps))
                     .getResult();
     col = ReshapeOp::create(b, loc, i64, col);
-    Value negative = CompareOp::create(b, loc, boolType, ComparePredicate::LT,
-                                       col, constant(0));
-    Value wrapped = SelectOp::create(
-        b, loc, negative, AddOp::create(b, loc, col, constant(dim)), col);
-    Value ok = SelectOp::create(
-        b, loc,
-        CompareOp::create(b, loc, boolType, ComparePredicate::GE, wrapped,
-                          constant(0)),
-        CompareOp::create(b, loc, boolType, ComparePredicate::LT, wrapped,
-                          constant(dim)),
-        falses);
+    auto [wrapped, ok] = wrapIndex(col, dim);
     inRange = SelectOp::create(b, loc, inRange, ok, falses);
     row = AddOp::create(b, loc, row,
                         MulOp::create(b, loc, wrapped, constant(stride)));
@@ -360,6 +350,27 @@ void OnnxNode::convertGatherElements() {
                 .getResult());
 }
 
+std::pair<Value, Value> OnnxNode::wrapIndex(Value idx, int64_t size) {
+  auto it = typeOf(idx);
+  auto boolType = RankedTensorType::get(it.getShape(), b.getI1Type());
+  auto constant = [&](int64_t v) -> Value {
+    return ConstantOp::create(
+        b, loc, DenseElementsAttr::get(it, b.getI64IntegerAttr(v)));
+  };
+  Value negative = CompareOp::create(b, loc, boolType, ComparePredicate::LT,
+                                     idx, constant(0));
+  Value wrapped = SelectOp::create(
+      b, loc, negative, AddOp::create(b, loc, idx, constant(size)), idx);
+  Value inRange = SelectOp::create(
+      b, loc,
+      CompareOp::create(b, loc, boolType, ComparePredicate::GE, wrapped,
+                        constant(0)),
+      CompareOp::create(b, loc, boolType, ComparePredicate::LT, wrapped,
+                        constant(size)),
+      ConstantOp::create(b, loc, DenseElementsAttr::get(boolType, false)));
+  return {wrapped, inRange};
+}
+
 Value OnnxNode::elementFlatIndex(RankedTensorType dt, Value idx, int64_t axis) {
   // The flat index of element p of `idx` is base[p] + idx[p] *
   // stride(axis), base[p] the offset of p with its axis coordinate 0 (a
@@ -400,19 +411,7 @@ Value OnnxNode::elementFlatIndex(RankedTensorType dt, Value idx, int64_t axis) {
   };
   if (it.getElementType() != b.getI64Type())
     idx = CastOp::create(b, loc, i64, idx);
-  auto boolType = RankedTensorType::get(it.getShape(), b.getI1Type());
-  Value negative =
-      CompareOp::create(b, loc, boolType, ComparePredicate::LT, idx,
-                        constant(0));
-  Value wrapped = SelectOp::create(
-      b, loc, negative, AddOp::create(b, loc, idx, constant(size)), idx);
-  Value inRange = SelectOp::create(
-      b, loc,
-      CompareOp::create(b, loc, boolType, ComparePredicate::GE, wrapped,
-                        constant(0)),
-      CompareOp::create(b, loc, boolType, ComparePredicate::LT, wrapped,
-                        constant(size)),
-      ConstantOp::create(b, loc, DenseElementsAttr::get(boolType, false)));
+  auto [wrapped, inRange] = wrapIndex(idx, size);
   Value flatIdx = AddOp::create(
       b, loc,
       ConstantOp::create(
