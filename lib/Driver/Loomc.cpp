@@ -829,7 +829,7 @@ int runLoomc(Options &opts, const loom::LoomcExtensions &extensions) {
     t.keepPredict = true;
     PassManager pm(&context);
     // The target decides which fused ops the training step may use (the
-    // fused attention and LM head run on the CPU target only); only the
+    // fused LM head runs on the CPU target only); only the
     // training passes are built here.
     loom::CodegenOptions targetOnly;
     targetOnly.target = opts.target;
