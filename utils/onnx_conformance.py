@@ -35,7 +35,10 @@ compiled failure of a model whose interpreter numbers pass, unless
 EXPECTED_COMPILED_FAILURES states why. --compiled-xfail names open, reported
 codegen bugs (XFAIL; one that passes fails the run). --compiled-filter
 restricts the compiled run to the models whose test name matches a regular
-expression. Docs: docs/onnx-import.md, "Compiled conformance".
+expression. --also-target TARGET compiles and runs every model for a second
+target too (its own --also-target-flags and --also-expect), from the same
+import and interpreter run. Docs: docs/onnx-import.md, "Compiled
+conformance".
 
 With --expect FILE the counts are pinned: FILE lists every model of the data
 set that does not pass every stage, with the stage where it stops
@@ -50,7 +53,8 @@ Usage: onnx_conformance.py --loomc build/bin/loomc [--data DIR] [--json OUT]
            [--run [--interp build/bin/loom-interp]]
            [--compiled [--loom-run build/bin/loom-run]
             [--compiled-filter REGEX] [--compiled-xfail TEST,...]
-            [--keep-failures DIR]]
+            [--keep-failures DIR] [--target T] [--target-flags F]
+            [--also-target T [--also-target-flags F] [--also-expect FILE]]]
            [--expect FILE] [--write-expect FILE]
 """
 import argparse
@@ -624,12 +628,11 @@ def run_deferred(folder, loom_run, timeout, jobs):
 
 
 # loomc flags of --compiled (main sets them from --target).
-TARGET_FLAGS = ["--target=cpu"]
-
 
 def run_compiled(loomc, loom_run, path, timeout, keep=None, only=None,
-                 defer=None):
-    """Compiles the model at `path` with --target=cpu and runs it with
+                 defer=None, target_flags=("--target=cpu",)):
+    """Compiles the model at `path` with `target_flags` (loomc's --target
+    and the flags that go with it) and runs it with
     loom-run on every test data set; `only` names the inputs to bind (see
     needed_bindings).
 
@@ -665,8 +668,8 @@ def run_compiled(loomc, loom_run, path, timeout, keep=None, only=None,
             artifact = artifacts.get(key)
             if artifact is None:
                 artifact = os.path.join(tmp, "m%d.loom" % len(artifacts))
-                bad = run_tool([loomc, path, "-o", artifact] + TARGET_FLAGS
-                               + binds, timeout, "loomc")
+                bad = run_tool([loomc, path, "-o", artifact] +
+                               list(target_flags) + binds, timeout, "loomc")
                 if bad:
                     status = "compile-fail" if bad[0] == "failed" else bad[0]
                     result = (status, "%s: %s" % (data_set, bad[1]), 0.0)
@@ -904,6 +907,16 @@ def main():
                          "fake CUDA driver)")
     ap.add_argument("--target-flags", default="",
                     help="with --compiled: more loomc flags")
+    ap.add_argument("--also-target", metavar="TARGET",
+                    help="with --compiled: compile and run each model for "
+                         "this target too, from the same import and "
+                         "interpreter run (its results, compiled summary "
+                         "and expectations are printed after the first "
+                         "target's, under '== also --target=TARGET')")
+    ap.add_argument("--also-target-flags", default="",
+                    help="with --also-target: its more loomc flags")
+    ap.add_argument("--also-expect", metavar="FILE",
+                    help="with --also-target: its expectations file")
     ap.add_argument("--compiled", action="store_true",
                     help="also compile each imported model with "
                          "--target=cpu and run it with loom-run on its test "
@@ -960,7 +973,23 @@ def main():
             expected = read_expectations(args.expect)
         except OSError as e:
             ap.error("--expect: %s" % e)
-    TARGET_FLAGS[:] = ["--target=" + args.target] + args.target_flags.split()
+    if args.also_target and not args.compiled:
+        ap.error("--also-target needs --compiled")
+    if args.also_target and (args.write_expect or args.defer_run):
+        ap.error("--also-target checks a run of two targets: no "
+                 "--write-expect or --defer-run (run one target at a time)")
+    if args.also_expect and not args.also_target:
+        ap.error("--also-expect needs --also-target")
+    also_expected = None
+    if args.also_expect:
+        try:
+            also_expected = read_expectations(args.also_expect)
+        except OSError as e:
+            ap.error("--also-expect: %s" % e)
+    targets = [["--target=" + args.target] + args.target_flags.split()]
+    if args.also_target:
+        targets.append(["--target=" + args.also_target] +
+                       args.also_target_flags.split())
     if args.compiled:
         args.run = True
         if not args.loom_run:
@@ -1001,7 +1030,8 @@ def main():
         status, message = run_one(
             args.loomc, path, args.timeout,
             os.path.join(tmp, "import.mlir") if tmp else "-", imported)
-        numbers = compiled = only = None
+        numbers = only = None
+        compiled = []
         if args.run and status == "imported":
             try:
                 only = needed_bindings(args.loomc, path, args.timeout)
@@ -1013,12 +1043,13 @@ def main():
         if args.compiled and status == "imported" and (
                 not args.compiled_filter or
                 re.search(args.compiled_filter, name)):
-            try:
-                compiled = run_compiled(args.loomc, args.loom_run, path,
-                                        args.timeout, args.keep_failures,
-                                        only, args.defer_run)
-            except Exception as e:
-                compiled = ("run-fail", "runner: %s" % e, 0.0)
+            for flags in targets:
+                try:
+                    compiled.append(run_compiled(
+                        args.loomc, args.loom_run, path, args.timeout,
+                        args.keep_failures, only, args.defer_run, flags))
+                except Exception as e:
+                    compiled.append(("run-fail", "runner: %s" % e, 0.0))
         return status, message, numbers, compiled, only
 
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
@@ -1039,10 +1070,13 @@ def main():
                                    max_error=numbers[2])
             if only:
                 results[-1]["bound_inputs"] = sorted(only)
-            if compiled is not None:
-                results[-1].update(compiled=compiled[0],
-                                   compiled_message=compiled[1],
-                                   compiled_max_error=compiled[2])
+            for i, c in enumerate(compiled):
+                fields = dict(compiled=c[0], compiled_message=c[1],
+                              compiled_max_error=c[2])
+                if i == 0:
+                    results[-1].update(fields)
+                else:
+                    results[-1]["also"] = fields
             done += 1
             if done % 100 == 0:
                 print("... %d/%d models" % (done, len(models)),
@@ -1110,20 +1144,28 @@ def main():
                       r["test"] in EXPECTED_NUMERIC_FAILURES for r in ran),
                   len(numbers_bugs)))
     if args.compiled:
-        comp = [r for r in results if "compiled" in r]
-        counts = collections.Counter(r["compiled"] for r in comp)
-        print("compiled: %d models run, " % len(comp) +
-              ", ".join("%d %s" % (counts[k], k) for k in COMPILED_COLS) +
-              " (%d expected, %d open bugs), %d unexpected" % (
-                  sum(r.get("compiled_known", False) for r in comp),
-                  sum(r.get("compiled_xfail", False) for r in comp),
-                  len(compiled_bugs)) +
-              (", %d deferred (not run: --defer-run)" % counts["deferred"]
-               if counts["deferred"] else ""))
+        print_compiled_summary(results, compiled_bugs)
     newly_fail = 0
     if args.expect:
         newly_fail = check_expectations(results, supported, expected,
                                         args.expect, complete=not args.filter)
+    if args.also_target:
+        # The second target's view: the same import and interpreter results,
+        # its own compiled ones.
+        print("\n== also --target=%s" % args.also_target)
+        view = []
+        for r in results:
+            v = {k: x for k, x in r.items()
+                 if not k.startswith("compiled") and k != "also"}
+            v.update(r.get("also", {}))
+            view.append(v)
+        also_bugs = report_compiled(view, xfail)
+        compiled_bugs = compiled_bugs + also_bugs
+        print_compiled_summary(view, also_bugs)
+        if also_expected is not None:
+            newly_fail += check_expectations(view, supported, also_expected,
+                                             args.also_expect,
+                                             complete=not args.filter)
     if args.write_expect:
         write_expectations(results, supported, args.write_expect,
                            "--compiled --target=" + args.target
@@ -1215,6 +1257,20 @@ def report_numbers(results, compiled=False):
         if not known:
             unexpected.append(r)
     return unexpected
+
+
+def print_compiled_summary(results, bugs):
+    """Prints the 'compiled: ...' counts line of one target's results."""
+    comp = [r for r in results if "compiled" in r]
+    counts = collections.Counter(r["compiled"] for r in comp)
+    print("compiled: %d models run, " % len(comp) +
+          ", ".join("%d %s" % (counts[k], k) for k in COMPILED_COLS) +
+          " (%d expected, %d open bugs), %d unexpected" % (
+              sum(r.get("compiled_known", False) for r in comp),
+              sum(r.get("compiled_xfail", False) for r in comp),
+              len(bugs)) +
+          (", %d deferred (not run: --defer-run)" % counts["deferred"]
+           if counts["deferred"] else ""))
 
 
 def compiled_reason(r):
