@@ -15,6 +15,11 @@ is printed with its reason and counts as a failure (exit status 1).
     .venv/bin/python bench/long_context.py --model qwen2 --seqs 512,1024,2048,4096
     .venv/bin/python bench/long_context.py --model gpt2_small --batch 8 --seqs 1024 \\
         --variants fused,unfused_head
+    .venv/bin/python bench/long_context.py --seqs 512,2048 \\
+        --flags="--precision=bf16 --target=cuda:sm_90"
+
+--flags adds loomc flags to every compilation (a later --target wins over
+the default --target=cpu).
 """
 import argparse
 import os
@@ -52,6 +57,9 @@ def main():
     ap.add_argument("--loomc", default=os.path.join(
         real_suite.ROOT, "build", "bin", "loomc"))
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--flags", default="",
+                    help="more loomc flags for every compilation, e.g. "
+                         "--precision=bf16 or --target=cuda:sm_90")
     args = ap.parse_args()
     variants = args.variants.split(",")
     bad = [v for v in variants if v not in VARIANTS]
@@ -60,9 +68,10 @@ def main():
     work = args.workdir or tempfile.mkdtemp(prefix="long-context-")
     os.makedirs(work, exist_ok=True)
     info = run.machine_info()
-    print("machine: %s, %s cores; %s; model %s, batch %d" %
+    print("machine: %s, %s cores; %s; model %s, batch %d%s" %
           (info.get("cpu", "?"), info["nproc"], info["date"], args.model,
-           args.batch), flush=True)
+           args.batch, "; loomc " + args.flags if args.flags else ""),
+          flush=True)
     # What prepare() reads of run.py's options.
     opts = argparse.Namespace(batch=args.batch, image_size=0, classes=0,
                               seq=0)
@@ -82,7 +91,7 @@ def main():
             fail, out, secs = run.compile_loom(
                 args.loomc, paths["opts"]["onnx"], art,
                 os.path.join(sub, v + ".loomc.log"),
-                ["--report"] + VARIANTS[v])
+                ["--report"] + VARIANTS[v] + args.flags.split())
             if fail:
                 print("T=%d %s: %s" % (seq, v, fail.get("error")), flush=True)
                 failed = True

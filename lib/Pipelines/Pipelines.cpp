@@ -81,12 +81,15 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
 #include "loom/Pipelines/TrainingOptions.def"
   AttachLoss.keepPredict = options.keepPredict;
   // The fused attention runs in f32 on both targets (the CPU runtime's
-  // kernel, generated kernels on CUDA); the fused LM head on the CPU target
-  // only: elsewhere the chains stay (docs/training.md, "Attention"; without
-  // a target, as for the CPU). Attention splits by heads under --tp; the LM
+  // kernel, generated kernels on CUDA), at every precision: it is
+  // loom.KeepF32, so under --precision=bf16/fp16 loom-mixed-precision gives
+  // it f32 copies of the 16-bit projections (no T x T tensor in any
+  // precision). The fused LM head on the CPU target in fp32 only:
+  // elsewhere the chains stay (docs/training.md, "Attention"; without a
+  // target, as for the CPU). Attention splits by heads under --tp; the LM
   // head has no tensor-parallel rule (with --tp the vocabulary-parallel
   // cross-entropy of loom-tensor-parallel applies instead).
-  bool fusedAttention = options.precision == "fp32";
+  bool fusedAttention = true;
   bool fusedHead = !cuda && options.precision == "fp32";
   pm.addPass(createRecognizeDropoutPass(RecognizeDropout));
   if (fusedAttention)
