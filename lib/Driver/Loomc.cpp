@@ -136,6 +136,12 @@ struct Options {
                         cl::desc("List the ONNX ops (default domain) Loom "
                                  "imports, one per line, and exit"),
                         cl::cat(category)};
+  cl::opt<bool> emitLocations{
+      "emit-locations",
+      cl::desc("With --emit: print each op's location (the ONNX node or "
+               "JSON node it comes from) too, so that loom-opt, continuing "
+               "from the printed module, names the nodes as loomc does"),
+      cl::cat(category)};
   cl::opt<bool> summary{"summary",
                         cl::desc("Print a summary of the imported model "
                                  "(inputs, outputs, parameters, ops) to "
@@ -518,6 +524,14 @@ int printOutput(const std::string &output, llvm::raw_ostream &err,
 
 /// --target: the code-generation phases up to `stopAfter`, then the IR of
 /// that phase printed, the PTX, or the artifact written.
+/// How --emit prints the module (--emit-locations).
+OpPrintingFlags printingFlags(const Options &opts) {
+  OpPrintingFlags flags;
+  if (opts.emitLocations)
+    flags.enableDebugInfo();
+  return flags;
+}
+
 int compileForTarget(ModuleOp module, Options &opts,
                      const loom::CodegenTarget &target, loom::Phase stopAfter,
                      const loom::LoomcExtensions &extensions,
@@ -558,7 +572,9 @@ int compileForTarget(ModuleOp module, Options &opts,
   }
   if (stopAfter != loom::Phase::Artifact)
     return printOutput(opts.output, err,
-                       [&](llvm::raw_ostream &os) { module.print(os); });
+                       [&](llvm::raw_ostream &os) {
+                         module.print(os, printingFlags(opts));
+                       });
 
   loom::ArtifactOptions artifact;
   artifact.dir = opts.output;
@@ -884,7 +900,7 @@ int runLoomc(Options &opts, const loom::LoomcExtensions &extensions) {
     err << "loomc: error: " << error << "\n";
     return 1;
   }
-  module->print(out->os());
+  module->print(out->os(), printingFlags(opts));
   out->os() << "\n";
   out->keep();
   return 0;

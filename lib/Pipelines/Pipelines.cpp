@@ -119,6 +119,7 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
   bool cuda = target && target->cuda;
   pm.addPass(createInlinerPass());
   pm.addPass(createCSEPass());
+  pm.addPass(createInputChecksPass());
   pm.addPass(createScheduleCollectivesPass());
   if (cuda) // no runtime attention kernel there
     pm.addPass(createAttentionKernelsPass());

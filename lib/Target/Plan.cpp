@@ -15,6 +15,7 @@
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Import/Import.h"
+#include "loom/Transforms/InputChecks.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FileSystem.h"
@@ -89,6 +90,22 @@ struct EntryWriter {
                            {"dtype", dtypeName(t.getElementType())},
                            {"shape", std::move(shape)}});
     return buffers.size() - 1;
+  }
+
+  /// An integer input's `checks` (kInputChecksAttr, loom-input-checks):
+  /// the values the ops reading it accept.
+  static llvm::json::Array inputChecks(ArrayAttr checks) {
+    llvm::json::Array out;
+    for (auto check : checks.getAsRange<DictionaryAttr>()) {
+      llvm::json::Object c;
+      for (StringRef key : {"min", "max", "ignore"})
+        if (auto v = check.getAs<IntegerAttr>(key))
+          c[key] = v.getInt();
+      if (auto op = check.getAs<StringAttr>("op"))
+        c["op"] = op.str();
+      out.push_back(std::move(c));
+    }
+    return out;
   }
 
   /// A binding's `shard` (kShardAttr: one rank's block of a tensor).
@@ -290,6 +307,8 @@ struct EntryWriter {
       llvm::json::Object binding{
           {"name", name}, {"kind", kind}, {"buffer", id}};
       addShard(binding, func.getArgAttrOfType<DictionaryAttr>(i, kShardAttr));
+      if (auto checks = func.getArgAttrOfType<ArrayAttr>(i, kInputChecksAttr))
+        binding["checks"] = inputChecks(checks);
       inputs.push_back(std::move(binding));
     }
     for (Operation &op : func.getBody().front()) {

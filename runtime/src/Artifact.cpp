@@ -441,6 +441,64 @@ bool issueStep(Backend &backend, Arena &arena, const PlanEntry &entry,
   return false;
 }
 
+/// Element `i` of an integer tensor's bytes.
+int64_t integerElement(DType dtype, const void *data, uint64_t i) {
+  auto load = [&](auto zero) {
+    decltype(zero) v;
+    std::memcpy(&v, static_cast<const char *>(data) + i * sizeof v,
+                sizeof v);
+    return static_cast<int64_t>(v);
+  };
+  switch (dtype) {
+  case DType::I64: return load(int64_t{});
+  case DType::I32: return load(int32_t{});
+  case DType::I16: return load(int16_t{});
+  case DType::I8: return load(int8_t{});
+  case DType::U8: return load(uint8_t{});
+  default: return 0; // parsePlan allows checks on integer inputs only
+  }
+}
+
+/// The index of flat element `i` of `shape`, as "[1, 3]".
+std::string elementIndex(const std::vector<int64_t> &shape, uint64_t i) {
+  std::vector<int64_t> at(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    at[d] = shape[d] ? static_cast<int64_t>(i % uint64_t(shape[d])) : 0;
+    i = shape[d] ? i / uint64_t(shape[d]) : 0;
+  }
+  std::string s = "[";
+  for (size_t d = 0; d < at.size(); ++d)
+    s += (d ? ", " : "") + std::to_string(at[d]);
+  return s + "]";
+}
+
+/// An integer input's values against its plan `checks` (the ops that read
+/// it as indices or labels), on the host before the step: the compiled
+/// kernels clamp an index out of range, so this is where a token id past
+/// the vocabulary or a label past the classes is caught.
+bool checkInputValues(const Binding &in, const TensorRef &ref,
+                      const std::string &where, const ErrorSink &sink) {
+  uint64_t n = in.bytes / dtypeSize(in.dtype);
+  for (uint64_t i = 0; i < n; ++i) {
+    int64_t v = integerElement(in.dtype, ref.data, i);
+    for (const InputCheck &c : in.checks) {
+      if ((v >= c.min && v < c.max) || (c.ignore && v == *c.ignore))
+        continue;
+      sink.set(ErrorCode::InvalidArgument,
+               where + ": input " + quoteName(in.name) + ": element " +
+                   elementIndex(in.shape, i) + " is " + std::to_string(v) +
+                   ", outside [" + std::to_string(c.min) + ", " +
+                   std::to_string(c.max) + ")" +
+                   (c.ignore ? " and not " + std::to_string(*c.ignore) +
+                                   " (ignore_index)"
+                             : std::string()) +
+                   ", the values " + c.op + " accepts");
+      return false;
+    }
+  }
+  return true;
+}
+
 } // namespace
 
 std::unique_ptr<Artifact> Artifact::load(const std::string &dir,
@@ -842,6 +900,9 @@ bool Artifact::runImpl(std::string_view entryName,
                      std::to_string(in.bytes));
         return false;
       }
+      if (!in.checks.empty() &&
+          !checkInputValues(in, ref, where, sink))
+        return false;
       bound[i] = &ref;
     }
     auto isResidentInput = [&](const Binding &in) {

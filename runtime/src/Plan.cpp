@@ -363,6 +363,44 @@ bool sameShard(const std::optional<BindingShard> &a,
          a->dim == b->dim && a->groups == b->groups;
 }
 
+bool isIntegerDType(DType d) {
+  return d == DType::I64 || d == DType::I32 || d == DType::I16 ||
+         d == DType::I8 || d == DType::U8;
+}
+
+/// An input's optional `checks`: [{min, max, ignore?, op}], only on an
+/// integer input, min < max.
+std::vector<InputCheck> parseInputChecks(const json &value,
+                                         const std::string &where,
+                                         const Binding &binding) {
+  std::vector<InputCheck> checks;
+  auto it = value.find("checks");
+  if (it == value.end() || it->is_null())
+    return checks;
+  std::string at = fieldWhere(where, "checks");
+  if (!it->is_array())
+    fail(at, std::string("expected an array, got ") + it->type_name());
+  if (binding.kind != BindingKind::Input || !isIntegerDType(binding.dtype))
+    fail(at, "only an integer input has checks, not " +
+                 describe(binding.dtype, binding.shape));
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json &c = (*it)[i];
+    std::string cat = at + "[" + std::to_string(i) + "]";
+    requireObject(c, cat);
+    InputCheck check;
+    check.min = getInt(c, "min", cat);
+    check.max = getInt(c, "max", cat);
+    if (check.min >= check.max)
+      fail(cat, "min " + std::to_string(check.min) + " is not below max " +
+                    std::to_string(check.max));
+    if (c.contains("ignore"))
+      check.ignore = getInt(c, "ignore", cat);
+    check.op = getString(c, "op", cat);
+    checks.push_back(std::move(check));
+  }
+  return checks;
+}
+
 Binding parseBinding(const json &value, const std::string &where,
                      const PlanEntry &entry, const Plan &plan, bool isInput) {
   requireObject(value, where);
@@ -401,6 +439,8 @@ Binding parseBinding(const json &value, const std::string &where,
   binding.shape = buffer.shape;
   binding.bytes = buffer.bytes;
   binding.shard = parseShard(value, where, binding, plan);
+  if (isInput)
+    binding.checks = parseInputChecks(value, where, binding);
   return binding;
 }
 

@@ -635,6 +635,33 @@ def AttentionKernelsPass : Pass<"loom-attention-kernels", "mlir::ModuleOp"> {
   ];
 }
 
+def InputChecksPass : Pass<"loom-input-checks", "mlir::ModuleOp"> {
+  let summary = "Records the ranges of the integer inputs that index tensors.";
+  let description = [{
+    For each function argument marked `loom.input` with an integer element
+    type (token ids, class labels), follows it through `loom.reshape` to the
+    ops that read it as indices, and records on the argument, as
+    `loom.input_checks` (an array of `{min, max, ignore?, op}` dictionaries),
+    the values each accepts:
+
+    - `loom.gather` and `loom.scatter_add` indices: `[-n, n)` for an axis
+      of size `n` (negative indices count from the end);
+    - `loom.cross_entropy` (and `loom.linear_cross_entropy`, and their
+      gradients) labels: `[0, C)` for `C` classes, or the `ignore_index`.
+
+    The plan writes them into the input's binding (`checks`) and the runtime
+    refuses an input with a value outside one of them before the step runs,
+    naming the input, the element and the op (docs/plan-format.md): the
+    compiled kernels clamp such an index to stay in their buffers, so
+    without the check a token id past the vocabulary would train silently
+    on the wrong row. Indices computed in the step (not an input) are not
+    covered. The code-generation pipeline runs it first, after inlining.
+  }];
+  let statistics = [
+    Statistic<"numChecks", "num-checks", "Input ranges recorded">,
+  ];
+}
+
 def ScheduleCollectivesPass : Pass<"loom-schedule-collectives",
                                    "mlir::ModuleOp"> {
   let summary = "Issues every collective as soon as its operand exists.";

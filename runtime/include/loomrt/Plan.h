@@ -114,6 +114,15 @@ struct BindingShard {
   bool alongDim() const noexcept { return dim >= 0; }
 };
 
+/// The values an integer input must hold (plan `checks`, written by
+/// loomc's loom-input-checks): those in [min, max), or `ignore`. `op`
+/// names the op that reads the input as indices or labels.
+struct InputCheck {
+  int64_t min = 0, max = 0;
+  std::optional<int64_t> ignore;
+  std::string op;
+};
+
 /// One input or output of an entry point, as the plan declares it.
 struct Binding {
   std::string name; ///< loom.param / loom.opt_state / loom.input / ... name
@@ -124,6 +133,8 @@ struct Binding {
   uint64_t bytes = 0;         ///< the buffer's
   /// Set when the buffer holds this rank's slice of the tensor.
   std::optional<BindingShard> shard;
+  /// An integer input's accepted values (empty: any).
+  std::vector<InputCheck> checks;
 
   /// The tensor's own shape: the whole tensor's when sharded. What
   /// params.safetensors, checkpoints and the trainer's tensors hold.
