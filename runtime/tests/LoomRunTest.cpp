@@ -9,6 +9,7 @@
 #include "Fixtures.h"
 
 #include "loomrt/Artifact.h"
+#include "loomrt/LoomRun.h"
 #include "loomrt/Trainer.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +20,9 @@
 #include <fstream>
 #include <poll.h>
 #include <random>
+#include <regex>
+#include <set>
+#include <string>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -103,6 +107,39 @@ protected:
 #define EXPECT_OUTPUT(outcome, text)                                           \
   EXPECT_NE((outcome).output.find(text), std::string::npos)                    \
       << "output: " << (outcome).output
+
+// loom-run's flags come from one table (loomRunFlags): --help and
+// docs/loom-run.md describe every one of them, and --help names no other
+// loom-run flag (the loomc flags it mentions are listed here).
+TEST_F(LoomRunTest, FlagTableMatchesHelpAndDocs) {
+  std::vector<std::string> flags = loomRunFlags();
+  std::set<std::string> table(flags.begin(), flags.end());
+  EXPECT_EQ(table.size(), flags.size()) << "a flag is in the table twice";
+  Outcome help = loomRun({"--help"});
+  ASSERT_EQ(help.status, 0);
+  std::ifstream in(LOOMRT_LOOM_RUN_DOCS);
+  ASSERT_TRUE(in) << LOOMRT_LOOM_RUN_DOCS;
+  std::string docs((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  auto mentions = [](const std::string &text, const std::string &flag) {
+    std::regex word("--" + flag + "([^a-z0-9-]|$)");
+    return std::regex_search(text, word);
+  };
+  for (const std::string &flag : flags) {
+    EXPECT_TRUE(mentions(help.output, flag)) << "--help lacks --" << flag;
+    EXPECT_TRUE(mentions(docs, flag)) << "docs/loom-run.md lacks --" << flag;
+  }
+  const std::set<std::string> loomcFlags = {"target", "dp", "zero", "tp",
+                                            "pp"};
+  std::regex any("--([a-z][a-z0-9-]*)");
+  for (auto it = std::sregex_iterator(help.output.begin(), help.output.end(),
+                                      any);
+       it != std::sregex_iterator(); ++it) {
+    std::string name = (*it)[1];
+    EXPECT_TRUE(table.count(name) || loomcFlags.count(name))
+        << "--help names --" << name << ", which is not in the flag table";
+  }
+}
 
 TEST_F(LoomRunTest, HelpAndUsageErrors) {
   Outcome o = loomRun({"--help"});

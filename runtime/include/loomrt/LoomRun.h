@@ -9,6 +9,8 @@
 #define LOOMRT_LOOMRUN_H
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace loomrt {
 
@@ -23,6 +25,11 @@ enum LoomRunExit : int {
 /// and notes to `out`/`err` (null: stdout/stderr). Returns the exit status.
 int loomRunMain(int argc, const char *const *argv, std::FILE *out = nullptr,
                 std::FILE *err = nullptr) noexcept;
+
+/// The names (without "--") of every flag loom-run takes, from its one
+/// flag table, in the table's order (for the test that --help and
+/// docs/loom-run.md describe exactly these).
+std::vector<std::string> loomRunFlags();
 
 } // namespace loomrt
 

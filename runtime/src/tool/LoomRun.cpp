@@ -238,76 +238,8 @@ struct Args {
   MpiOptions mpi; // --ranks-per-node, --allreduce
   StepCollectives collectives = StepCollectives::Auto; // --collectives
   std::set<std::string> given; // flags seen, for mode checks
-};
-
-struct Flag {
-  const char *name;
-  bool value;
-};
-
-const Flag kFlags[] = {
-    {"entry", true},          {"train", false},
-    {"info", false},          {"export-onnx", true},
-    {"input", true},          {"params", true},
-    {"output-dir", true},     {"seed", true},
-    {"data", true},           {"steps", true},
-    {"batch-size", true},     {"accumulate", true},
-    {"eval-data", true},      {"eval-every", true},
-    {"resume", true},         {"checkpoint-dir", true},
-    {"save-every", true},     {"keep-checkpoints", true},
-    {"metrics", true},        {"save-params", true},
-    {"progress", true},       {"quiet", false},
-    {"no-prefetch", false},   {"onnx", true},
-    {"help", false},          {"version", false},
-    {"no-cuda-graph", false}, {"threads", true},
-    {"profile", true},        {"check-numerics", false},
-    {"ranks-per-node", true}, {"allreduce", true},
-    {"collective-timeout", true}, {"bucket-mb", true},
-    {"collectives", true},    {"pp-trace", true},
-    {"grad-compression", true},
-    {"tokens", true},         {"labels-input", true},
-    {"doc-separator", true},  {"documents-input", true},
-    {"positions-input", true}, {"data-trace", true},
-};
-
-/// Flags that only make sense in some modes.
-const std::map<std::string, std::set<Mode>> kFlagModes = {
-    {"input", {Mode::Entry}},
-    {"output-dir", {Mode::Entry}},
-    {"data", {Mode::Train}},
-    {"steps", {Mode::Train}},
-    {"batch-size", {Mode::Train}},
-    {"accumulate", {Mode::Train}},
-    {"eval-data", {Mode::Train}},
-    {"eval-every", {Mode::Train}},
-    {"checkpoint-dir", {Mode::Train}},
-    {"save-every", {Mode::Train}},
-    {"keep-checkpoints", {Mode::Train}},
-    {"metrics", {Mode::Train}},
-    {"save-params", {Mode::Train}},
-    {"progress", {Mode::Train}},
-    {"no-prefetch", {Mode::Train}},
-    {"no-cuda-graph", {Mode::Train, Mode::Entry}},
-    {"threads", {Mode::Train, Mode::Entry}},
-    {"ranks-per-node", {Mode::Train}},
-    {"allreduce", {Mode::Train}},
-    {"collective-timeout", {Mode::Train}},
-    {"bucket-mb", {Mode::Train}},
-    {"pp-trace", {Mode::Train}},
-    {"grad-compression", {Mode::Train}},
-    {"tokens", {Mode::Train}},
-    {"labels-input", {Mode::Train}},
-    {"doc-separator", {Mode::Train}},
-    {"documents-input", {Mode::Train}},
-    {"positions-input", {Mode::Train}},
-    {"data-trace", {Mode::Train}},
-    {"collectives", {Mode::Train, Mode::Entry}},
-    {"profile", {Mode::Train, Mode::Entry}},
-    {"check-numerics", {Mode::Train, Mode::Entry}},
-    {"resume", {Mode::Train, Mode::Export}},
-    {"params", {Mode::Train, Mode::Entry, Mode::Export}},
-    {"seed", {Mode::Train, Mode::Entry}},
-    {"onnx", {Mode::Train, Mode::Export}},
+  bool modeSet = false;        // a mode flag was given
+  bool help = false, version = false;
 };
 
 const char *modeFlag(Mode mode) {
@@ -360,17 +292,272 @@ uint64_t parseSeed(const std::string &text) {
   return value;
 }
 
+/// Sets the run's mode (--entry, --train, --info, --export-onnx): one only.
+void setMode(Args &args, Mode mode) {
+  if (args.modeSet && args.mode != mode)
+    usage(std::string("give one mode: ") + modeFlag(args.mode) + " and " +
+          modeFlag(mode) + " conflict");
+  args.mode = mode;
+  args.modeSet = true;
+}
+
+/// One of `choices` (value -> result), or a usage error listing them.
+template <typename T>
+T parseChoice(const std::string &flag, const std::string &value,
+              std::initializer_list<std::pair<const char *, T>> choices) {
+  std::string names;
+  for (const auto &[name, result] : choices) {
+    if (value == name)
+      return result;
+    names += (names.empty() ? "" : ", ") + std::string(name);
+  }
+  size_t comma = names.rfind(", ");
+  if (comma != std::string::npos)
+    names.replace(comma, 2, " or ");
+  usage("--" + flag + " expects " + names + ", got '" + value + "'");
+}
+
+/// The modes a flag applies to (bits of 1 << Mode); kAnyMode: every mode.
+using Modes = unsigned;
+constexpr Modes bit(Mode m) { return 1u << unsigned(m); }
+constexpr Modes kAnyMode = 0;
+constexpr Modes kEntry = bit(Mode::Entry), kTrain = bit(Mode::Train),
+                kExport = bit(Mode::Export);
+
+/// Every flag of loom-run, once: its name, whether it takes a value, the
+/// modes it applies to, and what it sets. --help (kHelp) describes each;
+/// LoomRunTest.FlagTableMatchesHelpAndDocs checks that the help and
+/// docs/loom-run.md name exactly these.
+struct Flag {
+  const char *name;
+  bool value;
+  Modes modes;
+  void (*apply)(Args &args, const std::string &value);
+};
+
+const Flag kFlags[] = {
+    // Modes.
+    {"entry", true, kAnyMode,
+     [](Args &a, const std::string &v) {
+       if (v.empty())
+         usage("--entry needs an entry name");
+       setMode(a, Mode::Entry);
+       a.entry = v;
+     }},
+    {"train", false, kAnyMode,
+     [](Args &a, const std::string &) { setMode(a, Mode::Train); }},
+    {"info", false, kAnyMode,
+     [](Args &a, const std::string &) { setMode(a, Mode::Info); }},
+    {"export-onnx", true, kAnyMode,
+     [](Args &a, const std::string &v) { a.exportOnnx = v; }},
+    {"help", false, kAnyMode,
+     [](Args &a, const std::string &) { a.help = true; }},
+    {"version", false, kAnyMode,
+     [](Args &a, const std::string &) { a.version = true; }},
+    // Evaluating an entry.
+    {"input", true, kEntry,
+     [](Args &a, const std::string &v) {
+       size_t eq = v.find('=');
+       if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+         usage("--input expects NAME=FILE.npy, got '" + v + "'");
+       a.inputs.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+     }},
+    {"output-dir", true, kEntry,
+     [](Args &a, const std::string &v) { a.outputDir = v; }},
+    {"params", true, kTrain | kEntry | kExport,
+     [](Args &a, const std::string &v) { a.train.paramsPath = v; }},
+    {"seed", true, kTrain | kEntry,
+     [](Args &a, const std::string &v) { a.train.seed = parseSeed(v); }},
+    // Training: data.
+    {"data", true, kTrain,
+     [](Args &a, const std::string &v) { a.train.dataPath = v; }},
+    {"tokens", true, kTrain,
+     [](Args &a, const std::string &v) {
+       a.train.tokens.format = parseChoice<TokenFormat>(
+           "tokens", v,
+           {{"uint16", TokenFormat::U16},
+            {"uint32", TokenFormat::U32},
+            {"megatron", TokenFormat::Megatron}});
+     }},
+    {"labels-input", true, kTrain,
+     [](Args &a, const std::string &v) { a.train.tokens.labels = v; }},
+    {"doc-separator", true, kTrain,
+     [](Args &a, const std::string &v) {
+       a.train.tokens.docSeparator = parseCount("doc-separator", v);
+     }},
+    {"documents-input", true, kTrain,
+     [](Args &a, const std::string &v) { a.train.tokens.documentsInput = v; }},
+    {"positions-input", true, kTrain,
+     [](Args &a, const std::string &v) { a.train.tokens.positionsInput = v; }},
+    {"data-trace", true, kTrain,
+     [](Args &a, const std::string &v) { a.train.dataTracePath = v; }},
+    {"no-prefetch", false, kTrain,
+     [](Args &a, const std::string &) { a.train.prefetch = false; }},
+    // Training: the schedule.
+    {"steps", true, kTrain,
+     [](Args &a, const std::string &v) {
+       a.train.steps = parseCount("steps", v);
+     }},
+    {"batch-size", true, kTrain,
+     [](Args &a, const std::string &v) {
+       a.train.batchSize = parseCount("batch-size", v);
+       if (a.train.batchSize == 0)
+         usage("--batch-size must be positive");
+     }},
+    {"accumulate", true, kTrain,
+     [](Args &a, const std::string &v) {
+       a.train.accumulate = parseCount("accumulate", v);
+       if (a.train.accumulate == 0)
+         usage("--accumulate must be at least 1");
+     }},
+    {"eval-data", true, kTrain,
+     [](Args &a, const std::string &v) { a.train.evalDataPath = v; }},
+    {"eval-every", true, kTrain,
+     [](Args &a, const std::string &v) {
+       a.train.evalEvery = parseCount("eval-every", v);
+     }},
+    // Training: state and files.
+    {"resume", true, kTrain | kExport,
+     [](Args &a, const std::string &v) { a.train.resumePath = v; }},
+    {"checkpoint-dir", true, kTrain,
+     [](Args &a, const std::string &v) { a.train.checkpointDir = v; }},
+    {"save-every", true, kTrain,
+     [](Args &a, const std::string &v) {
+       a.train.saveEvery = parseCount("save-every", v);
+     }},
+    {"keep-checkpoints", true, kTrain,
+     [](Args &a, const std::string &v) {
+       a.train.keepCheckpoints = parseCount("keep-checkpoints", v);
+     }},
+    {"metrics", true, kTrain,
+     [](Args &a, const std::string &v) { a.train.metricsPath = v; }},
+    {"save-params", true, kTrain,
+     [](Args &a, const std::string &v) { a.train.saveParamsPath = v; }},
+    {"progress", true, kTrain,
+     [](Args &a, const std::string &v) {
+       a.train.progress = parseChoice<ProgressMode>(
+           "progress", v,
+           {{"auto", ProgressMode::Auto},
+            {"bar", ProgressMode::Bar},
+            {"lines", ProgressMode::Lines},
+            {"none", ProgressMode::None}});
+     }},
+    {"quiet", false, kAnyMode,
+     [](Args &a, const std::string &) { a.quiet = true; }},
+    // Several ranks.
+    {"ranks-per-node", true, kTrain,
+     [](Args &a, const std::string &v) {
+       int64_t n = parseCount("ranks-per-node", v);
+       if (n < 1 || n > 65536)
+         usage("--ranks-per-node expects 1 to 65536, got '" + v + "'");
+       a.mpi.ranksPerNode = int(n);
+     }},
+    {"allreduce", true, kTrain,
+     [](Args &a, const std::string &v) {
+       a.mpi.allReduce = parseChoice<std::string>(
+           "allreduce", v,
+           {{"auto", "auto"}, {"flat", "flat"}, {"hierarchical", "hierarchical"}});
+     }},
+    {"bucket-mb", true, kTrain,
+     [](Args &a, const std::string &v) {
+       double mb = parseAmount("bucket-mb", v, "MiB");
+       if (mb > 1048576)
+         usage("--bucket-mb expects 0 to 1048576, got '" + v + "'");
+       a.train.bucketBytes = uint64_t(mb * 1048576.0);
+     }},
+    {"collective-timeout", true, kTrain,
+     [](Args &a, const std::string &v) {
+       a.mpi.timeoutSeconds = parseAmount("collective-timeout", v, "seconds");
+     }},
+    {"collectives", true, kTrain | kEntry,
+     [](Args &a, const std::string &v) {
+       a.collectives = parseChoice<StepCollectives>(
+           "collectives", v,
+           {{"auto", StepCollectives::Auto},
+            {"mpi", StepCollectives::Host},
+            {"nccl", StepCollectives::Device}});
+     }},
+    {"pp-trace", true, kTrain,
+     [](Args &a, const std::string &v) { a.train.pipelineTracePath = v; }},
+    {"grad-compression", true, kTrain,
+     [](Args &a, const std::string &v) {
+       std::string why;
+       if (!parseGradCompression(v, nullptr, &why))
+         usage("--grad-compression: " + why);
+       a.train.gradCompression = v;
+     }},
+    // Backends and diagnostics.
+    {"threads", true, kTrain | kEntry,
+     [](Args &a, const std::string &v) {
+       int64_t n = parseCount("threads", v);
+       if (n < 1 || n > 4096)
+         usage("--threads expects 1 to 4096, got '" + v + "'");
+       a.threads = int(n);
+     }},
+    {"no-cuda-graph", false, kTrain | kEntry,
+     [](Args &a, const std::string &) { a.cudaGraphs = false; }},
+    {"profile", true, kTrain | kEntry,
+     [](Args &a, const std::string &v) { a.profilePath = v; }},
+    {"check-numerics", false, kTrain | kEntry,
+     [](Args &a, const std::string &) { a.checkNumerics = true; }},
+    // ONNX export.
+    {"onnx", true, kTrain | kExport,
+     [](Args &a, const std::string &v) { a.onnxSource = v; }},
+};
+
+} // namespace
+
+std::vector<std::string> loomRunFlags() {
+  std::vector<std::string> names;
+  for (const Flag &f : kFlags)
+    names.emplace_back(f.name);
+  return names;
+}
+
+namespace {
+
+/// The flag named `name`, or a usage error.
+const Flag &findFlag(const std::string &name) {
+  for (const Flag &f : kFlags)
+    if (name == f.name)
+      return f;
+  usage("unknown option '--" + name + "' (see --help)");
+}
+
+/// What the flags say taken together: one mode, each flag in a mode it
+/// applies to, what each mode needs.
+void checkCombination(Args &args) {
+  if (!args.exportOnnx.empty() && !args.modeSet)
+    setMode(args, Mode::Export);
+  if (args.mode == Mode::None)
+    usage("no mode: give --entry=NAME, --train, --info or --export-onnx "
+          "(see --help)");
+  if (!args.exportOnnx.empty() && args.mode != Mode::Train &&
+      args.mode != Mode::Export)
+    usage("--export-onnx goes with --train or alone, not with " +
+          std::string(modeFlag(args.mode)));
+  for (const std::string &name : args.given) {
+    const Flag &flag = findFlag(name);
+    if (flag.modes != kAnyMode && !(flag.modes & bit(args.mode)))
+      usage("--" + name + " does not apply to " + modeFlag(args.mode));
+  }
+  if (args.mode == Mode::Entry && args.outputDir.empty())
+    usage("--entry needs --output-dir DIR");
+  if (args.mode == Mode::Train) {
+    if (args.train.dataPath.empty())
+      usage("--train needs --data FILE.npz");
+    if (!args.given.count("steps"))
+      usage("--train needs --steps N");
+  }
+  if (args.quiet) {
+    args.train.progress = ProgressMode::None;
+    args.train.warnings = false;
+  }
+}
+
 Args parseArgs(int argc, const char *const *argv, bool &help, bool &version) {
   Args args;
   std::vector<std::string> positional;
-  bool modeSet = false;
-  auto setMode = [&](Mode mode) {
-    if (modeSet && args.mode != mode)
-      usage(std::string("give one mode: ") + modeFlag(args.mode) + " and " +
-            modeFlag(mode) + " conflict");
-    args.mode = mode;
-    modeSet = true;
-  };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i] ? argv[i] : "";
     if (arg == "--") {
@@ -393,162 +580,21 @@ Args parseArgs(int argc, const char *const *argv, bool &help, bool &version) {
       name = name.substr(0, eq);
       hasValue = true;
     }
-    const Flag *flag = nullptr;
-    for (const Flag &f : kFlags)
-      if (name == f.name)
-        flag = &f;
-    if (!flag)
-      usage("unknown option '--" + name + "' (see --help)");
-    if (flag->value && !hasValue) {
+    const Flag &flag = findFlag(name);
+    if (flag.value && !hasValue) {
       if (i + 1 >= argc || !argv[i + 1])
         usage("--" + name + " needs a value");
       value = argv[++i];
-    } else if (!flag->value && hasValue) {
+    } else if (!flag.value && hasValue) {
       usage("--" + name + " takes no value");
     }
     if (name != "input" && !args.given.insert(name).second)
       usage("--" + name + " given twice");
     args.given.insert(name);
-    TrainOptions &t = args.train;
-    if (name == "help")
-      help = true;
-    else if (name == "version")
-      version = true;
-    else if (name == "entry") {
-      if (value.empty())
-        usage("--entry needs an entry name");
-      setMode(Mode::Entry);
-      args.entry = value;
-    } else if (name == "train")
-      setMode(Mode::Train);
-    else if (name == "info")
-      setMode(Mode::Info);
-    else if (name == "export-onnx")
-      args.exportOnnx = value;
-    else if (name == "input") {
-      size_t eq = value.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == value.size())
-        usage("--input expects NAME=FILE.npy, got '" + value + "'");
-      args.inputs.emplace_back(value.substr(0, eq), value.substr(eq + 1));
-    } else if (name == "params")
-      t.paramsPath = value;
-    else if (name == "output-dir")
-      args.outputDir = value;
-    else if (name == "seed")
-      t.seed = parseSeed(value);
-    else if (name == "data")
-      t.dataPath = value;
-    else if (name == "tokens") {
-      if (value == "uint16")
-        t.tokens.format = TokenFormat::U16;
-      else if (value == "uint32")
-        t.tokens.format = TokenFormat::U32;
-      else if (value == "megatron")
-        t.tokens.format = TokenFormat::Megatron;
-      else
-        usage("--tokens expects uint16, uint32 or megatron, got '" + value +
-              "'");
-    } else if (name == "labels-input")
-      t.tokens.labels = value;
-    else if (name == "doc-separator")
-      t.tokens.docSeparator = parseCount(name, value);
-    else if (name == "documents-input")
-      t.tokens.documentsInput = value;
-    else if (name == "positions-input")
-      t.tokens.positionsInput = value;
-    else if (name == "data-trace")
-      t.dataTracePath = value;
-    else if (name == "steps")
-      t.steps = parseCount(name, value);
-    else if (name == "batch-size") {
-      t.batchSize = parseCount(name, value);
-      if (t.batchSize == 0)
-        usage("--batch-size must be positive");
-    } else if (name == "accumulate") {
-      t.accumulate = parseCount(name, value);
-      if (t.accumulate == 0)
-        usage("--accumulate must be at least 1");
-    } else if (name == "grad-compression") {
-      std::string why;
-      if (!parseGradCompression(value, nullptr, &why))
-        usage("--grad-compression: " + why);
-      t.gradCompression = value;
-    } else if (name == "eval-data")
-      t.evalDataPath = value;
-    else if (name == "eval-every")
-      t.evalEvery = parseCount(name, value);
-    else if (name == "resume")
-      t.resumePath = value;
-    else if (name == "checkpoint-dir")
-      t.checkpointDir = value;
-    else if (name == "save-every")
-      t.saveEvery = parseCount(name, value);
-    else if (name == "keep-checkpoints")
-      t.keepCheckpoints = parseCount(name, value);
-    else if (name == "metrics")
-      t.metricsPath = value;
-    else if (name == "pp-trace")
-      t.pipelineTracePath = value;
-    else if (name == "save-params")
-      t.saveParamsPath = value;
-    else if (name == "progress") {
-      if (value == "auto")
-        t.progress = ProgressMode::Auto;
-      else if (value == "bar")
-        t.progress = ProgressMode::Bar;
-      else if (value == "lines")
-        t.progress = ProgressMode::Lines;
-      else if (value == "none")
-        t.progress = ProgressMode::None;
-      else
-        usage("--progress expects auto, bar, lines or none, got '" + value +
-              "'");
-    } else if (name == "quiet")
-      args.quiet = true;
-    else if (name == "no-prefetch")
-      t.prefetch = false;
-    else if (name == "no-cuda-graph")
-      args.cudaGraphs = false;
-    else if (name == "ranks-per-node") {
-      int64_t n = parseCount(name, value);
-      if (n < 1 || n > 65536)
-        usage("--ranks-per-node expects 1 to 65536, got '" + value + "'");
-      args.mpi.ranksPerNode = int(n);
-    } else if (name == "allreduce") {
-      if (value != "auto" && value != "flat" && value != "hierarchical")
-        usage("--allreduce expects auto, flat or hierarchical, got '" + value +
-              "'");
-      args.mpi.allReduce = value;
-    } else if (name == "bucket-mb") {
-      double mb = parseAmount(name, value, "MiB");
-      if (mb > 1048576)
-        usage("--bucket-mb expects 0 to 1048576, got '" + value + "'");
-      t.bucketBytes = uint64_t(mb * 1048576.0);
-    } else if (name == "collectives") {
-      if (value == "auto")
-        args.collectives = StepCollectives::Auto;
-      else if (value == "mpi")
-        args.collectives = StepCollectives::Host;
-      else if (value == "nccl")
-        args.collectives = StepCollectives::Device;
-      else
-        usage("--collectives expects auto, mpi or nccl, got '" + value + "'");
-    } else if (name == "collective-timeout") {
-      args.mpi.timeoutSeconds = parseAmount(name, value, "seconds");
-    }
-    else if (name == "threads") {
-      int64_t n = parseCount(name, value);
-      if (n < 1 || n > 4096)
-        usage("--threads expects 1 to 4096, got '" + value + "'");
-      args.threads = int(n);
-    }
-    else if (name == "onnx")
-      args.onnxSource = value;
-    else if (name == "profile")
-      args.profilePath = value;
-    else if (name == "check-numerics")
-      args.checkNumerics = true;
+    flag.apply(args, value);
   }
+  help = args.help;
+  version = args.version;
   if (help || version)
     return args;
   if (positional.empty())
@@ -558,32 +604,7 @@ Args parseArgs(int argc, const char *const *argv, bool &help, bool &version) {
     usage("unexpected argument '" + positional[1] +
           "' (one artifact directory is expected)");
   args.artifact = positional[0];
-  if (!args.exportOnnx.empty() && !modeSet)
-    setMode(Mode::Export);
-  if (args.mode == Mode::None)
-    usage("no mode: give --entry=NAME, --train, --info or --export-onnx "
-          "(see --help)");
-  if (!args.exportOnnx.empty() && args.mode != Mode::Train &&
-      args.mode != Mode::Export)
-    usage("--export-onnx goes with --train or alone, not with " +
-          std::string(modeFlag(args.mode)));
-  for (const std::string &name : args.given) {
-    auto it = kFlagModes.find(name);
-    if (it != kFlagModes.end() && !it->second.count(args.mode))
-      usage("--" + name + " does not apply to " + modeFlag(args.mode));
-  }
-  if (args.mode == Mode::Entry && args.outputDir.empty())
-    usage("--entry needs --output-dir DIR");
-  if (args.mode == Mode::Train) {
-    if (args.train.dataPath.empty())
-      usage("--train needs --data FILE.npz");
-    if (!args.given.count("steps"))
-      usage("--train needs --steps N");
-  }
-  if (args.quiet) {
-    args.train.progress = ProgressMode::None;
-    args.train.warnings = false;
-  }
+  checkCombination(args);
   return args;
 }
 
