@@ -73,15 +73,20 @@ std::optional<Range> rangeOf(OpOperand &use) {
     return Range{-n, n, std::nullopt, describe(op), op};
   }
   if (auto ce = dyn_cast<CrossEntropyOp>(op))
-    return labelsRange(op, dimOf(ce.getLogits(), 1), ce.getIgnoreIndex());
+    if (v == ce.getLabels())
+      return labelsRange(op, dimOf(ce.getLogits(), 1), ce.getIgnoreIndex());
+  // The fused LM head and its gradient: the classes are w's output rows or
+  // columns.
+  auto head = [&](auto h) -> std::optional<Range> {
+    if (v != h.getLabels())
+      return std::nullopt;
+    return labelsRange(op, dimOf(h.getW(), h.getTransposeW() ? 0 : 1),
+                       h.getIgnoreIndex());
+  };
   if (auto h = dyn_cast<LinearCrossEntropyOp>(op))
-    if (v == h.getLabels())
-      return labelsRange(op, dimOf(h.getW(), h.getTransposeW() ? 0 : 1),
-                         h.getIgnoreIndex());
+    return head(h);
   if (auto h = dyn_cast<LinearCrossEntropyGradOp>(op))
-    if (v == h.getLabels())
-      return labelsRange(op, dimOf(h.getW(), h.getTransposeW() ? 0 : 1),
-                         h.getIgnoreIndex());
+    return head(h);
   return std::nullopt;
 }
 
