@@ -406,6 +406,12 @@ void printLmHead(ModuleOp module, llvm::raw_ostream &os) {
        << " linear+cross-entropy at "
        << entry.getAs<StringAttr>("node").getValue() << " ("
        << entry.getAs<StringAttr>("detail").getValue() << ")\n";
+  // The CUDA target computes it with GEMMs and kernels, a chunk of rows at
+  // a time (loom-linear-cross-entropy-chunks).
+  if (auto chunks = module->getAttrOfType<ArrayAttr>("loom.lm_head_chunks"))
+    for (auto line : chunks.getAsRange<StringAttr>())
+      os << "    lm head in chunks (GEMMs and generated kernels): "
+         << line.getValue() << "\n";
 }
 
 /// loom-remat's decisions for one entry point (its loom.remat attribute).

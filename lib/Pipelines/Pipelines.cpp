@@ -64,7 +64,7 @@ std::optional<CodegenTarget> loom::parseTarget(StringRef target) {
 
 namespace {
 void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
-                       bool cuda, Phase stopAfter) {
+                       Phase stopAfter) {
   // Each option goes to its pass (the defaults of TrainingOptions.def and
   // of the passes agree: test/Driver/loomc-vs-loom-opt.test).
   RecognizeDropoutPassOptions RecognizeDropout;
@@ -84,13 +84,14 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
   // kernel, generated kernels on CUDA), at every precision: it is
   // loom.KeepF32, so under --precision=bf16/fp16 loom-mixed-precision gives
   // it f32 copies of the 16-bit projections (no T x T tensor in any
-  // precision). The fused LM head on the CPU target in fp32 only:
-  // elsewhere the chains stay (docs/training.md, "Attention"; without a
-  // target, as for the CPU). Attention splits by heads under --tp; the LM
+  // precision). The fused LM head in fp32 only (16-bit heads stay chains;
+  // docs/training.md, "Attention"): the CPU runtime's tiled step, or on
+  // CUDA loom-linear-cross-entropy-chunks's chunks of rows (library GEMMs
+  // and generated kernels). Attention splits by heads under --tp; the LM
   // head has no tensor-parallel rule (with --tp the vocabulary-parallel
   // cross-entropy of loom-tensor-parallel applies instead).
   bool fusedAttention = true;
-  bool fusedHead = !cuda && options.precision == "fp32";
+  bool fusedHead = options.precision == "fp32";
   pm.addPass(createRecognizeDropoutPass(RecognizeDropout));
   if (fusedAttention)
     pm.addPass(createFuseAttentionPass(FuseAttention));
@@ -121,8 +122,12 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
   pm.addPass(createCSEPass());
   pm.addPass(createInputChecksPass());
   pm.addPass(createScheduleCollectivesPass());
-  if (cuda) // no runtime attention kernel there
+  if (cuda) { // no runtime attention or LM head step there
     pm.addPass(createAttentionKernelsPass());
+    LinearCrossEntropyChunksPassOptions chunks;
+    chunks.rows = options.lmHeadRows;
+    pm.addPass(createLinearCrossEntropyChunksPass(chunks));
+  }
   ConvToGemmPassOptions convs;
   convs.libraryConvs = !cuda; // oneDNN's primitives on the CPU
   pm.addPass(createConvToGemmPass(convs));
@@ -183,12 +188,7 @@ void loom::buildPipeline(OpPassManager &pm, const TrainingOptions *training,
   if (stopAfter == Phase::Import)
     return;
   if (training)
-  {
-    std::optional<CodegenTarget> target =
-        codegen ? parseTarget(codegen->target) : std::nullopt;
-    addTrainingPasses(pm, *training, target && target->cuda,
-                      std::min(stopAfter, Phase::Optimizer));
-  }
+    addTrainingPasses(pm, *training, std::min(stopAfter, Phase::Optimizer));
   if (codegen && isCodegenPhase(stopAfter))
     addCodegenPasses(pm, *codegen, stopAfter);
 }

@@ -635,6 +635,39 @@ def AttentionKernelsPass : Pass<"loom-attention-kernels", "mlir::ModuleOp"> {
   ];
 }
 
+def LinearCrossEntropyChunksPass : Pass<"loom-linear-cross-entropy-chunks",
+                                        "mlir::ModuleOp"> {
+  let summary = "Computes fused LM heads in chunks of rows with ordinary ops "
+                "(the CUDA target).";
+  let description = [{
+    Where no runtime step computes the fused language-model head (the CUDA
+    target), expands each `loom.linear_cross_entropy` and
+    `loom.linear_cross_entropy_grad` into ordinary ops over chunks of rows,
+    one chunk after the other: the chunk's logits as a library GEMM, its
+    row log-sum-exp and cross-entropy (forward), or its `dlogits`, `dx`
+    rows and its term of `dw` (backward, the logits recomputed from `x`,
+    `w` and the forward's `lse`). A chunk's `[rows, V]` logits are dead
+    before the next chunk's GEMM, so `loom-plan-memory` reuses their
+    buffers and the arena never holds the `[N, V]` logits. The results are
+    the op's (its definition, evaluated a chunk at a time). The
+    code-generation pipeline runs it for the CUDA target after
+    `loom-input-checks` (which reads the fused op's labels), before
+    `loom-fuse`.
+  }];
+  let options = [
+    Option<"rows", "rows", "int64_t", /*default=*/"0",
+           "Rows per chunk; 0: as many as keep a chunk's logits within "
+           "chunk-elements, in multiples of 128">,
+    Option<"chunkElements", "chunk-elements", "int64_t",
+           /*default=*/"int64_t(1) << 26",
+           "With rows = 0: the most logits (rows times classes) of a chunk">,
+  ];
+  let statistics = [
+    Statistic<"numExpanded", "num-expanded",
+              "Fused LM heads and gradients expanded">,
+  ];
+}
+
 def InputChecksPass : Pass<"loom-input-checks", "mlir::ModuleOp"> {
   let summary = "Records the ranges of the integer inputs that index tensors.";
   let description = [{

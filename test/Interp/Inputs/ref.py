@@ -157,3 +157,36 @@ def pool2d_argmax(x, kernel, strides, padding):
                                 best = (n, c, iy, ix)
                     out[n, c, y, xx] = np.ravel_multi_index(best, x.shape)
     return out
+
+
+def linear_cross_entropy(x, w, labels, reduction, ignore=None, transpose_w=True):
+    """loom.linear_cross_entropy and its gradient in float64: returns
+    (loss, lse, grad) where grad(dloss) gives (dx, dw)."""
+    x = np.asarray(x, np.float64)
+    w = np.asarray(w, np.float64)
+    logits = x @ (w.T if transpose_w else w)
+    m = logits.max(axis=1, keepdims=True)
+    lse = np.log(np.exp(logits - m).sum(axis=1)) + m[:, 0]
+    labels = np.asarray(labels, np.int64)
+    valid = np.ones(len(labels), bool) if ignore is None else labels != ignore
+    safe = np.where(valid, labels, 0)
+    rows = np.where(valid, lse - logits[np.arange(len(labels)), safe], 0.0)
+    count = max(int(valid.sum()), 1)
+    loss = {"none": rows, "sum": rows.sum(), "mean": rows.sum() / count}[reduction]
+
+    def grad(dloss):
+        dloss = np.asarray(dloss, np.float64)
+        if reduction == "none":
+            weight = dloss
+        else:
+            weight = np.full(len(labels), float(dloss) / (
+                count if reduction == "mean" else 1))
+        weight = np.where(valid, weight, 0.0)
+        d = np.exp(logits - lse[:, None])
+        d[np.arange(len(labels)), safe] -= valid
+        d *= weight[:, None]
+        if transpose_w:
+            return d @ w, d.T @ x
+        return d @ w.T, x.T @ d
+
+    return loss, lse, grad

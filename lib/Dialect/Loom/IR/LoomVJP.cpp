@@ -26,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Dialect/Loom/IR/Emitter.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "mlir/IR/Matchers.h"
 
@@ -61,138 +62,6 @@ LogicalResult noCotangents(Operation *op, SmallVectorImpl<Value> &out) {
   out.append(op->getNumOperands(), Value());
   return success();
 }
-
-/// Builds the loom ops the rules are made of, at one location.
-struct Emitter {
-  OpBuilder &b;
-  Location loc;
-
-  // Constants.
-  Value splat(RankedTensorType type, double value) {
-    Type elt = type.getElementType();
-    Attribute attr;
-    if (auto f = dyn_cast<FloatType>(elt))
-      attr = b.getFloatAttr(f, value);
-    else
-      attr = b.getIntegerAttr(elt, static_cast<int64_t>(value));
-    return ConstantOp::create(b, loc, DenseElementsAttr::get(type, attr));
-  }
-  Value splatLike(Value v, double value) { return splat(tensorType(v), value); }
-  Value zerosLike(Value v) { return splatLike(v, 0.0); }
-
-  // Elementwise arithmetic (operands of one type).
-  Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return SubOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
-  Value div(Value x, Value y) { return DivOp::create(b, loc, x, y); }
-  Value neg(Value x) { return NegOp::create(b, loc, x); }
-  Value scale(Value x, double c) { return mul(x, splatLike(x, c)); }
-  Value addScalar(Value x, double c) { return add(x, splatLike(x, c)); }
-  Value exp(Value x) { return ExpOp::create(b, loc, x); }
-  Value log(Value x) { return LogOp::create(b, loc, x); }
-  Value pow(Value x, Value y) { return PowOp::create(b, loc, x, y); }
-  Value erf(Value x) { return ErfOp::create(b, loc, x); }
-  Value tanh(Value x) { return TanhOp::create(b, loc, x); }
-  Value sin(Value x) { return SinOp::create(b, loc, x); }
-  Value cos(Value x) { return CosOp::create(b, loc, x); }
-  Value rsqrt(Value x) { return RsqrtOp::create(b, loc, x); }
-
-  Value cmp(ComparePredicate pred, Value x, Value y) {
-    auto type = tensorType(x).clone(b.getI1Type());
-    return CompareOp::create(b, loc, type, pred, x, y);
-  }
-  Value select(Value cond, Value t, Value f) {
-    return SelectOp::create(b, loc, t.getType(), cond, t, f);
-  }
-  Value castTo(Value x, Type elementType) {
-    auto type = tensorType(x).clone(elementType);
-    if (type == x.getType())
-      return x;
-    return CastOp::create(b, loc, type, x);
-  }
-
-  // Data movement and reductions; result types computed here.
-  Value reshape(Value x, RankedTensorType type) {
-    if (x.getType() == type)
-      return x;
-    return ReshapeOp::create(b, loc, type, x);
-  }
-  Value reshape(Value x, ArrayRef<int64_t> shape) {
-    return reshape(x, tensorType(x).clone(shape));
-  }
-  Value broadcast(Value x, RankedTensorType type, ArrayRef<int64_t> dims) {
-    if (x.getType() == type)
-      return x;
-    return BroadcastInDimOp::create(b, loc, type, x, dims);
-  }
-  Value transpose(Value x, ArrayRef<int64_t> perm) {
-    auto type = tensorType(x);
-    SmallVector<int64_t> shape;
-    for (int64_t p : perm)
-      shape.push_back(type.getDimSize(p));
-    return TransposeOp::create(b, loc, type.clone(shape), x, perm);
-  }
-  template <typename OpTy>
-  Value reduce(Value x, ArrayRef<int64_t> dims, bool keepDims) {
-    if (dims.empty())
-      return x;
-    auto type = tensorType(x);
-    SmallVector<int64_t> shape;
-    for (int64_t i = 0; i < type.getRank(); ++i) {
-      if (!llvm::is_contained(dims, i))
-        shape.push_back(type.getDimSize(i));
-      else if (keepDims)
-        shape.push_back(1);
-    }
-    return OpTy::create(b, loc, type.clone(shape), x, dims, keepDims);
-  }
-  Value sum(Value x, ArrayRef<int64_t> dims, bool keepDims = false) {
-    return reduce<ReduceSumOp>(x, dims, keepDims);
-  }
-  Value mean(Value x, ArrayRef<int64_t> dims, bool keepDims = false) {
-    return reduce<ReduceMeanOp>(x, dims, keepDims);
-  }
-  /// Broadcasts `g`, the result of reducing a `type` tensor over `dims`
-  /// (kept with size 1 or removed), back to `type`.
-  Value unreduce(Value g, RankedTensorType type, ArrayRef<int64_t> dims,
-                 bool keepDims) {
-    if (keepDims)
-      return broadcast(g, type, iota(0, type.getRank()));
-    SmallVector<int64_t> kept;
-    for (int64_t i = 0; i < type.getRank(); ++i)
-      if (!llvm::is_contained(dims, i))
-        kept.push_back(i);
-    return broadcast(g, type, kept);
-  }
-  Value matmul(Value lhs, Value rhs, bool ta, bool tb) {
-    auto l = tensorType(lhs), r = tensorType(rhs);
-    int64_t lr = l.getRank(), rr = r.getRank();
-    SmallVector<int64_t> shape(l.getShape().drop_back(2));
-    shape.push_back(ta ? l.getDimSize(lr - 1) : l.getDimSize(lr - 2));
-    shape.push_back(tb ? r.getDimSize(rr - 2) : r.getDimSize(rr - 1));
-    return MatmulOp::create(b, loc, l.clone(shape), lhs, rhs, Value(), ta,
-                            tb);
-  }
-  /// Swaps the last two dimensions.
-  Value swapLast2(Value x) {
-    int64_t rank = tensorType(x).getRank();
-    SmallVector<int64_t> perm = iota(0, rank);
-    std::swap(perm[rank - 1], perm[rank - 2]);
-    return transpose(x, perm);
-  }
-  Value slice(Value x, ArrayRef<int64_t> start, ArrayRef<int64_t> limit,
-              ArrayRef<int64_t> stride) {
-    SmallVector<int64_t> shape;
-    for (size_t d = 0; d < start.size(); ++d)
-      shape.push_back((limit[d] - start[d] + stride[d] - 1) / stride[d]);
-    return SliceOp::create(b, loc, tensorType(x).clone(shape), x, start, limit,
-                           stride);
-  }
-  /// Broadcasts a per-channel vector [C] to `type` along dimension 1.
-  Value channel(Value v, RankedTensorType type) {
-    return broadcast(v, type, {1});
-  }
-};
 
 /// All dimensions of `type` but dimension 1 (the batch-norm reduction dims).
 SmallVector<int64_t> allButChannel(RankedTensorType type) {
@@ -896,7 +765,6 @@ LogicalResult MaxPool2DOp::buildVJP(OpBuilder &b, ValueRange cts,
   Value g = cts[0];
   if (!g)
     return noCotangents(*this, out);
-  Emitter e{b, getLoc()};
   auto x = tensorType(getX()), gt = tensorType(g);
   // Each window's cotangent goes to the first maximum of the window.
   auto indexType = gt.clone(b.getI64Type());

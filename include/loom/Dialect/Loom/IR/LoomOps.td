@@ -1417,7 +1417,9 @@ def Loom_LinearCrossEntropyOp : Loom_Op<"linear_cross_entropy", [Pure,
     `loom.matmul` whose only reader is a `loom.cross_entropy`, as `loomc
     --train` builds for language models); its gradient is one
     `loom.linear_cross_entropy_grad` (`loom-autodiff`). The plan runs it as
-    a `linear_cross_entropy` step (the CPU target, f32).
+    a `linear_cross_entropy` step on the CPU target (f32); on the CUDA
+    target `loom-linear-cross-entropy-chunks` expands it into GEMMs and
+    row kernels over chunks of rows.
 
     **Constraints**:
 
@@ -1461,7 +1463,9 @@ def Loom_LinearCrossEntropyGradOp : Loom_Op<"linear_cross_entropy_grad", [
 
     **Lifecycle**: created by `loom-autodiff` (the gradient of
     `loom.linear_cross_entropy`); a `linear_cross_entropy` step with
-    direction `backward` in the plan. It has no gradient of its own.
+    direction `backward` in the plan (the CPU target), expanded by
+    `loom-linear-cross-entropy-chunks` on CUDA. It has no gradient of its
+    own.
 
     **Constraints**:
 

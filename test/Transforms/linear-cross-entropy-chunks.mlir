@@ -1,0 +1,80 @@
+// loom-linear-cross-entropy-chunks: the fused LM head and its gradient
+// become ordinary ops over chunks of rows (here 4 rows: chunks of 4, 4
+// and 2 of the 10), and the expanded functions still compute the fused
+// op: run by the interpreter in f64 and checked against NumPy's float64
+// head (ref.linear_cross_entropy) for mean and sum with ignored labels in
+// two chunks, and reduction none with an untied [C, V] weight; the fused
+// functions, interpreted as they are, pass the same check.
+
+// RUN: loom-opt --loom-linear-cross-entropy-chunks=rows=4 %s | FileCheck %s
+// RUN: loom-opt --loom-linear-cross-entropy-chunks %s | FileCheck %s --check-prefix=ONE
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: loom-opt --loom-linear-cross-entropy-chunks=rows=4 %s -o %t/chunks.mlir
+// RUN: %python %S/Inputs/linear_cross_entropy_check.py make %t/in
+// RUN: for f in mean_tied sum_tied none_untied; do \
+// RUN:   loom-interp %t/chunks.mlir --f64 --entry=$f --input x=%t/in/$f/x.npy --input w=%t/in/$f/w.npy --input y=%t/in/$f/y.npy --input g=%t/in/$f/g.npy --output-dir %t/chunks/$f && \
+// RUN:   loom-interp %s --f64 --entry=$f --input x=%t/in/$f/x.npy --input w=%t/in/$f/w.npy --input y=%t/in/$f/y.npy --input g=%t/in/$f/g.npy --output-dir %t/fused/$f || exit 1; done
+// RUN: %python %S/Inputs/linear_cross_entropy_check.py check %t/in %t/chunks | FileCheck %s --check-prefix=NUM
+// RUN: %python %S/Inputs/linear_cross_entropy_check.py check %t/in %t/fused | FileCheck %s --check-prefix=NUM
+
+// NUM-NOT: BAD
+// NUM-COUNT-12: OK
+
+// The forward: three chunks, each a GEMM of its rows of x, the row
+// log-sum-exp and a per-row cross-entropy; the mean over the labels
+// counted. The backward recomputes each chunk's logits, and dw is the
+// running sum of the chunks' products.
+// CHECK-LABEL: func.func @mean_tied
+// CHECK-COUNT-3: loom.matmul %{{.*}}, %arg1 {transpose_b} : (tensor<{{4|2}}x4xf32>, tensor<7x4xf32>) -> tensor<{{4|2}}x7xf32>
+// CHECK:         loom.concat {{.*}} dim = 0 : (tensor<4xf32>, tensor<4xf32>, tensor<2xf32>) -> tensor<10xf32>
+// CHECK:         loom.slice %arg0 start = [0, 0] limit = [4, 4]
+// CHECK:         loom.matmul %{{.*}}, %arg1 {transpose_b} : (tensor<4x4xf32>, tensor<7x4xf32>) -> tensor<4x7xf32>
+// CHECK:         loom.matmul %{{.*}}, %arg1 : (tensor<4x7xf32>, tensor<7x4xf32>) -> tensor<4x4xf32>
+// CHECK:         loom.matmul %{{.*}}, %{{.*}} {transpose_a} : (tensor<4x7xf32>, tensor<4x4xf32>) -> tensor<7x4xf32>
+// CHECK:         loom.slice %arg0 start = [8, 0] limit = [10, 4]
+// CHECK:         loom.concat {{.*}} dim = 0 : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<2x4xf32>) -> tensor<10x4xf32>
+// CHECK-NOT:     loom.linear_cross_entropy
+// CHECK:         return
+// CHECK-LABEL: func.func @none_untied
+// CHECK:         loom.matmul %{{.*}}, %{{.*}} {transpose_a} : (tensor<4x4xf32>, tensor<4x7xf32>) -> tensor<4x7xf32>
+// CHECK-NOT:     loom.linear_cross_entropy
+
+// ONE-LABEL: func.func @mean_tied
+// ONE-COUNT-1: loom.matmul %arg0, %arg1 {transpose_b} : (tensor<10x4xf32>, tensor<7x4xf32>) -> tensor<10x7xf32>
+// ONE-NOT:     loom.slice
+// ONE-NOT:     loom.concat
+// ONE-NOT:     loom.linear_cross_entropy
+// ONE:         return
+
+func.func @mean_tied(%x: tensor<10x4xf32> {loom.input = "x"}, %w: tensor<7x4xf32> {loom.input = "w"},
+                     %y: tensor<10xi64> {loom.input = "y"}, %g: tensor<f32> {loom.input = "g"})
+    -> (tensor<f32> {loom.output = "loss"}, tensor<10xf32> {loom.output = "lse"},
+        tensor<10x4xf32> {loom.output = "dx"}, tensor<7x4xf32> {loom.output = "dw"}) {
+  %l, %lse = loom.linear_cross_entropy %x, %w, %y reduction = mean {transpose_w, ignore_index = -100 : i64}
+      : (tensor<10x4xf32>, tensor<7x4xf32>, tensor<10xi64>) -> (tensor<f32>, tensor<10xf32>)
+  %dx, %dw = loom.linear_cross_entropy_grad %x, %w, %y, %lse, %g reduction = mean {transpose_w, ignore_index = -100 : i64}
+      : (tensor<10x4xf32>, tensor<7x4xf32>, tensor<10xi64>, tensor<10xf32>, tensor<f32>) -> (tensor<10x4xf32>, tensor<7x4xf32>)
+  return %l, %lse, %dx, %dw : tensor<f32>, tensor<10xf32>, tensor<10x4xf32>, tensor<7x4xf32>
+}
+
+func.func @sum_tied(%x: tensor<10x4xf32> {loom.input = "x"}, %w: tensor<7x4xf32> {loom.input = "w"},
+                    %y: tensor<10xi64> {loom.input = "y"}, %g: tensor<f32> {loom.input = "g"})
+    -> (tensor<f32> {loom.output = "loss"}, tensor<10xf32> {loom.output = "lse"},
+        tensor<10x4xf32> {loom.output = "dx"}, tensor<7x4xf32> {loom.output = "dw"}) {
+  %l, %lse = loom.linear_cross_entropy %x, %w, %y reduction = sum {transpose_w, ignore_index = -100 : i64}
+      : (tensor<10x4xf32>, tensor<7x4xf32>, tensor<10xi64>) -> (tensor<f32>, tensor<10xf32>)
+  %dx, %dw = loom.linear_cross_entropy_grad %x, %w, %y, %lse, %g reduction = sum {transpose_w, ignore_index = -100 : i64}
+      : (tensor<10x4xf32>, tensor<7x4xf32>, tensor<10xi64>, tensor<10xf32>, tensor<f32>) -> (tensor<10x4xf32>, tensor<7x4xf32>)
+  return %l, %lse, %dx, %dw : tensor<f32>, tensor<10xf32>, tensor<10x4xf32>, tensor<7x4xf32>
+}
+
+func.func @none_untied(%x: tensor<10x4xf32> {loom.input = "x"}, %w: tensor<4x7xf32> {loom.input = "w"},
+                       %y: tensor<10xi32> {loom.input = "y"}, %g: tensor<10xf32> {loom.input = "g"})
+    -> (tensor<10xf32> {loom.output = "loss"}, tensor<10xf32> {loom.output = "lse"},
+        tensor<10x4xf32> {loom.output = "dx"}, tensor<4x7xf32> {loom.output = "dw"}) {
+  %l, %lse = loom.linear_cross_entropy %x, %w, %y reduction = none
+      : (tensor<10x4xf32>, tensor<4x7xf32>, tensor<10xi32>) -> (tensor<10xf32>, tensor<10xf32>)
+  %dx, %dw = loom.linear_cross_entropy_grad %x, %w, %y, %lse, %g reduction = none
+      : (tensor<10x4xf32>, tensor<4x7xf32>, tensor<10xi32>, tensor<10xf32>, tensor<10xf32>) -> (tensor<10x4xf32>, tensor<4x7xf32>)
+  return %l, %lse, %dx, %dw : tensor<10xf32>, tensor<10xf32>, tensor<10x4xf32>, tensor<4x7xf32>
+}
