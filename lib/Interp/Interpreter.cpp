@@ -74,21 +74,6 @@ double roundToInteger(double v, unsigned width) {
   return static_cast<double>(static_cast<int64_t>(u));
 }
 
-double roundTo(double v, Type elementType, bool keepF64) {
-  if (elementType.isF64())
-    return v;
-  if (auto intType = dyn_cast<IntegerType>(elementType))
-    return roundToInteger(v, intType.getWidth());
-  if (keepF64)
-    return v;
-  if (elementType.isF32())
-    return static_cast<double>(static_cast<float>(v));
-  if (elementType.isF16())
-    return roundToSemantics(v, llvm::APFloat::IEEEhalf());
-  if (elementType.isBF16())
-    return roundToSemantics(v, llvm::APFloat::BFloat());
-  return v; // Not a type the dialect allows; the verifier refuses it.
-}
 
 void roundTensor(Tensor &t, bool keepF64) {
   Type elementType = t.type.getElementType();
@@ -166,6 +151,22 @@ const llvm::StringMap<Rule> &rules() {
 constexpr unsigned kMaxCallDepth = 256;
 
 } // namespace
+
+double loom::interp::roundTo(double v, Type elementType, bool keepF64) {
+  if (elementType.isF64())
+    return v;
+  if (auto intType = dyn_cast<IntegerType>(elementType))
+    return roundToInteger(v, intType.getWidth());
+  if (keepF64)
+    return v;
+  if (elementType.isF32())
+    return static_cast<double>(static_cast<float>(v));
+  if (elementType.isF16())
+    return roundToSemantics(v, llvm::APFloat::IEEEhalf());
+  if (elementType.isBF16())
+    return roundToSemantics(v, llvm::APFloat::BFloat());
+  return v; // Not a type the dialect allows; the verifier refuses it.
+}
 
 FailureOr<std::vector<Tensor>> Interpreter::runFunc(func::FuncOp func,
                                                     ArrayRef<Tensor> args) {

@@ -98,6 +98,11 @@ LogicalResult mseRule(Operation *op, ArrayRef<const Tensor *> in,
 struct Head {
   int64_t N, C, V;
   bool transposeW;
+  /// x's element type, which the logits (and dlogits) are rounded to as
+  /// the chain they stand for rounds its matmul's result (kept in double
+  /// precision with --f64).
+  mlir::Type element;
+  bool keepF64;
   std::optional<int64_t> ignore;
   loom::Reduction reduction;
   int64_t wAt(int64_t c, int64_t v) const {
@@ -106,8 +111,10 @@ struct Head {
 };
 
 template <typename HeadOp>
-Head headOf(HeadOp op, ArrayRef<const Tensor *> in) {
+Head headOf(HeadOp op, ArrayRef<const Tensor *> in, const Interpreter &interp) {
   Head h;
+  h.element = in[0]->type.getElementType();
+  h.keepF64 = interp.getOptions().f64;
   h.N = in[0]->type.getDimSize(0);
   h.C = in[0]->type.getDimSize(1);
   h.V = in[1]->type.getNumElements() / h.C;
@@ -128,6 +135,7 @@ double headLogits(const Head &h, ArrayRef<const Tensor *> in, int64_t i,
     double z = 0;
     for (int64_t c = 0; c < h.C; ++c)
       z += x[i * h.C + c] * w[h.wAt(c, v)];
+    z = roundTo(z, h.element, h.keepF64);
     logits[v] = z;
     mx = nanMax(mx, z);
   }
@@ -154,8 +162,8 @@ FailureOr<std::optional<int64_t>> headLabel(Operation *op, const Head &h,
 LogicalResult linearCrossEntropyRule(Operation *op,
                                      ArrayRef<const Tensor *> in,
                                      MutableArrayRef<Tensor> out,
-                                     Interpreter &) {
-  Head h = headOf(cast<loom::LinearCrossEntropyOp>(op), in);
+                                     Interpreter &interp) {
+  Head h = headOf(cast<loom::LinearCrossEntropyOp>(op), in, interp);
   std::vector<double> losses(h.N, 0.0), logits;
   int64_t counted = 0;
   for (int64_t i = 0; i < h.N; ++i) {
@@ -184,8 +192,8 @@ LogicalResult linearCrossEntropyRule(Operation *op,
 LogicalResult linearCrossEntropyGradRule(Operation *op,
                                          ArrayRef<const Tensor *> in,
                                          MutableArrayRef<Tensor> out,
-                                         Interpreter &) {
-  Head h = headOf(cast<loom::LinearCrossEntropyGradOp>(op), in);
+                                         Interpreter &interp) {
+  Head h = headOf(cast<loom::LinearCrossEntropyGradOp>(op), in, interp);
   const std::vector<double> &x = in[0]->data, &w = in[1]->data,
                             &dloss = in[4]->data;
   // The weight of each row's (softmax - onehot): the loss's cotangent,
@@ -213,7 +221,8 @@ LogicalResult linearCrossEntropyGradRule(Operation *op,
     double lse = headLogits(h, in, i, logits);
     int64_t label = static_cast<int64_t>(in[2]->data[i]);
     for (int64_t v = 0; v < h.V; ++v) {
-      double d = weight[i] * (std::exp(logits[v] - lse) - (v == label));
+      double d = roundTo(weight[i] * (std::exp(logits[v] - lse) - (v == label)),
+                         h.element, h.keepF64);
       for (int64_t c = 0; c < h.C; ++c) {
         out[0].data[i * h.C + c] += d * w[h.wAt(c, v)];
         out[1].data[h.wAt(c, v)] += d * x[i * h.C + c];

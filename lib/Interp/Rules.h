@@ -101,6 +101,11 @@ inline double nanMin(double a, double b) {
 
 class Interpreter;
 
+/// `v` rounded to `elementType` as the driver rounds every result (kept
+/// as it is for floats when `keepF64`): for rules whose definition rounds
+/// an intermediate value (a fused op's 16-bit logits).
+double roundTo(double v, mlir::Type elementType, bool keepF64);
+
 /// A rule reads `in` (one tensor per operand) and fills `out` (one tensor per
 /// result, typed and sized already). It emits a diagnostic and fails on bad
 /// data.

@@ -84,14 +84,14 @@ void addTrainingPasses(OpPassManager &pm, const TrainingOptions &options,
   // kernel, generated kernels on CUDA), at every precision: it is
   // loom.KeepF32, so under --precision=bf16/fp16 loom-mixed-precision gives
   // it f32 copies of the 16-bit projections (no T x T tensor in any
-  // precision). The fused LM head in fp32 only (16-bit heads stay chains;
-  // docs/training.md, "Attention"): the CPU runtime's tiled step, or on
-  // CUDA loom-linear-cross-entropy-chunks's chunks of rows (library GEMMs
-  // and generated kernels). Attention splits by heads under --tp; the LM
+  // precision). The fused LM head at every precision too (in 16 bits it
+  // reads 16-bit x and w, as the GEMM it replaces): the CPU runtime's
+  // tiled step in f32, else loom-linear-cross-entropy-chunks's chunks of
+  // rows (library GEMMs and generated kernels). Attention splits by heads under --tp; the LM
   // head has no tensor-parallel rule (with --tp the vocabulary-parallel
   // cross-entropy of loom-tensor-parallel applies instead).
   bool fusedAttention = true;
-  bool fusedHead = options.precision == "fp32";
+  bool fusedHead = true;
   pm.addPass(createRecognizeDropoutPass(RecognizeDropout));
   if (fusedAttention)
     pm.addPass(createFuseAttentionPass(FuseAttention));
@@ -122,12 +122,14 @@ void addCodegenPasses(OpPassManager &pm, const CodegenOptions &options,
   pm.addPass(createCSEPass());
   pm.addPass(createInputChecksPass());
   pm.addPass(createScheduleCollectivesPass());
-  if (cuda) { // no runtime attention or LM head step there
+  if (cuda) // no runtime attention kernel there
     pm.addPass(createAttentionKernelsPass());
-    LinearCrossEntropyChunksPassOptions chunks;
-    chunks.rows = options.lmHeadRows;
-    pm.addPass(createLinearCrossEntropyChunksPass(chunks));
-  }
+  // The fused LM heads the runtime has no step for: all on CUDA, 16-bit
+  // ones on the CPU.
+  LinearCrossEntropyChunksPassOptions chunks;
+  chunks.rows = options.lmHeadRows;
+  chunks.runtimeF32 = !cuda;
+  pm.addPass(createLinearCrossEntropyChunksPass(chunks));
   ConvToGemmPassOptions convs;
   convs.libraryConvs = !cuda; // oneDNN's primitives on the CPU
   pm.addPass(createConvToGemmPass(convs));

@@ -1,15 +1,15 @@
 //===- LinearCrossEntropyChunks.cpp - The fused LM head in row chunks -----===//
 //
 // `loom-linear-cross-entropy-chunks` (Passes.td): where no runtime step
-// computes loom.linear_cross_entropy (the CUDA target), each fused head and
-// its gradient is expanded into ordinary ops over chunks of rows, in
-// program order, one chunk after the other:
+// computes loom.linear_cross_entropy (the CUDA target; 16-bit heads on the
+// CPU), each fused head and its gradient is expanded into ordinary ops over
+// chunks of rows, in program order, one chunk after the other:
 //
 //   forward, chunk c:   logits_c = x_c w^T              (a library GEMM)
-//                       lse_c    = log sum exp logits_c  (row reductions)
 //                       loss_c   = cross_entropy(logits_c, labels_c, none)
+//                       lse_c    = log sum exp logits_c  (where read)
 //   backward, chunk c:  logits_c = x_c w^T              (recomputed)
-//                       dlogits_c = weight_c (exp(logits_c - lse_c) - onehot)
+//                       dlogits_c = weight_c (softmax(logits_c) - onehot)
 //                       dx_c = dlogits_c w,  dw += dlogits_c^T x_c
 //
 // and the results are the chunks' losses summed (or concatenated for
@@ -19,7 +19,15 @@
 // buffers for the next and no [N, V] tensor is in the arena. The math is
 // the op's definition (the rows' weights as in the cross-entropy's
 // gradient: the loss's cotangent, over the count of labels not ignored for
-// mean, at least 1, 0 for an ignored label).
+// mean, at least 1, 0 for an ignored label). The backward recomputes its
+// row statistics with a softmax, as the cross-entropy's gradient does,
+// rather than reading the forward's lse: the same math, and the same
+// kernels as the unfused chain's (the CUDA target's exp and log are not
+// exact, and exp(logits - lse) compounds both), so a training step's
+// gradients agree with the reference interpreter's as the chain's do; a
+// forward whose lse only a gradient read computes none. With 16-bit x
+// and w the row statistics are computed in f32 from the 16-bit logits,
+// dlogits rounded to 16 bits, and dw summed over the chunks in f32.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +36,8 @@
 #include "loom/Transforms/Passes.h"
 
 #include "llvm/ADT/SetVector.h"
+
+#include <algorithm>
 
 namespace loom {
 #define GEN_PASS_DEF_LINEARCROSSENTROPYCHUNKSPASS
@@ -135,11 +145,13 @@ void expandForward(LinearCrossEntropyOp op, int64_t rowsPerChunk) {
     Value logits = h.logits(h.rows(h.x, r0, r1));
     Value y = h.rows(h.labels, r0, r1);
     // The row log-sum-exp, steadied by the row maximum (only where the
-    // gradient reads it: an evaluation entry's is dead).
+    // gradient reads it: an evaluation entry's is dead); from 16-bit
+    // logits in f32 (the kernels widen them as they load them).
     if (needLse) {
-      Value max = e.reduce<ReduceMaxOp>(logits, {1}, false);
-      Value grid = e.broadcast(max, typeOf(logits), {0});
-      Value lse = e.add(e.log(e.sum(e.exp(e.sub(logits, grid)), {1})), max);
+      Value wide = e.castTo(logits, h.lossType);
+      Value max = e.reduce<ReduceMaxOp>(wide, {1}, false);
+      Value grid = e.broadcast(max, typeOf(wide), {0});
+      Value lse = e.add(e.log(e.sum(e.exp(e.sub(wide, grid)), {1})), max);
       lses.push_back(e.castTo(lse, lseType));
     }
     auto lossT = RankedTensorType::get({r1 - r0}, h.lossType);
@@ -199,9 +211,7 @@ void expandBackward(LinearCrossEntropyGradOp op, int64_t rowsPerChunk) {
     Value xc = h.rows(h.x, r0, r1);
     Value logits = h.logits(xc);
     auto grid = typeOf(logits).clone(h.lossType);
-    Value lse = e.castTo(h.rows(op.getLse(), r0, r1), h.lossType);
-    Value probs =
-        e.exp(e.sub(e.castTo(logits, h.lossType), e.broadcast(lse, grid, {0})));
+    Value probs = SoftmaxOp::create(e.b, e.loc, e.castTo(logits, h.lossType), 1);
     Value onehot = e.castTo(
         e.cmp(ComparePredicate::EQ,
               e.broadcast(h.rows(h.labels, r0, r1), grid.clone(intType), {0}),
@@ -213,12 +223,14 @@ void expandBackward(LinearCrossEntropyGradOp op, int64_t rowsPerChunk) {
                  elt);
     // logits = x w^T (transpose_w) or x w.
     dxs.push_back(e.matmul(dlogits, h.w, false, !h.transposeW));
-    Value dwc = h.transposeW ? e.matmul(dlogits, xc, true, false)
-                             : e.matmul(xc, dlogits, true, false);
+    // Summed in lossType: a 16-bit dw is rounded once, not per chunk.
+    Value dwc = e.castTo(h.transposeW ? e.matmul(dlogits, xc, true, false)
+                                      : e.matmul(xc, dlogits, true, false),
+                         h.lossType);
     dw = dw ? e.add(dw, dwc) : dwc;
   }
   op.getDx().replaceAllUsesWith(h.concat(dxs));
-  op.getDw().replaceAllUsesWith(dw);
+  op.getDw().replaceAllUsesWith(e.castTo(dw, elt));
   op.erase();
 }
 
@@ -245,8 +257,16 @@ struct LinearCrossEntropyChunksPass
     }
     SmallVector<Operation *> heads;
     getOperation().walk([&](Operation *op) {
-      if (isa<LinearCrossEntropyOp, LinearCrossEntropyGradOp>(op))
-        heads.push_back(op);
+      if (!isa<LinearCrossEntropyOp, LinearCrossEntropyGradOp>(op))
+        return;
+      if (runtimeF32 && getElementTypeOrSelf(op->getOperand(0)).isF32())
+        return;
+      heads.push_back(op);
+    });
+    // Gradients first: they recompute their row statistics, so a forward
+    // whose lse only a gradient read then computes none.
+    std::stable_partition(heads.begin(), heads.end(), [](Operation *op) {
+      return isa<LinearCrossEntropyGradOp>(op);
     });
     // What --report prints: each head once (every entry point has a copy).
     llvm::SetVector<Attribute> report;

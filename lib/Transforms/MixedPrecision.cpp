@@ -4,7 +4,9 @@
 // convolution) reads 16-bit (bf16 or f16) copies of its f32 operands and
 // computes in 16 bits; `follow` ops whose inputs are 16-bit compute in 16
 // bits too; every other op reads f32 copies of 16-bit values, but
-// cross-entropy, which reads 16-bit logits as they are.
+// cross-entropy, which reads 16-bit logits as they are, and the fused LM
+// head (loom.linear_cross_entropy), which reads 16-bit copies of its x and
+// w as the GEMM it stands for would and keeps its f32 loss.
 // The copies are made once per value, right after its definition (at the
 // top of the function for an argument), so a weight read by several GEMMs
 // is cast once per step.
@@ -170,6 +172,17 @@ struct MixedPrecisionPass
       ops.push_back(&op);
     SmallVector<Operation *> replaced;
     for (Operation *op : ops) {
+      if (isa<LinearCrossEntropyOp>(op)) {
+        // Its x and w in 16 bits (C1), its loss and lse f32 (C3).
+        for (OpOperand &use : op->getOpOperands()) {
+          Value c = current(use.get());
+          use.set(use.getOperandNumber() < 2 && isF32Tensor(c.getType())
+                      ? castAfter(c, low, lowCopies)
+                      : c);
+        }
+        ++numLowered;
+        continue;
+      }
       if (!computesLow(op)) {
         // Stays as it is; a 16-bit operand is read through its f32 copy.
         for (OpOperand &use : op->getOpOperands()) {

@@ -96,3 +96,24 @@ func.func @loss(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>, %y: tensor<4xi64>) -> 
   %l = loom.cross_entropy %m, %y reduction = mean : (tensor<4x3xf32>, tensor<4xi64>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// The fused LM head reads 16-bit copies of x (the output of an f32 op
+// here) and of the weight, as the GEMM it replaces would; its loss and lse
+// stay f32 (C1, C3), and the labels are untouched.
+// CHECK-LABEL: func.func @head(
+// CHECK-SAME:    %[[X:[^:]+]]: tensor<6x4xf32>, %[[W:[^:]+]]: tensor<10x4xf32>, %[[Y:[^:]+]]: tensor<6xi64>
+// CHECK-NEXT:    %[[W16:.+]] = loom.cast %[[W]] : tensor<10x4xf32> -> tensor<10x4xbf16>
+// CHECK-NEXT:    %[[E:.+]] = loom.exp %[[X]] : tensor<6x4xf32>
+// CHECK-NEXT:    %[[E16:.+]] = loom.cast %[[E]] : tensor<6x4xf32> -> tensor<6x4xbf16>
+// CHECK-NEXT:    %[[L:.+]], %{{.+}} = loom.linear_cross_entropy %[[E16]], %[[W16]], %[[Y]] reduction = mean {transpose_w} : (tensor<6x4xbf16>, tensor<10x4xbf16>, tensor<6xi64>) -> (tensor<f32>, tensor<6xf32>)
+// CHECK-NEXT:    return %[[L]]
+// FP32-LABEL: func.func @head(
+// FP32-NOT:     loom.cast
+func.func @head(%x: tensor<6x4xf32>, %w: tensor<10x4xf32>, %y: tensor<6xi64>) -> tensor<f32> {
+  %e = loom.exp %x : tensor<6x4xf32>
+  %l, %lse = loom.linear_cross_entropy %e, %w, %y reduction = mean {transpose_w}
+      : (tensor<6x4xf32>, tensor<10x4xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<6xf32>)
+  return %l : tensor<f32>
+}

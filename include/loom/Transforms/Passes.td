@@ -641,18 +641,20 @@ def LinearCrossEntropyChunksPass : Pass<"loom-linear-cross-entropy-chunks",
                 "(the CUDA target).";
   let description = [{
     Where no runtime step computes the fused language-model head (the CUDA
-    target), expands each `loom.linear_cross_entropy` and
+    target; 16-bit heads on the CPU target, whose runtime step takes f32),
+    expands each `loom.linear_cross_entropy` and
     `loom.linear_cross_entropy_grad` into ordinary ops over chunks of rows,
     one chunk after the other: the chunk's logits as a library GEMM, its
-    row log-sum-exp and cross-entropy (forward), or its `dlogits`, `dx`
-    rows and its term of `dw` (backward, the logits recomputed from `x`,
-    `w` and the forward's `lse`). A chunk's `[rows, V]` logits are dead
+    cross-entropy (forward), or its `dlogits` (a softmax of the logits
+    recomputed from `x` and `w`, as the cross-entropy's gradient computes
+    it), `dx` rows and its term of `dw` (backward). A chunk's `[rows, V]` logits are dead
     before the next chunk's GEMM, so `loom-plan-memory` reuses their
     buffers and the arena never holds the `[N, V]` logits. The results are
-    the op's (its definition, evaluated a chunk at a time). The
-    code-generation pipeline runs it for the CUDA target after
-    `loom-input-checks` (which reads the fused op's labels), before
-    `loom-fuse`.
+    the op's (its definition, evaluated a chunk at a time; with 16-bit `x`
+    and `w` the row statistics are computed in f32 and `dw` is summed over
+    the chunks in f32, rounded once). The code-generation pipeline runs it
+    after `loom-input-checks` (which reads the fused op's labels), before
+    `loom-fuse`, with `runtime-f32` on the CPU target.
   }];
   let options = [
     Option<"rows", "rows", "int64_t", /*default=*/"0",
@@ -661,6 +663,9 @@ def LinearCrossEntropyChunksPass : Pass<"loom-linear-cross-entropy-chunks",
     Option<"chunkElements", "chunk-elements", "int64_t",
            /*default=*/"int64_t(1) << 26",
            "With rows = 0: the most logits (rows times classes) of a chunk">,
+    Option<"runtimeF32", "runtime-f32", "bool", /*default=*/"false",
+           "Leave f32 heads to the runtime's linear_cross_entropy step (the "
+           "CPU target)">,
   ];
   let statistics = [
     Statistic<"numExpanded", "num-expanded",

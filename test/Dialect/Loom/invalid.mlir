@@ -2618,7 +2618,7 @@ func.func @linear_cross_entropy_c1_contract(%x: tensor<6x4xf32>, %w: tensor<10x5
 // Tests that loom.linear_cross_entropy rejects x and w of different
 // element types (C1).
 func.func @linear_cross_entropy_c1_types(%x: tensor<6x4xf32>, %w: tensor<4x10xf64>, %y: tensor<6xi64>) {
-  // expected-error @+1 {{x and w are both f32 or both f64, not 'f32' and 'f64' (C1)}}
+  // expected-error @+1 {{x and w are both f32, f64, bf16 or f16, not 'f32' and 'f64' (C1)}}
   %l, %lse = loom.linear_cross_entropy %x, %w, %y reduction = mean : (tensor<6x4xf32>, tensor<4x10xf64>, tensor<6xi64>) -> (tensor<f32>, tensor<6xf32>)
   return
 }
@@ -2640,6 +2640,16 @@ func.func @linear_cross_entropy_c2(%x: tensor<6x4xf32>, %w: tensor<4x10xf32>, %y
 func.func @linear_cross_entropy_c3(%x: tensor<6x4xf32>, %w: tensor<4x10xf32>, %y: tensor<6xi64>) {
   // expected-error @+1 {{loss is 'tensor<f32>'; for reduction none it is 'f32' of shape [N] (C3)}}
   %l, %lse = loom.linear_cross_entropy %x, %w, %y reduction = none : (tensor<6x4xf32>, tensor<4x10xf32>, tensor<6xi64>) -> (tensor<f32>, tensor<6xf32>)
+  return
+}
+
+// -----
+
+// Tests that loom.linear_cross_entropy rejects a 16-bit head whose loss
+// is not f32 (C3).
+func.func @linear_cross_entropy_c3_bf16(%x: tensor<6x4xbf16>, %w: tensor<4x10xbf16>, %y: tensor<6xi64>) {
+  // expected-error @+1 {{loss is 'tensor<bf16>'; for reduction mean it is 'f32' of shape [] (C3)}}
+  %l, %lse = loom.linear_cross_entropy %x, %w, %y reduction = mean : (tensor<6x4xbf16>, tensor<4x10xbf16>, tensor<6xi64>) -> (tensor<bf16>, tensor<6xf32>)
   return
 }
 

@@ -35,9 +35,14 @@ LogicalResult verifyHead(Operation *op, Value x, Value w, Value labels,
     return op->emitOpError("x and w are matrices, not ")
            << xt << " and " << wt << " (C1)";
   Type et = xt.getElementType();
-  if (!(et.isF32() || et.isF64()) || wt.getElementType() != et)
-    return op->emitOpError("x and w are both f32 or both f64, not ")
+  if (!(et.isF32() || et.isF64() || et.isBF16() || et.isF16()) ||
+      wt.getElementType() != et)
+    return op->emitOpError("x and w are both f32, f64, bf16 or f16, not ")
            << et << " and " << wt.getElementType() << " (C1)";
+  // The loss's element type: x's, f32 for 16-bit x (as a cross-entropy's
+  // of 16-bit logits).
+  Type lossElt =
+      et.isBF16() || et.isF16() ? Float32Type::get(op->getContext()) : et;
   int64_t N = xt.getDimSize(0), C = xt.getDimSize(1);
   int64_t wC = wt.getDimSize(transposeW ? 1 : 0);
   if (wC != C)
@@ -53,11 +58,11 @@ LogicalResult verifyHead(Operation *op, Value x, Value w, Value labels,
   SmallVector<int64_t> lossShape;
   if (reduction == Reduction::None)
     lossShape.push_back(N);
-  if (lt.getElementType() != et ||
+  if (lt.getElementType() != lossElt ||
       lt.getShape() != ArrayRef<int64_t>(lossShape))
     return op->emitOpError("loss is ")
            << lt << "; for reduction " << stringifyReduction(reduction)
-           << " it is " << et << " of shape ["
+           << " it is " << lossElt << " of shape ["
            << (lossShape.empty() ? "" : "N") << "] (C3)";
   if (!st.getElementType().isF32() || st.getShape() != ArrayRef<int64_t>{N})
     return op->emitOpError("lse is ") << st << ", expected f32 [" << N

@@ -1403,7 +1403,10 @@ def Loom_LinearCrossEntropyOp : Loom_Op<"linear_cross_entropy", [Pure,
     `[C, V]`, and integer labels `[N]`:
     `logits = x w^T` (or `x w`), then exactly `loom.cross_entropy(logits,
     labels)` with the same `reduction` and `ignore_index`. `lse[i] = log
-    sum_v exp(logits[i, v])` is the row log-sum-exp the gradient needs. The
+    sum_v exp(logits[i, v])` is the row log-sum-exp the gradient needs.
+    With 16-bit `x` and `w` (`loom-mixed-precision` gives it 16-bit copies,
+    as to the GEMM it replaces) the logits are rounded to their type, as
+    that GEMM's result, and the loss and `lse` are computed in f32. The
     `[N, V]` logits are never stored: the runtime computes them a tile of
     rows x classes at a time and keeps only `lse`. A label outside `[0, V)` that is not
     `ignore_index` is an error at run time.
@@ -1417,18 +1420,19 @@ def Loom_LinearCrossEntropyOp : Loom_Op<"linear_cross_entropy", [Pure,
     `loom.matmul` whose only reader is a `loom.cross_entropy`, as `loomc
     --train` builds for language models); its gradient is one
     `loom.linear_cross_entropy_grad` (`loom-autodiff`). The plan runs it as
-    a `linear_cross_entropy` step on the CPU target (f32); on the CUDA
-    target `loom-linear-cross-entropy-chunks` expands it into GEMMs and
-    row kernels over chunks of rows.
+    a `linear_cross_entropy` step on the CPU target in f32; on the CUDA
+    target, and in 16 bits on both, `loom-linear-cross-entropy-chunks`
+    expands it into GEMMs and row kernels over chunks of rows.
 
     **Constraints**:
 
     1. (C1) `x` is `[N, C]`; `w` is `[V, C]` with `transpose_w`, else
-       `[C, V]`; both have one element type, f32 or f64 (the plan's step
-       takes f32).
+       `[C, V]`; both have one element type, f32, f64, bf16 or f16 (the
+       plan's step takes f32; 16-bit heads are expanded by
+       `loom-linear-cross-entropy-chunks` on every target).
     2. (C2) `labels` is `[N]`, i32 or i64.
-    3. (C3) `loss` has the element type of `x`, and is 0-D for `mean` and
-       `sum`, `[N]` for `none`; `lse` is f32 `[N]`.
+    3. (C3) `loss` has the element type of `x` (f32 for 16-bit `x`), and
+       is 0-D for `mean` and `sum`, `[N]` for `none`; `lse` is f32 `[N]`.
   }];
   let arguments = (ins Loom_FloatTensor:$x, Loom_FloatTensor:$w,
                        Loom_IndexTensor:$labels,
@@ -1452,8 +1456,10 @@ def Loom_LinearCrossEntropyGradOp : Loom_Op<"linear_cross_entropy_grad", [
     recomputed tile by tile and `weight_i` = `dloss` (`sum`), `dloss /
     count` (`mean`, `count` the labels not ignored) or `dloss[i]` (`none`),
     0 for an ignored label, `dlogits[i, v] = weight_i (exp(logits[i, v] -
-    lse[i]) - [v == labels[i]])`, `dx = dlogits w` (or `dlogits w^T`) and
-    `dw = dlogits^T x` (or `x^T dlogits`). No `[N, V]` tensor is stored.
+    lse[i]) - [v == labels[i]])` (rounded to the type of `x` when it is
+    16-bit, as the chain's gradient rounds it), `dx = dlogits w` (or
+    `dlogits w^T`) and `dw = dlogits^T x` (or `x^T dlogits`). No `[N, V]`
+    tensor is stored.
 
     ```mlir
     %dx, %dw = loom.linear_cross_entropy_grad %x, %w, %y, %lse, %g reduction = mean {transpose_w, ignore_index = -100 : i64}
@@ -1463,9 +1469,9 @@ def Loom_LinearCrossEntropyGradOp : Loom_Op<"linear_cross_entropy_grad", [
 
     **Lifecycle**: created by `loom-autodiff` (the gradient of
     `loom.linear_cross_entropy`); a `linear_cross_entropy` step with
-    direction `backward` in the plan (the CPU target), expanded by
-    `loom-linear-cross-entropy-chunks` on CUDA. It has no gradient of its
-    own.
+    direction `backward` in the plan (the CPU target, f32), expanded by
+    `loom-linear-cross-entropy-chunks` elsewhere. It has no gradient of
+    its own.
 
     **Constraints**:
 
