@@ -483,8 +483,14 @@ void printReport(ModuleOp module, const loom::KernelInfoMap *gpu,
           if (isa<loom::AttentionOp, loom::AttentionGradOp>(inner))
             ++attentions;
         });
-      } else if (isa<loom::MatmulOp>(op))
+      } else if (isa<loom::MatmulOp>(op)) {
         ++gemms;
+        // The first GEMM of a fused head expanded into chunks of rows
+        // (loom-linear-cross-entropy-chunks: the CUDA target, 16 bits).
+        auto head = op.getAttrOfType<StringAttr>("loom.lm_head");
+        if (head && head.getValue().contains(", chunk 1 of "))
+          ++heads;
+      }
       else if (isa<loom::AttentionOp, loom::AttentionGradOp>(op))
         ++attentions;
       else if (isa<loom::LinearCrossEntropyOp,

@@ -49,6 +49,8 @@ using namespace loom;
 
 namespace {
 
+constexpr llvm::StringLiteral kLmHeadAttr = "loom.lm_head";
+
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
 /// The rows of each chunk: `rows` at a time, the last chunk what is left.
@@ -84,6 +86,19 @@ struct Expansion {
 
   /// The chunk's logits, [rows, V].
   Value logits(Value xc) { return e.matmul(xc, w, false, transposeW); }
+
+  /// `gemm`, the logits of chunk `index` of `count`, marked kLmHeadAttr
+  /// with which pass and chunk it computes: a backward's recomputed logits
+  /// are then no longer equal to the forward's for CSE (which would keep
+  /// every chunk's forward logits for the backward: all [N, V] of them),
+  /// and loomc --report counts the expanded heads by their first chunk.
+  Value tagged(Value gemm, StringRef pass, size_t index, size_t count) {
+    gemm.getDefiningOp()->setAttr(
+        kLmHeadAttr, e.b.getStringAttr(pass + ", chunk " +
+                                       std::to_string(index + 1) + " of " +
+                                       std::to_string(count)));
+    return gemm;
+  }
 
   /// Whether each label counts (1) or is ignore_index (0), in lossType;
   /// null without ignore_index.
@@ -141,8 +156,11 @@ void expandForward(LinearCrossEntropyOp op, int64_t rowsPerChunk) {
   Value count = h.reduction == Reduction::Mean ? h.count() : Value();
   SmallVector<Value> losses, lses;
   Value total;
-  for (auto [r0, r1] : chunksOf(h.n, rowsPerChunk)) {
-    Value logits = h.logits(h.rows(h.x, r0, r1));
+  auto chunks = chunksOf(h.n, rowsPerChunk);
+  for (auto [i, chunk] : llvm::enumerate(chunks)) {
+    auto [r0, r1] = chunk;
+    Value logits = h.tagged(h.logits(h.rows(h.x, r0, r1)), "forward", i,
+                            chunks.size());
     Value y = h.rows(h.labels, r0, r1);
     // The row log-sum-exp, steadied by the row maximum (only where the
     // gradient reads it: an evaluation entry's is dead); from 16-bit
@@ -207,9 +225,11 @@ void expandBackward(LinearCrossEntropyGradOp op, int64_t rowsPerChunk) {
   Type elt = typeOf(h.x).getElementType();
   SmallVector<Value> dxs;
   Value dw;
-  for (auto [r0, r1] : chunksOf(h.n, rowsPerChunk)) {
+  auto chunks = chunksOf(h.n, rowsPerChunk);
+  for (auto [i, chunk] : llvm::enumerate(chunks)) {
+    auto [r0, r1] = chunk;
     Value xc = h.rows(h.x, r0, r1);
-    Value logits = h.logits(xc);
+    Value logits = h.tagged(h.logits(xc), "backward", i, chunks.size());
     auto grid = typeOf(logits).clone(h.lossType);
     Value probs = SoftmaxOp::create(e.b, e.loc, e.castTo(logits, h.lossType), 1);
     Value onehot = e.castTo(

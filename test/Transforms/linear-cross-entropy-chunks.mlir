@@ -10,6 +10,7 @@
 
 // RUN: loom-opt --loom-linear-cross-entropy-chunks=rows=4 %s | FileCheck %s
 // RUN: loom-opt --loom-linear-cross-entropy-chunks %s | FileCheck %s --check-prefix=ONE
+// RUN: loom-opt --loom-linear-cross-entropy-chunks=rows=4 --cse %s | FileCheck %s --check-prefix=CSE
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: loom-opt --loom-linear-cross-entropy-chunks=rows=4 %s -o %t/chunks.mlir
 // RUN: %python %S/Inputs/linear_cross_entropy_check.py make %t/in
@@ -28,10 +29,12 @@
 // counted. The backward recomputes each chunk's logits, and dw is the
 // running sum of the chunks' products.
 // CHECK-LABEL: func.func @mean_tied
-// CHECK-COUNT-3: loom.matmul %{{.*}}, %arg1 {transpose_b} : (tensor<{{4|2}}x4xf32>, tensor<7x4xf32>) -> tensor<{{4|2}}x7xf32>
+// CHECK:         loom.matmul %{{.*}}, %arg1 {loom.lm_head = "forward, chunk 1 of 3", transpose_b} : (tensor<4x4xf32>, tensor<7x4xf32>) -> tensor<4x7xf32>
+// CHECK:         loom.matmul %{{.*}}, %arg1 {loom.lm_head = "forward, chunk 2 of 3", transpose_b} : (tensor<4x4xf32>, tensor<7x4xf32>) -> tensor<4x7xf32>
+// CHECK:         loom.matmul %{{.*}}, %arg1 {loom.lm_head = "forward, chunk 3 of 3", transpose_b} : (tensor<2x4xf32>, tensor<7x4xf32>) -> tensor<2x7xf32>
 // CHECK:         loom.concat {{.*}} dim = 0 : (tensor<4xf32>, tensor<4xf32>, tensor<2xf32>) -> tensor<10xf32>
 // CHECK:         loom.slice %arg0 start = [0, 0] limit = [4, 4]
-// CHECK:         loom.matmul %{{.*}}, %arg1 {transpose_b} : (tensor<4x4xf32>, tensor<7x4xf32>) -> tensor<4x7xf32>
+// CHECK:         loom.matmul %{{.*}}, %arg1 {loom.lm_head = "backward, chunk 1 of 3", transpose_b} : (tensor<4x4xf32>, tensor<7x4xf32>) -> tensor<4x7xf32>
 // CHECK:         loom.matmul %{{.*}}, %arg1 : (tensor<4x7xf32>, tensor<7x4xf32>) -> tensor<4x4xf32>
 // CHECK:         loom.matmul %{{.*}}, %{{.*}} {transpose_a} : (tensor<4x7xf32>, tensor<4x4xf32>) -> tensor<7x4xf32>
 // CHECK:         loom.slice %arg0 start = [8, 0] limit = [10, 4]
@@ -44,7 +47,7 @@
 // In bf16: the GEMMs in bf16, the row statistics in f32, dlogits rounded
 // to bf16, and dw summed in f32 over the chunks, rounded once.
 // CHECK-LABEL: func.func @mean_tied_bf16
-// CHECK:         loom.matmul %{{.*}}, %arg1 {transpose_b} : (tensor<4x4xbf16>, tensor<7x4xbf16>) -> tensor<4x7xbf16>
+// CHECK:         loom.matmul %{{.*}}, %arg1 {loom.lm_head = "forward, chunk 1 of 3", transpose_b} : (tensor<4x4xbf16>, tensor<7x4xbf16>) -> tensor<4x7xbf16>
 // CHECK:         loom.cross_entropy %{{.*}}, %{{.*}} reduction = none {ignore_index = -100 : i64} : (tensor<4x7xbf16>, tensor<4xi64>) -> tensor<4xf32>
 // CHECK:         loom.softmax %{{.*}} axis = 1 : tensor<4x7xf32>
 // CHECK:         %[[D:.+]] = loom.cast %{{.*}} : tensor<4x7xf32> -> tensor<4x7xbf16>
@@ -54,8 +57,18 @@
 // CHECK:         loom.cast %{{.*}} : tensor<7x4xf32> -> tensor<7x4xbf16>
 // CHECK-NOT:     loom.linear_cross_entropy
 
+// The backward's logits GEMMs carry their pass and chunk, so CSE does not
+// merge them with the forward's (which would keep every chunk's logits
+// alive from the forward to the backward: all of them).
+// CSE-LABEL: func.func @mean_tied
+// CSE: loom.matmul {{.*}} {loom.lm_head = "forward, chunk 1 of 3", transpose_b}
+// CSE: loom.matmul {{.*}} {loom.lm_head = "backward, chunk 1 of 3", transpose_b}
+// CSE: loom.matmul {{.*}} {loom.lm_head = "backward, chunk 2 of 3", transpose_b}
+// CSE: loom.matmul {{.*}} {loom.lm_head = "backward, chunk 3 of 3", transpose_b}
+
+// One chunk: no slices, no concatenation.
 // ONE-LABEL: func.func @mean_tied
-// ONE-COUNT-1: loom.matmul %arg0, %arg1 {transpose_b} : (tensor<10x4xf32>, tensor<7x4xf32>) -> tensor<10x7xf32>
+// ONE:         loom.matmul %arg0, %arg1 {loom.lm_head = "forward, chunk 1 of 1", transpose_b} : (tensor<10x4xf32>, tensor<7x4xf32>) -> tensor<10x7xf32>
 // ONE-NOT:     loom.slice
 // ONE-NOT:     loom.concat
 // ONE-NOT:     loom.linear_cross_entropy
