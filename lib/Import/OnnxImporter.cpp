@@ -215,17 +215,36 @@ bool OnnxImporter::loadModel() {
   }
   if (!bindInputs() || !checkConstantSizes())
     return false;
-  try {
-    onnx::ShapeInferenceOptions options(/*check_type=*/true,
-                                        /*strict_mode=*/1,
-                                        /*data_prop=*/true);
-    onnx::shape_inference::InferShapes(
-        model, onnx::OpSchemaRegistry::Instance(), options);
-  } catch (const std::exception &e) {
-    emitError(fileLoc) << "ONNX shape inference failed: " << e.what();
-    return false;
+  // With data propagation first (shapes computed by Shape/Gather/Concat
+  // chains become static); ONNX's propagation also treats some elementwise
+  // ops on constants as shape arithmetic and refuses broadcasts they are
+  // valid for (transformers' BLOOM: its ALiBi slopes [H, 1, 1] times the
+  // positions [S], "Invalid rank for Mul broadcasting"), so on failure the
+  // inference runs again without it, from the file's own value_info.
+  google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> fileInfo =
+      model.graph().value_info();
+  std::string propagationError;
+  for (bool dataProp : {true, false}) {
+    try {
+      onnx::ShapeInferenceOptions options(/*check_type=*/true,
+                                          /*strict_mode=*/1, dataProp);
+      onnx::shape_inference::InferShapes(
+          model, onnx::OpSchemaRegistry::Instance(), options);
+      if (!dataProp)
+        emitRemark(fileLoc)
+            << "ONNX shape inference with data propagation failed ("
+            << propagationError << "); the shapes were inferred without it";
+      return true;
+    } catch (const std::exception &e) {
+      if (!dataProp) {
+        emitError(fileLoc) << "ONNX shape inference failed: " << e.what();
+        return false;
+      }
+      propagationError = e.what();
+      *model.mutable_graph()->mutable_value_info() = fileInfo;
+    }
   }
-  return true;
+  return false;
 }
 
 /// ConstantOfShape and Range make tensors whose size is data: Loom folds

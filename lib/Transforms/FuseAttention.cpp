@@ -22,7 +22,8 @@
 // position, never materialized (a [B, 1, T, T] mask is what makes T = 2048
 // impossible otherwise): a position is allowed where the additive leaves
 // are 0 and every keep leaf is true, masked where a leaf is <= -1e30
-// (float32's lowest, or -inf) or a mask false; a constant real bias keeps
+// (float32's lowest, or -inf) or a mask false; a constant real bias the same
+// for every query row (ALiBi) becomes the op's bias operand, any other keeps
 // the chain as it is. These allowed positions must be exactly none masked,
 // causal, or a causal sliding window. Leaves computed from the arguments
 // (padding masks, relative biases) become the op's mask and bias operands
@@ -31,10 +32,13 @@
 // sequences) its segments operand. Invariant: the rewrite changes no value the
 // function computes, except rows that are entirely masked (0 here; the
 // unfused softmax of all-lowest scores averages every value), which only
-// padded query positions have.
+// padded query positions have. Chains computed with batch and heads merged
+// ([B*H, T, S] around a 4-D softmax, BLOOM's) are first rebuilt on
+// [B, H, ...] (LiftMergedHeads.h).
 //
 //===----------------------------------------------------------------------===//
 
+#include "LiftMergedHeads.h"
 #include "PassHelpers.h"
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
@@ -616,6 +620,9 @@ struct Chain {
   MaskKind mask;
   /// Mask and bias leaves computed from the function's arguments.
   SmallVector<MaskLeaf> runMasks, runBiases;
+  /// Bias leaves computed from constants, the same for every query row
+  /// (ALiBi); the op's bias operand with runBiases.
+  SmallVector<MaskLeaf> constBiases;
   /// Document ids [B, T] an equality leaf compares (the op's segments).
   Value segments;
   /// Dropout on the probabilities (a loom.dropout between the softmax and
@@ -695,8 +702,29 @@ public:
     }
     if (!fixed.empty()) {
       std::optional<MaskKind> kind = classify(fixed, st.getShape());
-      if (!kind)
-        return std::nullopt;
+      if (!kind) {
+        // A term computed from constants that is the same for every query
+        // row (ALiBi: a slope per head times the key position) is no mask
+        // but adds to the scores as it is: the op's bias operand, of
+        // [B, H, 1, S] at most (no T x S tensor). The rest must still be
+        // a mask the evaluator proves.
+        SmallVector<MaskLeaf> masksOnly, biases;
+        for (MaskLeaf &l : fixed)
+          (l.term.additive && l.shape[2] == 1 ? biases : masksOnly)
+              .push_back(l);
+        if (biases.empty())
+          return std::nullopt;
+        kind = masksOnly.empty() ? MaskKind{}
+                                 : classify(masksOnly, st.getShape());
+        if (!kind)
+          return std::nullopt;
+        for (MaskLeaf &l : biases) {
+          if (getElementTypeOrSelf(l.term.value.getType()) !=
+              st.getElementType())
+            return reject("its bias is not of the scores' element type");
+          c.constBiases.push_back(l);
+        }
+      }
       c.mask = *kind;
     }
     if (!getElementTypeOrSelf(q.getType()).isF32() &&
@@ -911,9 +939,9 @@ struct FuseAttentionPass
       if (func.isExternal())
         continue;
       splitKeyTransposes(func);
+      bool changed = liftMergedHeads(func) > 0;
       SmallVector<SoftmaxOp> softmaxes;
       func.walk([&](SoftmaxOp sm) { softmaxes.push_back(sm); });
-      bool changed = false;
       for (SoftmaxOp sm : softmaxes) {
         ChainMatcher matcher(eval, cache, dependsOnArgs);
         std::optional<Chain> chain = matcher.match(sm);
@@ -952,6 +980,8 @@ struct FuseAttentionPass
           parts.push_back("mask from the inputs");
         if (!chain->runBiases.empty())
           parts.push_back("bias from the inputs");
+        if (!chain->constBiases.empty())
+          parts.push_back("bias per key from constants (ALiBi)");
         if (chain->seed)
           parts.push_back(llvm::formatv("dropout {0}", chain->dropout).str());
         std::string kind = parts.empty() ? "no mask" : llvm::join(parts, ", ");
@@ -1010,9 +1040,11 @@ struct FuseAttentionPass
     auto lseType = RankedTensorType::get(
         {qt.getDimSize(0), qt.getDimSize(1), qt.getDimSize(2)},
         b.getF32Type());
+    SmallVector<MaskLeaf> biases(c.runBiases);
+    biases.append(c.constBiases);
     auto attn = AttentionOp::create(
         b, loc, outType, lseType, c.q, c.k, c.v,
-        combineLeaves(b, loc, c.runMasks), combineLeaves(b, loc, c.runBiases),
+        combineLeaves(b, loc, c.runMasks), combineLeaves(b, loc, biases),
         c.segments, c.seed, b.getF64FloatAttr(c.scale),
         c.mask.causal ? b.getUnitAttr() : UnitAttr(),
         b.getI64IntegerAttr(c.mask.window), b.getF32FloatAttr(c.dropout),

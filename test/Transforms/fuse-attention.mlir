@@ -80,17 +80,17 @@ func.func @window(%q: tensor<1x1x4x2xf32>, %k: tensor<1x1x4x2xf32>, %v: tensor<1
 // -----
 
 // Tests that a mask that is neither causal nor a window (here: key 2
-// masked for every query) keeps the chain, and the report says where it
-// differs.
+// masked for query 0) keeps the chain, and the report says where it
+// differs. (A constant term the same for every query, such as key 2
+// masked for all of them, is the op's bias instead: see @bloom.)
 // CHECK: loom.attention_report = [{detail = "its mask: the mask is neither causal nor a causal sliding window (position [0, 0, 0, 2] differs)", node = "odd", outcome = "kept"}]
 // CHECK-LABEL: func.func @odd_mask
 // CHECK-NOT:     loom.attention
 // CHECK:         loom.softmax
 func.func @odd_mask(%q: tensor<1x1x4x2xf32>, %k: tensor<1x1x4x2xf32>, %v: tensor<1x1x4x2xf32>) -> tensor<1x1x4x2xf32> {
   %s = loom.matmul %q, %k {transpose_b} : (tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>) -> tensor<1x1x4x4xf32>
-  %m = loom.constant dense<[[[[0.0, 0.0, -3.40282347E+38, 0.0]]]]> : tensor<1x1x1x4xf32>
-  %mb = loom.broadcast_in_dim %m dims = [0, 1, 2, 3] : tensor<1x1x1x4xf32> -> tensor<1x1x4x4xf32>
-  %x = loom.add %s, %mb : tensor<1x1x4x4xf32>
+  %m = loom.constant dense<[[[[0.0, 0.0, -3.40282347E+38, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %x = loom.add %s, %m : tensor<1x1x4x4xf32>
   %p = loom.softmax %x axis = 3 : tensor<1x1x4x4xf32> loc("odd")
   %o = loom.matmul %p, %v : (tensor<1x1x4x4xf32>, tensor<1x1x4x2xf32>) -> tensor<1x1x4x2xf32>
   return %o : tensor<1x1x4x2xf32>
@@ -246,4 +246,48 @@ func.func @packed(%q: tensor<2x2x4x2xf32>, %k: tensor<2x2x4x2xf32>, %v: tensor<2
   %p = loom.softmax %x axis = 3 : tensor<2x2x4x4xf32> loc("packed")
   %o = loom.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x2xf32>) -> tensor<2x2x4x2xf32>
   return %o : tensor<2x2x4x2xf32>
+}
+
+// -----
+
+// Tests BLOOM's form: the scores computed with batch and heads merged,
+// [B*H, T, S] (baddbmm: a scaled product plus ALiBi's bias, a slope per head
+// times the key position, [B*H, 1, S]), viewed as [B, H, T, S] for the
+// causal mask and the softmax, and the probabilities viewed back for the
+// product with the merged values. The chain is rebuilt on [B, H, ...]
+// (loom-fuse-attention's lift) and fused; the bias, the same for every
+// query row and computed from constants, becomes the op's bias operand at
+// [1, 2, 1, 4] (no T x S tensor), the causal mask the attribute.
+// CHECK: loom.attention_report = [{detail = "causal, bias per key from constants (ALiBi)", node = "bloom", outcome = "fused"}]
+// CHECK-LABEL: func.func @bloom
+// CHECK-SAME:    (%[[Q:[^:]+]]: tensor<1x2x4x2xf32>, %[[K:[^:]+]]: tensor<1x2x4x2xf32>, %[[V:[^:]+]]: tensor<1x2x4x2xf32>)
+// CHECK:         %[[A:.+]] = loom.reshape %{{.+}} : tensor<2x1x4xf32> -> tensor<1x2x1x4xf32>
+// CHECK:         loom.attention %[[Q]], %[[K]], %[[V]] bias %[[A]] {causal, scale = 5.000000e-01 : f64}
+// CHECK-NOT:     loom.softmax
+// CHECK-NOT:     loom.matmul
+// UNFUSED: loom.attention_report = [{detail = "--attention=unfused", node = "bloom", outcome = "kept"}]
+func.func @bloom(%q: tensor<1x2x4x2xf32>, %k: tensor<1x2x4x2xf32>, %v: tensor<1x2x4x2xf32>) -> tensor<1x2x4x2xf32> {
+  %q3 = loom.reshape %q : tensor<1x2x4x2xf32> -> tensor<2x4x2xf32>
+  %k3 = loom.reshape %k : tensor<1x2x4x2xf32> -> tensor<2x4x2xf32>
+  %kt = loom.transpose %k3 perm = [0, 2, 1] : tensor<2x4x2xf32> -> tensor<2x2x4xf32>
+  %v3 = loom.reshape %v : tensor<1x2x4x2xf32> -> tensor<2x4x2xf32>
+  %s = loom.matmul %q3, %kt : (tensor<2x4x2xf32>, tensor<2x2x4xf32>) -> tensor<2x4x4xf32>
+  %c = loom.constant dense<0.5> : tensor<f32>
+  %cb = loom.broadcast_in_dim %c dims = [] : tensor<f32> -> tensor<2x4x4xf32>
+  %ss = loom.mul %s, %cb : tensor<2x4x4xf32>
+  %alibi = loom.constant dense<[[[0.0, 0.5, 1.0, 1.5]], [[0.0, 0.25, 0.5, 0.75]]]> : tensor<2x1x4xf32>
+  %ab = loom.broadcast_in_dim %alibi dims = [0, 1, 2] : tensor<2x1x4xf32> -> tensor<2x4x4xf32>
+  %sa = loom.add %ss, %ab : tensor<2x4x4xf32>
+  %s4 = loom.reshape %sa : tensor<2x4x4xf32> -> tensor<1x2x4x4xf32>
+  %pos = loom.constant dense<[0, 1, 2, 3]> : tensor<4xi64>
+  %col = loom.broadcast_in_dim %pos dims = [3] : tensor<4xi64> -> tensor<1x2x4x4xi64>
+  %row = loom.broadcast_in_dim %pos dims = [2] : tensor<4xi64> -> tensor<1x2x4x4xi64>
+  %causal = loom.compare le, %col, %row : tensor<1x2x4x4xi64> -> tensor<1x2x4x4xi1>
+  %low = loom.constant dense<0xFF800000> : tensor<1x2x4x4xf32>
+  %x = loom.select %causal, %s4, %low : tensor<1x2x4x4xi1>, tensor<1x2x4x4xf32>
+  %p = loom.softmax %x axis = 3 : tensor<1x2x4x4xf32> loc("bloom")
+  %p3 = loom.reshape %p : tensor<1x2x4x4xf32> -> tensor<2x4x4xf32>
+  %o3 = loom.matmul %p3, %v3 : (tensor<2x4x4xf32>, tensor<2x4x2xf32>) -> tensor<2x4x2xf32>
+  %o = loom.reshape %o3 : tensor<2x4x2xf32> -> tensor<1x2x4x2xf32>
+  return %o : tensor<1x2x4x2xf32>
 }

@@ -4,7 +4,8 @@ export them.
 
 For each model (transformers' Qwen2, Llama, GPT-2, T5 (encoder-decoder,
 its relative position bias a learned bias on the scores; the decoder reads
---seq / 2 tokens), and with --pad BERT; small widths, random weights,
+--seq / 2 tokens), BLOOM (ALiBi, its scores on merged batch and heads), and
+with --pad BERT; small widths, random weights,
 distinct parameters, training mode) at sequence length --seq, this:
   1. exports it with the installed PyTorch's default exporter
      (torch.onnx.export, optimize=False); with --pad it takes an
@@ -74,6 +75,12 @@ def build(name, seq, batch, pad):
         model = tf.GPT2LMHeadModel(tf.GPT2Config(
             vocab_size=256, n_positions=max(seq, 64), n_embd=64, n_layer=2,
             n_head=4, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    elif name == "bloom":
+        # ALiBi: a per-head linear bias of the key position, added to the
+        # scores (baddbmm: beta * alibi + alpha * q k^T).
+        model = tf.BloomForCausalLM(tf.BloomConfig(
+            vocab_size=256, hidden_size=64, n_layer=2, n_head=4,
+            hidden_dropout=0.0, attention_dropout=0.0))
     elif name == "gpt2_dropout":
         # transformers' eager attention with dropout on the probabilities
         # (the file has it; the fused op draws it): compared with PyTorch
@@ -320,7 +327,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("models", nargs="+",
                     choices=["qwen2", "llama", "gpt2", "gpt2_dropout",
-                             "bert", "roberta", "t5"])
+                             "bert", "roberta", "t5", "bloom"])
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--loomc", required=True)
