@@ -49,17 +49,24 @@ that gets further prints NEWLY PASSES (a note: update FILE). --write-expect
 FILE writes this run's file for review. Docs: docs/onnx-import.md,
 "Expectations files".
 
+With --skip-same-as DIR a model whose folder (model and test data) is
+byte for byte the same-named folder of the data set DIR is not run: a run
+over DIR checks it already (test/Import/ONNX/node-tests-1.23.test skips the
+node tests that onnx 1.23 kept unchanged from Debian's libonnx-testdata,
+which conformance.test runs). The expectations check counts them as seen.
+
 Usage: onnx_conformance.py --loomc build/bin/loomc [--data DIR] [--json OUT]
            [--run [--interp build/bin/loom-interp]]
            [--compiled [--loom-run build/bin/loom-run]
             [--compiled-filter REGEX] [--compiled-xfail TEST,...]
             [--keep-failures DIR] [--target T] [--target-flags F]
             [--also-target T [--also-target-flags F] [--also-expect FILE]]]
-           [--expect FILE] [--write-expect FILE]
+           [--expect FILE] [--write-expect FILE] [--skip-same-as DIR]
 """
 import argparse
 import collections
 import concurrent.futures
+import hashlib
 import json
 import os
 import re
@@ -796,7 +803,22 @@ def read_expectations(path):
     return expected
 
 
-def check_expectations(results, supported, expected, path, complete):
+def folder_digest(folder):
+    """SHA-256 over the relative paths and bytes of every file under
+    `folder`, in sorted order."""
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        for f in sorted(files):
+            p = os.path.join(root, f)
+            h.update(os.path.relpath(p, folder).encode() + b"\0")
+            with open(p, "rb") as fh:
+                h.update(fh.read())
+    return h.hexdigest()
+
+
+def check_expectations(results, supported, expected, path, complete,
+                       skipped=()):
     """Compares each model's outcome with `expected`, read from the
     expectations file `path`.
     Prints NEWLY FAILS for a model that stops earlier than listed (or is
@@ -804,7 +826,8 @@ def check_expectations(results, supported, expected, path, complete):
     for one that gets further (a note: the file is out of date), a note for
     a model that stops where listed for another reason, and a summary.
     `complete`: the run had every model of the data (no --filter), so a
-    listed model it lacks is reported. Returns the number newly failing."""
+    listed model it lacks is reported; `skipped` (--skip-same-as) count as
+    present. Returns the number newly failing."""
     same = newly_fails = newly_passes = other_reason = 0
     print()
     for r in results:
@@ -830,7 +853,7 @@ def check_expectations(results, supported, expected, path, complete):
                       "%s (listed: %s): update %s" % (
                           r["test"], stage, reason, listed_reason, path))
     if complete:
-        seen = {r["test"] for r in results}
+        seen = {r["test"] for r in results} | set(skipped)
         for test in sorted(set(expected) - seen):
             print("note: %s is listed in %s but not in the data" % (test,
                                                                      path))
@@ -900,6 +923,10 @@ def main():
                     "(default: beside --loomc)")
     ap.add_argument("--filter", help="only models whose test name matches "
                     "this regular expression")
+    ap.add_argument("--skip-same-as", metavar="DIR",
+                    help="skip a model whose folder is byte for byte the "
+                    "same-named folder of the data set DIR (a run over DIR "
+                    "checks it)")
     ap.add_argument("--target", default="cpu",
                     help="with --compiled: loomc's --target (cpu, or "
                          "cuda:sm_90 on a GPU, or, with --loomc loomc-emu, "
@@ -963,9 +990,9 @@ def main():
     if not args.loomc:
         ap.error("--loomc is required")
     if args.write_expect and (args.filter or args.compiled_filter or
-                              args.defer_run):
+                              args.defer_run or args.skip_same_as):
         ap.error("--write-expect needs a whole run: no --filter, "
-                 "--compiled-filter or --defer-run")
+                 "--compiled-filter, --defer-run or --skip-same-as")
     # Read before the run, so that a bad file fails in a second, not after it.
     expected = None
     if args.expect:
@@ -999,15 +1026,26 @@ def main():
         args.interp = os.path.join(os.path.dirname(args.loomc), "loom-interp")
 
     models = []
+    skipped = []
     for suite in SUITES:
         d = os.path.join(args.data, suite)
         if not os.path.isdir(d):
             continue
         for name in sorted(os.listdir(d)):
             p = os.path.join(d, name, "model.onnx")
-            if os.path.isfile(p) and (not args.filter or
-                                      re.search(args.filter, name)):
-                models.append((suite, name, p))
+            if not os.path.isfile(p) or (args.filter and
+                                         not re.search(args.filter, name)):
+                continue
+            if args.skip_same_as:
+                twin = os.path.join(args.skip_same_as, suite, name)
+                if os.path.isdir(twin) and (folder_digest(twin) ==
+                                            folder_digest(os.path.dirname(p))):
+                    skipped.append(name)
+                    continue
+            models.append((suite, name, p))
+    if args.skip_same_as:
+        print("skipped %d models identical to %s's" % (len(skipped),
+                                                       args.skip_same_as))
     if not models:
         print("no models found under %s" % args.data, file=sys.stderr)
         return 2
@@ -1148,7 +1186,8 @@ def main():
     newly_fail = 0
     if args.expect:
         newly_fail = check_expectations(results, supported, expected,
-                                        args.expect, complete=not args.filter)
+                                        args.expect, complete=not args.filter,
+                                        skipped=skipped)
     if args.also_target:
         # The second target's view: the same import and interpreter results,
         # its own compiled ones.
@@ -1165,7 +1204,8 @@ def main():
         if also_expected is not None:
             newly_fail += check_expectations(view, supported, also_expected,
                                              args.also_expect,
-                                             complete=not args.filter)
+                                             complete=not args.filter,
+                                             skipped=skipped)
     if args.write_expect:
         write_expectations(results, supported, args.write_expect,
                            "--compiled --target=" + args.target
