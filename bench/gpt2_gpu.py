@@ -8,12 +8,18 @@ Usage (from the repository root, with the set-up script's .venv):
       [--target cuda:sm_90] [--layers 12 --d 768 --heads 12 --seq 1024
       --vocab 50304] [--tf32] [--torch-attention sdpa|math]
       [--torch-adamw default|foreach|fused|single] [--compile-mode MODE]
-      [--workdir out/bench_gpt2] [--json FILE] [--markdown]
+      [--precision fp32|bf16] [--workdir out/bench_gpt2] [--json FILE]
+      [--markdown]
   .venv/bin/python bench/gpt2_gpu.py --self-test     # CPU, tiny model
 
 The step: forward, mean softmax cross-entropy over all B x T tokens (logits
 [B, T, V], labels [B, T]), backward, AdamW (lr 1e-3, betas 0.9/0.999, eps
-1e-8, weight decay 0.01), all f32. The model is the GPT of
+1e-8, weight decay 0.01), all f32; with --precision bf16, mixed precision:
+Loom's `loomc --precision=bf16` (bf16 GEMMs and their activations, f32
+master weights, AdamW state and softmax/normalization statistics; the
+attention and the LM head fused) against PyTorch's
+`torch.autocast("cuda", torch.bfloat16)` around the forward and the loss
+(the optimizer on the f32 parameters). The model is the GPT of
 utils/gen_onnx_models.py (build_gpt: the examples' gpt2.onnx at any size):
 pre-LN blocks, causal softmax attention, exact (Erf) GELU, MLP width 4d,
 untied lm_head without bias. Default: 12 layers, d 768, 12 heads, T 1024,
@@ -290,9 +296,14 @@ def worker_torch(opts):
     if opts["compile"]:
         forward = torch.compile(model, mode=opts["compile_mode"])
 
+    bf16 = opts.get("precision", "fp32") == "bf16"
+
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = cross_entropy(forward(ids), labels)
+        # Mixed precision as PyTorch users train: autocast around the
+        # forward and the loss, the gradients and AdamW in f32.
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = cross_entropy(forward(ids), labels)
         loss.backward()
         opt.step()
         return loss.detach()
@@ -336,7 +347,8 @@ def worker_torch(opts):
            "ms_wall_mean": wall_s / len(times) * 1e3, "timed_steps": len(times),
            "first_step_s": first_step_s, "first_loss": first_loss, "last_loss": float(loss),
            "torch_version": torch.__version__,
-           "adamw": opts["adamw"], "attention": opts["attention"], "tf32": opts["tf32"]}
+           "adamw": opts["adamw"], "attention": opts["attention"], "tf32": opts["tf32"],
+           "precision": opts.get("precision", "fp32")}
     if opts["compile"]:
         res.update(compile_s=first_step_s, compile_mode=opts["compile_mode"])
     if cuda:
@@ -519,6 +531,7 @@ def compile_loom(model_path, art, args):
     cmd = [args.loomc, model_path, "--train", "--loss=cross_entropy", "--labels=labels",
            "--optimizer=adamw", "--lr=%r" % LR, "--beta1=%r" % BETA1, "--beta2=%r" % BETA2,
            "--eps=%r" % EPS, "--weight-decay=%r" % WD, "--target=" + args.target,
+           "--precision=" + args.precision,
            "-o", art, "--report"] + args.loomc_flags.split()
     log = os.path.join(os.path.dirname(model_path), "loomc.log")
     print("  loom: loomc --target=%s" % args.target, flush=True)
@@ -526,7 +539,8 @@ def compile_loom(model_path, art, args):
     if rc != 0:
         return failure("loomc", rc, log, out), None, None
     with open(os.path.join(art, "compile.json"), "w") as f:
-        json.dump({"compile_s": compile_s, "report": out, "target": args.target}, f)
+        json.dump({"compile_s": compile_s, "report": out, "target": args.target,
+                   "precision": args.precision}, f)
     return None, out, compile_s
 
 
@@ -562,6 +576,9 @@ def run_loom(model_path, data_path, batch, args):
         with open(os.path.join(art, "compile.json")) as f:
             facts = json.load(f)
         out, compile_s = facts["report"], facts["compile_s"]
+        if facts.get("precision", "fp32") != args.precision:
+            return {"error": "%s was compiled with --precision=%s, not %s" % (
+                art, facts.get("precision", "fp32"), args.precision)}
         if not os.path.exists(os.path.join(art, "params.safetensors")):
             write_params_from_model(model_path, art)
     else:
@@ -589,7 +606,8 @@ def run_loom(model_path, data_path, batch, args):
     res = {"ms_per_step": statistics.median(times) * 1e3, "ms_min": min(times) * 1e3,
            "ms_mean": statistics.fmean(times) * 1e3, "timed_steps": len(times),
            "first_loss": first, "last_loss": last, "compile_s": compile_s,
-           "peak_rss_mib": rss, "wall_s": wall, "target": args.target}
+           "peak_rss_mib": rss, "wall_s": wall, "target": args.target,
+           "precision": args.precision}
     res.update(mem)
     res.update(parse_report(out))
     return res
@@ -599,6 +617,7 @@ def run_torch(fw, model_path, data_path, args):
     opts = {"model": model_path, "data": data_path, "steps": args.steps,
             "warmup": args.warmup, "device": args.device, "shape": shape_of(args),
             "attention": args.torch_attention, "tf32": args.tf32,
+            "precision": args.precision,
             "adamw": args.torch_adamw, "compile_mode": args.compile_mode}
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", fw,
            "--worker-config", json.dumps(opts)]
@@ -691,9 +710,11 @@ def table(results, device, markdown):
 def notes(results, flops, args, batch):
     """The lines under the table: what each column means and how it was measured."""
     shape = dict(shape_of(args), batch=batch, steps=args.steps, warmup=args.warmup,
-                 n_params=flops["n_params"], n_matmul=flops["n_matmul_params"])
+                 n_params=flops["n_params"], n_matmul=flops["n_matmul_params"],
+                 precision="f32" if args.precision == "fp32"
+                 else "bf16 mixed precision")
     n = ["Model: GPT, {layers} layers, d {d}, {heads} heads, T {seq}, vocab {vocab}, "
-         "batch {batch}, f32; {n_params:,} parameters ({n_matmul:,} without the embedding "
+         "batch {batch}, {precision}; {n_params:,} parameters ({n_matmul:,} without the embedding "
          "tables). {steps} timed steps after {warmup} warm-up; ms/step = median."
          .format(**shape),
          "TFLOP/s = model FLOPs / median step time, model FLOPs per step = %s = %.4g TFLOP."
@@ -828,6 +849,9 @@ def parse_args(argv):
                          "PyTorch's default on the CPU)")
     ap.add_argument("--compile-mode", default="default",
                     help="torch.compile mode (default, reduce-overhead, max-autotune)")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: mixed precision (loomc --precision=bf16; "
+                         "PyTorch's autocast to bf16); default: f32")
     ap.add_argument("--loomc", default=os.path.join(ROOT, "build", "bin", "loomc"))
     ap.add_argument("--loom-run", default=os.path.join(ROOT, "build", "bin", "loom-run"))
     ap.add_argument("--loomc-flags", default="",

@@ -15,7 +15,12 @@
 #   BUNDLE/gpt2s.loom  (with --bench) bench/gpt2_gpu.py's GPT-2-small artifact,
 #                    compiled here, without its weights (written there from
 #                    the same generated model); BUNDLE/gpt2s-perop.loom the
-#                    same with --cuda-fuse-rows=false (one launch per op)
+#                    same with --cuda-fuse-rows=false (one launch per op);
+#                    BUNDLE/gpt2s-bf16.loom the same in mixed precision
+#                    (--precision bf16: the attention and the LM head fused);
+#                    BUNDLE/gpt2s-unfused-attn.loom fp32 with
+#                    --attention=unfused (cuBLASLt's batched products and a
+#                    softmax kernel against the generated attention kernels)
 #
 # all of it packed as one BUNDLE.tar.xz (what travels to the GPU machine;
 # about 30 MB with --bench), next to the BUNDLE folder itself.
@@ -84,6 +89,13 @@ if [[ $BENCH == 1 ]]; then
     --target "cuda:sm_$SM" --loomc-flags=--cuda-fuse-rows=false \
     --loom-compile-only "$OUTDIR/gpt2s-perop.loom"
   rm -f "$OUTDIR/gpt2s-perop.loom/params.safetensors" "$OUTDIR/gpt2s-perop.loom/final.mlir"
+  "$PY" bench/gpt2_gpu.py --workdir "${BENCH_WORKDIR:-out/bench_gpt2}" \
+    --target "cuda:sm_$SM" --precision bf16 --loom-compile-only "$OUTDIR/gpt2s-bf16.loom"
+  rm -f "$OUTDIR/gpt2s-bf16.loom/params.safetensors" "$OUTDIR/gpt2s-bf16.loom/final.mlir"
+  "$PY" bench/gpt2_gpu.py --workdir "${BENCH_WORKDIR:-out/bench_gpt2}" \
+    --target "cuda:sm_$SM" --loomc-flags=--attention=unfused \
+    --loom-compile-only "$OUTDIR/gpt2s-unfused-attn.loom"
+  rm -f "$OUTDIR/gpt2s-unfused-attn.loom/params.safetensors" "$OUTDIR/gpt2s-unfused-attn.loom/final.mlir"
 fi
 XZ_OPT="-T0 -6" tar -C "$OUTDIR" -cJf "$OUTDIR.tar.xz" .
 du -sh "$OUTDIR" "$OUTDIR.tar.xz"
