@@ -13,9 +13,8 @@
 #      outputs (utils/onnx_conformance.py --run-deferred);
 #   4. with --bench: bench/gpt2_gpu.py (Loom's prebuilt GPT-2-small artifact,
 #      PyTorch eager and torch.compile; then Loom with one launch per linalg
-#      op, where the bundle has gpt2s-perop.loom; Loom with the attention
-#      unfused (gpt2s-unfused-attn.loom); then all three in bf16 mixed
-#      precision, where it has gpt2s-bf16.loom);
+#      op, where the bundle has gpt2s-perop.loom; then all three in bf16
+#      mixed precision, where it has gpt2s-bf16.loom);
 #   5. with --profile (after --bench): Nsight Compute's duration of every
 #      launch of one GPT-2-small step (no CUDA graph), summarized by
 #      bench/ncu_summary.py; the CSV is LOGDIR/ncu.csv.
@@ -106,15 +105,6 @@ if [[ $BENCH == 1 ]]; then
       --frameworks loom --workdir /tmp/loom-bench-gpt2 \
       --json "$LOGS/gpt2_gpu_perop.json" --markdown
     tail -n 12 "$LOGS/bench-gpt2-perop.log"
-  fi
-  if [[ -d "$B/gpt2s-unfused-attn.loom" ]]; then
-    # Loom again with the attention chains unfused (batched GEMMs and a
-    # softmax kernel), to time the generated attention kernels against them.
-    part bench-gpt2-unfused-attn env PYTHONUNBUFFERED=1 "$PY" bench/gpt2_gpu.py \
-      --loom-prebuilt "$B/gpt2s-unfused-attn.loom" --loom-run "$B/bin/loom-run" \
-      --frameworks loom --workdir /tmp/loom-bench-gpt2 \
-      --json "$LOGS/gpt2_gpu_unfused_attn.json" --markdown
-    tail -n 12 "$LOGS/bench-gpt2-unfused-attn.log"
   fi
   if [[ -d "$B/gpt2s-bf16.loom" ]]; then
     # Mixed precision: Loom's bf16 artifact against PyTorch's autocast.

@@ -21,8 +21,8 @@
 // on the function's arguments are evaluated at compile time position by
 // position, never materialized (a [B, 1, T, T] mask is what makes T = 2048
 // impossible otherwise): a position is allowed where the additive leaves
-// are 0 and every keep leaf is true, masked where a leaf is <= -1e4
-// (float32's lowest, -inf, or the -1e9 of older code) or a mask false; a constant real bias the same
+// are 0 and every keep leaf is true, masked where a leaf is <= -1e30
+// (float32's lowest, or -inf) or a mask false; a constant real bias the same
 // for every query row (ALiBi) becomes the op's bias operand, any other keeps
 // the chain as it is. These allowed positions must be exactly none masked,
 // causal, or a causal sliding window. Leaves computed from the arguments
@@ -351,21 +351,14 @@ struct MaskKind {
 };
 
 /// One mask of the chain: an additive term (allowed where 0, masked where
-/// <= kMaskedBelow) or a keep mask (allowed where true, or where false with
+/// <= -1e30) or a keep mask (allowed where true, or where false with
 /// `inverted`).
 struct MaskTerm {
   Value value;
   bool additive = true, inverted = false;
 };
 
-/// A score at or below this is masked: float32's lowest and -inf, and the
-/// -1e9 and -1e4 that older code fills masked scores with
-/// (`masked_fill(mask == 0, -1e9)`). exp(-1e4 - max) is 0 in f32 and f64
-/// alike (f64's smallest is e^-745) for any row whose largest score is
-/// above -9000, so the unfused softmax gives such positions exactly 0, as
-/// the fused op's mask does; rows with no allowed position at all are the
-/// invariant's exception either way.
-constexpr double kMaskedBelow = -1e4;
+constexpr double kMaskedBelow = -1e30;
 
 /// A mask term split to its leaves: `value` with the broadcasts that put
 /// it in the scores' [B, H, T, S] shape stripped. Dimension k of `value`
