@@ -94,26 +94,19 @@ if [[ $CHECKS == 1 ]]; then
     --steps 2 --progress=none
 fi
 if [[ $BENCH == 1 ]]; then
-  part bench-gpt2 env PYTHONUNBUFFERED=1 "$PY" bench/gpt2_gpu.py \
-    --loom-prebuilt "$B/gpt2s.loom" --loom-run "$B/bin/loom-run" \
-    --workdir /tmp/loom-bench-gpt2 --json "$LOGS/gpt2_gpu.json" --markdown
-  tail -n 40 "$LOGS/bench-gpt2.log"
-  if [[ -d "$B/gpt2s-perop.loom" ]]; then
-    # Loom again, one launch per linalg op (--cuda-fuse-rows=false).
-    part bench-gpt2-perop env PYTHONUNBUFFERED=1 "$PY" bench/gpt2_gpu.py \
-      --loom-prebuilt "$B/gpt2s-perop.loom" --loom-run "$B/bin/loom-run" \
-      --frameworks loom --workdir /tmp/loom-bench-gpt2 \
-      --json "$LOGS/gpt2_gpu_perop.json" --markdown
-    tail -n 12 "$LOGS/bench-gpt2-perop.log"
-  fi
-  if [[ -d "$B/gpt2s-bf16.loom" ]]; then
-    # Mixed precision: Loom's bf16 artifact against PyTorch's autocast.
-    part bench-gpt2-bf16 env PYTHONUNBUFFERED=1 "$PY" bench/gpt2_gpu.py \
-      --loom-prebuilt "$B/gpt2s-bf16.loom" --loom-run "$B/bin/loom-run" \
-      --precision bf16 --workdir /tmp/loom-bench-gpt2 \
-      --json "$LOGS/gpt2_gpu_bf16.json" --markdown
-    tail -n 40 "$LOGS/bench-gpt2-bf16.log"
-  fi
+  bench() {  # bench NAME ARTIFACT LINES [gpt2_gpu.py flags...]: one part
+    local name="$1" art="$2" lines="$3"; shift 3
+    [[ -d "$art" ]] || return 0
+    part "$name" env PYTHONUNBUFFERED=1 "$PY" bench/gpt2_gpu.py \
+      --loom-prebuilt "$art" --loom-run "$B/bin/loom-run" \
+      --workdir /tmp/loom-bench-gpt2 --json "$LOGS/$name.json" --markdown "$@"
+    tail -n "$lines" "$LOGS/$name.log"
+  }
+  bench bench-gpt2 "$B/gpt2s.loom" 40
+  # Loom again, one launch per linalg op (--cuda-fuse-rows=false).
+  bench bench-gpt2-perop "$B/gpt2s-perop.loom" 12 --frameworks loom
+  # Mixed precision: Loom's bf16 artifact against PyTorch's autocast.
+  bench bench-gpt2-bf16 "$B/gpt2s-bf16.loom" 40 --precision bf16
 fi
 if [[ $PROFILE == 1 ]]; then
   data="$(ls -d /tmp/loom-bench-gpt2/gpt_*/data.npz 2>/dev/null | head -n 1)"

@@ -94,9 +94,9 @@ struct Expansion {
   /// and loomc --report counts the expanded heads by their first chunk.
   Value tagged(Value gemm, StringRef pass, size_t index, size_t count) {
     gemm.getDefiningOp()->setAttr(
-        kLmHeadAttr, e.b.getStringAttr(pass + ", chunk " +
-                                       std::to_string(index + 1) + " of " +
-                                       std::to_string(count)));
+        kLmHeadAttr,
+        e.b.getStringAttr(pass + ", chunk " + std::to_string(index + 1) +
+                          " of " + std::to_string(count)));
     return gemm;
   }
 
@@ -127,29 +127,28 @@ struct Expansion {
   }
 };
 
-Expansion expansionOf(OpBuilder &b, Operation *op, Value x, Value w,
-                      Value labels, Value loss, bool transposeW,
-                      std::optional<int64_t> ignore, Reduction reduction) {
-  auto xt = typeOf(x);
-  int64_t classes = typeOf(w).getDimSize(transposeW ? 0 : 1);
-  return Expansion{Emitter{b, op->getLoc()},
-                   x,
-                   w,
-                   labels,
+/// The expansion of head `op` (either op: their operands and attributes
+/// are alike), building at `b`; `loss` has the loss's element type (the
+/// loss, or the gradient's cotangent of it).
+template <typename HeadOp>
+Expansion expansionOf(OpBuilder &b, HeadOp op, Value loss) {
+  bool transposeW = op.getTransposeW();
+  return Expansion{Emitter{b, op.getLoc()},
+                   op.getX(),
+                   op.getW(),
+                   op.getLabels(),
                    transposeW,
-                   ignore,
-                   reduction,
-                   xt.getDimSize(0),
-                   classes,
+                   op.getIgnoreIndex(),
+                   op.getReduction(),
+                   typeOf(op.getX()).getDimSize(0),
+                   typeOf(op.getW()).getDimSize(transposeW ? 0 : 1),
                    typeOf(loss).getElementType()};
 }
 
 /// Expands `op` at its place; `rowsPerChunk` rows at a time.
 void expandForward(LinearCrossEntropyOp op, int64_t rowsPerChunk) {
   OpBuilder b(op);
-  Expansion h =
-      expansionOf(b, op, op.getX(), op.getW(), op.getLabels(), op.getLoss(),
-                  op.getTransposeW(), op.getIgnoreIndex(), op.getReduction());
+  Expansion h = expansionOf(b, op, op.getLoss());
   Emitter &e = h.e;
   Type lseType = typeOf(op.getLse()).getElementType();
   bool needLse = !op.getLse().use_empty();
@@ -159,8 +158,8 @@ void expandForward(LinearCrossEntropyOp op, int64_t rowsPerChunk) {
   auto chunks = chunksOf(h.n, rowsPerChunk);
   for (auto [i, chunk] : llvm::enumerate(chunks)) {
     auto [r0, r1] = chunk;
-    Value logits = h.tagged(h.logits(h.rows(h.x, r0, r1)), "forward", i,
-                            chunks.size());
+    Value logits =
+        h.tagged(h.logits(h.rows(h.x, r0, r1)), "forward", i, chunks.size());
     Value y = h.rows(h.labels, r0, r1);
     // The row log-sum-exp, steadied by the row maximum (only where the
     // gradient reads it: an evaluation entry's is dead); from 16-bit
@@ -194,9 +193,7 @@ void expandForward(LinearCrossEntropyOp op, int64_t rowsPerChunk) {
 /// Expands the gradient `op` at its place; `rowsPerChunk` rows at a time.
 void expandBackward(LinearCrossEntropyGradOp op, int64_t rowsPerChunk) {
   OpBuilder b(op);
-  Expansion h =
-      expansionOf(b, op, op.getX(), op.getW(), op.getLabels(), op.getDloss(),
-                  op.getTransposeW(), op.getIgnoreIndex(), op.getReduction());
+  Expansion h = expansionOf(b, op, op.getDloss());
   Emitter &e = h.e;
   Value dloss = op.getDloss();
   // Each row's weight of (softmax - onehot), [N] in lossType.
@@ -231,7 +228,8 @@ void expandBackward(LinearCrossEntropyGradOp op, int64_t rowsPerChunk) {
     Value xc = h.rows(h.x, r0, r1);
     Value logits = h.tagged(h.logits(xc), "backward", i, chunks.size());
     auto grid = typeOf(logits).clone(h.lossType);
-    Value probs = SoftmaxOp::create(e.b, e.loc, e.castTo(logits, h.lossType), 1);
+    Value probs =
+        SoftmaxOp::create(e.b, e.loc, e.castTo(logits, h.lossType), 1);
     Value onehot = e.castTo(
         e.cmp(ComparePredicate::EQ,
               e.broadcast(h.rows(h.labels, r0, r1), grid.clone(intType), {0}),
