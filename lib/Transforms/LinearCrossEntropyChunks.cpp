@@ -269,8 +269,10 @@ struct LinearCrossEntropyChunksPass
 
   void runOnOperation() override {
     if (rows < 0 || chunkElements < 1) {
-      getOperation().emitError("loom-linear-cross-entropy-chunks: rows must "
-                               "be >= 0 and chunk-elements >= 1");
+      getOperation().emitError("loom-linear-cross-entropy-chunks: rows (loomc "
+                               "--lm-head-rows) must be >= 0, not ")
+          << static_cast<int64_t>(rows) << ", and chunk-elements >= 1, not "
+          << static_cast<int64_t>(chunkElements);
       return signalPassFailure();
     }
     SmallVector<Operation *> heads;

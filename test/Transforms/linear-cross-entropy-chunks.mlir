@@ -11,6 +11,10 @@
 // RUN: loom-opt --loom-linear-cross-entropy-chunks=rows=4 %s | FileCheck %s
 // RUN: loom-opt --loom-linear-cross-entropy-chunks %s | FileCheck %s --check-prefix=ONE
 // RUN: loom-opt --loom-linear-cross-entropy-chunks=rows=4 --cse %s | FileCheck %s --check-prefix=CSE
+// RUN: not loom-opt --loom-linear-cross-entropy-chunks=rows=-1 %s 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not loom-opt --loom-linear-cross-entropy-chunks=chunk-elements=0 %s 2>&1 | FileCheck %s --check-prefix=BAD0
+// BAD: error: loom-linear-cross-entropy-chunks: rows (loomc --lm-head-rows) must be >= 0, not -1, and chunk-elements >= 1, not 67108864
+// BAD0: error: loom-linear-cross-entropy-chunks: rows (loomc --lm-head-rows) must be >= 0, not 0, and chunk-elements >= 1, not 0
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: loom-opt --loom-linear-cross-entropy-chunks=rows=4 %s -o %t/chunks.mlir
 // RUN: %python %S/Inputs/linear_cross_entropy_check.py make %t/in
